@@ -1,0 +1,178 @@
+"""The ``corral`` command line (also ``python -m executor``).
+
+The CLI is thin: it parses options, calls one library function, and renders
+text or ``--json``. Errors are rendered in one place (:func:`main`). Exit
+codes: 0 success, 1 ``agents check`` found rejected definitions, 2 a user
+error (bad option, unknown agent, bad config), 3 an infrastructure failure,
+4 a denial.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from executor.views import agent_json, list_json, render_show
+from executor.watch import watch_definitions
+from policies.capability import Capability
+from policies.config import load_user_config
+from policies.errors import CorralError
+from policies.loader import Environment, LoadResult, Options, Severity, discover
+
+__all__ = ["cli", "main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def loader_options(func: F) -> F:
+    """The options every command that loads definitions takes."""
+    options = [
+        click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
+                     show_default=True, help="Repository root to discover project agents in."),
+        click.option("--trust-project", is_flag=True,
+                     help="Discover the project's own agent definitions (they are untrusted "
+                     "by default)."),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+                     help="An ngn JSON file of agent_imports and profiles; its imports are "
+                     "trusted."),
+        click.option("--strict", is_flag=True, help="Treat every warning as a rejection."),
+        click.option("--no-personal", is_flag=True,
+                     help="Skip personal definitions (~/.claude/agents, ...)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def load(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+         no_personal: bool) -> LoadResult:
+    """Run discovery with the user's config."""
+    user = load_user_config()
+    options = Options(strict=strict, custom_tools=frozenset(user.custom_tools),
+                      model_map=user.model_map)
+    if not root.is_dir():
+        raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
+    return discover(root, trust_project=trust_project, personal=not no_personal,
+                    config_file=config_file, options=options, env=Environment.from_env())
+
+
+def _root_capability() -> Capability:
+    user = load_user_config()
+    return Capability.root(custom_tools=user.custom_tools, depth=user.subagent_depth)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="corral")
+def cli() -> None:
+    """corral: run coding-harness sub-agents under contracts that only narrow."""
+
+
+@cli.group()
+def agents() -> None:
+    """Discover, inspect and check agent definitions of every format."""
+
+
+@agents.command("list")
+@loader_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def agents_list(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+                no_personal: bool, as_json: bool) -> None:
+    """List the agents that won discovery."""
+    result = load(root, trust_project, config_file, strict, no_personal)
+    if as_json:
+        click.echo(json.dumps(list_json(result), indent=2))
+        return
+    if not result.agents:
+        click.echo("no agents found" + ("" if trust_project else
+                                        " (project agents need --trust-project)"))
+    for name, contract in sorted(result.agents.items()):
+        flags = "".join([
+            "R" if contract.is_read_only else "-",
+            "u" if contract.user_invocable else "-",
+            "s" if contract.subagent_available else "-",
+        ])
+        click.echo(f"{name:32} {flags} {contract.origin.format.value:11} "
+                   f"{contract.origin.source}")
+    problems = [d for d in result.diagnostics if d.severity is not Severity.INFO]
+    if problems:
+        rejected = sum(1 for d in problems if d.severity is Severity.ERROR)
+        click.echo(f"\n{len(problems)} diagnostic(s), {rejected} error(s): run "
+                   "`corral agents check` for details", err=True)
+
+
+@agents.command("show")
+@loader_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.argument("name")
+def agents_show(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+                no_personal: bool, as_json: bool, name: str) -> None:
+    """Print the effective, resolved contract of agent NAME."""
+    result = load(root, trust_project, config_file, strict, no_personal)
+    contract = result.get(name)
+    if contract is None:
+        related = [d.render() for d in result.diagnostics
+                   if d.severity is Severity.ERROR and name in d.file]
+        known = ", ".join(sorted(result.agents)) or "none"
+        raise CorralError(f"no agent named {name!r}", code="unknown_agent",
+                          context={"known agents": known},
+                          hint="\n".join(related) if related else (
+                              None if trust_project else "project agents need --trust-project"))
+    if as_json:
+        click.echo(json.dumps(agent_json(contract, effective=_root_capability()), indent=2))
+    else:
+        click.echo(render_show(contract, _root_capability()))
+
+
+@agents.command("check")
+@loader_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--watch", is_flag=True, help="Re-check whenever a definition file changes.")
+def agents_check(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+                 no_personal: bool, as_json: bool, watch: bool) -> None:
+    """Check every definition; exit 1 when any was rejected."""
+
+    def run_check() -> LoadResult:
+        result = load(root, trust_project, config_file, strict, no_personal)
+        if as_json:
+            click.echo(json.dumps(list_json(result)))
+        else:
+            for diagnostic in result.diagnostics:
+                click.echo(diagnostic.render())
+            rejected = sum(1 for o in result.outcomes if o.status.value == "rejected")
+            click.echo(f"{len(result.agents)} agent(s) loaded, {rejected} definition(s) "
+                       "rejected")
+        sys.stdout.flush()
+        return result
+
+    if watch:
+        env = Environment.from_env()
+        watch_definitions(root, env, run_check, personal=not no_personal)
+        return
+    if run_check().rejected:
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and render corral errors in one place."""
+    try:
+        cli.main(args=argv, prog_name="corral", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except CorralError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        for key, value in exc.context.items():
+            click.echo(f"  {key}: {value}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)

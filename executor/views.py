@@ -1,0 +1,137 @@
+"""JSON and text views of contracts and diagnostics (what the CLI prints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, restrict
+from policies.contract import AgentContract
+from policies.loader import Diagnostic, LoadResult
+from policies.tools import group_of, tool_matches
+
+__all__ = ["agent_json", "diagnostics_json", "list_json", "own_tools", "render_show"]
+
+
+def own_tools(contract: AgentContract) -> list[str] | None:
+    """The agent's own allowlist after its denied tools and its mode; None = inherits."""
+    if contract.tools is None:
+        return None
+    tools = {t for t in contract.tools
+             if not any(tool_matches(denied, t) for denied in contract.denied_tools)}
+    if contract.is_read_only:
+        tools = {t for t in tools if group_of(t) not in READ_ONLY_REMOVED_GROUPS}
+    return sorted(tools)
+
+
+def agent_json(contract: AgentContract, *, effective: Capability | None = None) -> dict[str, Any]:
+    """The ``agents show --json`` object."""
+    route = contract.model
+    data: dict[str, Any] = {
+        "name": contract.name,
+        "id": contract.id,
+        "display_name": contract.display_name,
+        "description": contract.description,
+        "format": contract.origin.format.value,
+        "source": contract.origin.source,
+        "scope": contract.origin.scope.value,
+        "mode": contract.mode.value,
+        "sandbox": contract.sandbox.value if contract.sandbox else None,
+        "tools": own_tools(contract),
+        "denied_tools": sorted(contract.denied_tools),
+        "delegates": sorted(contract.delegates) if contract.delegates is not None else None,
+        "model": route.display,
+        "model_route": {
+            "candidates": [str(ref) for ref in route.candidates],
+            "provider": route.provider,
+            "inherit": route.inherit,
+            "foreign": route.foreign,
+            "needs_override": route.needs_override,
+        },
+        "user_invocable": contract.user_invocable,
+        "subagent_available": contract.subagent_available,
+        "hidden": contract.hidden,
+        "disabled": contract.disabled,
+        "steps": contract.steps,
+        "timeout_seconds": contract.timeout_seconds,
+        "reasoning": contract.reasoning,
+        "temperature": contract.temperature,
+        "top_p": contract.top_p,
+        "variant": contract.variant,
+        "permission": contract.permission.model_dump(mode="json"),
+        "required_skills": list(contract.required_skills),
+        "memory": contract.memory.model_dump(mode="json"),
+        "tool_bindings": [b.model_dump(mode="json") for b in contract.tool_bindings],
+        "status": contract.status.value if contract.status else None,
+        "namespace": contract.namespace,
+        "welcome_message": contract.welcome_message,
+        "response_reviewers": list(contract.response_reviewers),
+        "color": contract.color,
+        "extras": contract.extras,
+        "digest": contract.digest(),
+        "instructions": contract.instructions,
+    }
+    if effective is not None:
+        narrowed = restrict(effective, contract)
+        data["effective"] = {
+            "tools": narrowed.visible_tools(),
+            "sandbox": narrowed.sandbox.value,
+            "read_only": narrowed.read_only,
+            "approval_required": sorted(narrowed.approval_required),
+        }
+    return data
+
+
+def diagnostics_json(diagnostics: list[Diagnostic]) -> list[dict[str, object]]:
+    """Diagnostics as JSON objects."""
+    return [d.to_json() for d in diagnostics]
+
+
+def list_json(result: LoadResult) -> dict[str, Any]:
+    """The ``agents list --json`` object."""
+    return {
+        "agents": [agent_json(c) for _, c in sorted(result.agents.items())],
+        "diagnostics": diagnostics_json(result.diagnostics),
+    }
+
+
+def render_show(contract: AgentContract, effective: Capability) -> str:
+    """The effective, resolved contract as text (like ``zuno debug agent``)."""
+    data = agent_json(contract, effective=effective)
+    route = data["model_route"]
+    if route["needs_override"]:
+        model = f"{route['foreign']} ({contract.origin.format.value} model: needs an override)"
+    elif route["inherit"]:
+        model = "inherit (the parent's model)"
+    else:
+        model = " -> ".join(route["candidates"]) + (f" via {route['provider']}"
+                                                    if route["provider"] else "")
+    lines = [
+        f"agent        {contract.name}" + (f"  ({contract.display_name})"
+                                            if contract.display_name != contract.name else ""),
+        f"source       {data['source']}  [{data['format']}, {data['scope']}]",
+        f"description  {contract.description or '-'}",
+        f"model        {model}",
+        f"mode         {data['mode']}",
+        f"sandbox      {data['sandbox'] or 'inherit'} (effective: {data['effective']['sandbox']})",
+        "tools        " + ("inherit" if data["tools"] is None else ", ".join(data["tools"])
+                           or "(none)"),
+        "denied       " + (", ".join(data["denied_tools"]) or "-"),
+        "effective    " + (", ".join(data["effective"]["tools"]) or "(none)"),
+        "delegates    " + ("inherit" if data["delegates"] is None else ", ".join(data["delegates"])
+                           or "(none)"),
+        f"reachable    user: {'yes' if contract.user_invocable else 'no'}, "
+        f"subagent: {'yes' if contract.subagent_available else 'no'}"
+        + (", hidden" if contract.hidden else "") + (", DISABLED" if contract.disabled else ""),
+        f"steps        {contract.steps or 'unbounded'}",
+        f"permission   mode {contract.permission.mode.value}",
+    ]
+    lines += [f"  {rule.action.value:5} {rule.tool}" + (f"  {rule.pattern}" if rule.pattern else "")
+              for rule in contract.permission.rules]
+    if data["effective"]["approval_required"]:
+        lines.append("approval     " + ", ".join(data["effective"]["approval_required"]))
+    if contract.required_skills:
+        lines.append("skills       " + ", ".join(contract.required_skills))
+    if contract.extras:
+        lines.append("extras       " + ", ".join(sorted(contract.extras)))
+    lines += ["", "instructions", *("  " + line for line in contract.instructions.splitlines())]
+    return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""Capabilities: what a running agent may actually do, and how a child's is derived.
+
+The one rule: a contract can only narrow. :func:`restrict` intersects a
+parent's capability with a contract in a fixed order of small steps, each of
+which can only remove:
+
+1. the contract's allowlist (``None`` keeps the parent's tools);
+2. the contract's denied tools;
+3. the mode: ``reviewer`` and ``read-only`` remove write, exec and custom
+   tools, and a read-only agent may delegate only to read-only agents;
+4. the sandbox: the strictest of the parent's and the contract's;
+5. the permission layers: the contract's layer is appended to the parent's,
+   and decisions combine strictest-first (see :mod:`policies.permissions`);
+6. the delegation allowlist: intersected with the parent's;
+7. approvals: the union of the parent's and the contract's ``needsApproval``.
+
+:func:`derive_child` is :func:`restrict` plus one level of delegation depth;
+:func:`check_delegation` decides whether a parent may start a given child at
+all. Nothing a definition says (``allow_all``, an allowlist naming a tool the
+parent never had) can widen the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+
+from policies.contract import AgentContract, AgentMode, SandboxMode
+from policies.errors import PolicyError
+from policies.permissions import Action, PermissionPolicy, decide_layers
+from policies.tools import NATIVE_TOOLS, ToolGroup, check_tool_name, group_of, tool_matches
+
+__all__ = [
+    "DEFAULT_SUBAGENT_DEPTH",
+    "READ_ONLY_REMOVED_GROUPS",
+    "Capability",
+    "DelegationDenied",
+    "check_delegation",
+    "derive_child",
+    "restrict",
+]
+
+#: zuno's ``subagent_depth`` default: the root may delegate, its children may not.
+DEFAULT_SUBAGENT_DEPTH = 1
+#: Groups a reviewer or read-only agent never holds.
+READ_ONLY_REMOVED_GROUPS = frozenset({ToolGroup.WRITE, ToolGroup.EXEC, ToolGroup.CUSTOM})
+
+
+class DelegationDenied(PolicyError):
+    """A parent may not start this child (allowlist, reachability, depth, mode)."""
+
+    code = "delegation_denied"
+    exit_code = 4
+
+
+class Capability(BaseModel):
+    """The effective authority of one running agent.
+
+    ``tools`` holds exact names only (never patterns). ``delegates`` of ``None``
+    means any agent the registry offers; ``depth`` is how many more levels of
+    delegation may be started below this agent.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tools: frozenset[str]
+    layers: tuple[PermissionPolicy, ...] = ()
+    delegates: frozenset[str] | None = None
+    depth: int = Field(default=DEFAULT_SUBAGENT_DEPTH, ge=0)
+    sandbox: SandboxMode = SandboxMode.WORKTREE
+    read_only: bool = False
+    approval_required: frozenset[str] = frozenset()
+
+    @field_serializer("tools", "approval_required")
+    def _dump_set(self, value: frozenset[str]) -> list[str]:
+        return sorted(value)
+
+    @field_serializer("delegates")
+    def _dump_optional(self, value: frozenset[str] | None) -> list[str] | None:
+        return None if value is None else sorted(value)
+
+    @classmethod
+    def root(
+        cls,
+        *,
+        custom_tools: Iterable[str] = (),
+        sandbox: SandboxMode = SandboxMode.WORKTREE,
+        depth: int = DEFAULT_SUBAGENT_DEPTH,
+        policy: PermissionPolicy | None = None,
+    ) -> Capability:
+        """The capability of the session's top level: every native tool plus
+        the installed custom tools, in the given sandbox mode."""
+        tools = set(NATIVE_TOOLS) | {check_tool_name(name) for name in custom_tools}
+        read_only = sandbox is SandboxMode.READ_ONLY
+        if read_only:
+            tools = {t for t in tools if group_of(t) not in READ_ONLY_REMOVED_GROUPS}
+        return cls(
+            tools=frozenset(tools),
+            layers=(policy,) if policy is not None else (),
+            depth=depth,
+            sandbox=sandbox,
+            read_only=read_only,
+        )
+
+    def visible_tools(self) -> list[str]:
+        """The tools the model is shown: held, and not denied outright by a layer."""
+        return sorted(
+            t for t in self.tools if not any(layer.denies_outright(t) for layer in self.layers)
+        )
+
+    def decide(self, tool: str, subject: str | None = None) -> Action:
+        """The permission decision for one call. A tool not held is denied."""
+        if tool not in self.tools:
+            return Action.DENY
+        decision = decide_layers(self.layers, tool, subject)
+        if decision is Action.ALLOW and tool in self.approval_required:
+            return Action.ASK
+        return decision
+
+    def is_within(self, parent: Capability) -> bool:
+        """Whether this capability is no wider than ``parent`` in every dimension."""
+        return (
+            self.tools <= parent.tools
+            and self.sandbox.rank <= parent.sandbox.rank
+            and self.depth <= parent.depth
+            and (parent.delegates is None or (
+                self.delegates is not None and self.delegates <= parent.delegates
+            ))
+            and (self.read_only or not parent.read_only)
+            and self.approval_required >= parent.approval_required
+            and all(layer in self.layers for layer in parent.layers)
+        )
+
+
+def _select(allowlist: frozenset[str], available: Iterable[str]) -> set[str]:
+    return {tool for tool in available if any(tool_matches(sel, tool) for sel in allowlist)}
+
+
+def restrict(parent: Capability, contract: AgentContract) -> Capability:
+    """Narrow ``parent`` by ``contract``. Idempotent: applying it twice is a no-op."""
+    tools = set(parent.tools)
+    if contract.tools is not None:  # 1. allowlist
+        tools = _select(contract.tools, tools)
+    tools -= _select(contract.denied_tools, tools)  # 2. deny list
+
+    sandbox = SandboxMode.strictest(parent.sandbox, contract.sandbox) or parent.sandbox
+    if contract.mode is AgentMode.REVIEWER:  # 3./4. mode and sandbox
+        sandbox = SandboxMode.READ_ONLY
+    read_only = parent.read_only or sandbox is SandboxMode.READ_ONLY
+    if read_only:
+        tools = {t for t in tools if group_of(t) not in READ_ONLY_REMOVED_GROUPS}
+
+    layers = parent.layers  # 5. permission layers (deduplicated: idempotence)
+    if contract.permission != PermissionPolicy() and contract.permission not in layers:
+        layers = (*layers, contract.permission)
+
+    delegates = parent.delegates  # 6. delegation allowlist
+    if contract.delegates is not None:
+        delegates = contract.delegates if delegates is None else delegates & contract.delegates
+
+    return Capability(
+        tools=frozenset(tools),
+        layers=layers,
+        delegates=delegates,
+        depth=parent.depth,
+        sandbox=sandbox,
+        read_only=read_only,
+        approval_required=parent.approval_required | contract.approval_required,  # 7.
+    )
+
+
+def derive_child(parent: Capability, contract: AgentContract) -> Capability:
+    """The capability of a child started by ``parent`` under ``contract``.
+
+    It is :func:`restrict` one delegation level down; it does not decide
+    whether the delegation is allowed (see :func:`check_delegation`).
+    """
+    narrowed = restrict(parent, contract)
+    return narrowed.model_copy(update={"depth": max(parent.depth - 1, 0)})
+
+
+def check_delegation(parent: Capability, contract: AgentContract) -> None:
+    """Raise :class:`DelegationDenied` unless ``parent`` may start ``contract``."""
+    name = contract.name
+    context = {"agent": name}
+    if "delegate" not in parent.tools:
+        raise DelegationDenied(
+            f"delegating to {name!r} needs the delegate tool, which this agent does not hold",
+            operation="delegate",
+            context=context,
+        )
+    if parent.depth <= 0:
+        raise DelegationDenied(
+            f"delegating to {name!r} would exceed the subagent depth limit",
+            operation="delegate",
+            context=context,
+            hint="raise subagent_depth in your corral config if nesting is intended",
+        )
+    if parent.delegates is not None and name not in parent.delegates:
+        allowed = ", ".join(sorted(parent.delegates)) or "none"
+        raise DelegationDenied(
+            f"agent {name!r} is not in this agent's delegation allowlist (allowed: {allowed})",
+            operation="delegate",
+            context=context,
+        )
+    if not contract.subagent_available or contract.disabled:
+        raise DelegationDenied(
+            f"agent {name!r} is not available as a subagent",
+            operation="delegate",
+            context=context,
+        )
+    if parent.read_only and not contract.is_read_only:
+        raise DelegationDenied(
+            f"a read-only agent may delegate only to read-only agents; {name!r} may write",
+            operation="delegate",
+            context=context,
+            hint="give the target mode: reviewer or sandbox: read-only",
+        )

@@ -1,0 +1,98 @@
+"""The user's corral config: trusted settings that never come from a repository.
+
+Read from ``$CORRAL_CONFIG`` or ``$XDG_CONFIG_HOME/corral/config.toml``
+(default ``~/.config/corral/config.toml``). A project cannot supply it: a
+repository's files must never widen what its own agents may do.
+
+.. code-block:: toml
+
+    custom_tools = ["github_search"]      # installed custom tools, by exact name
+    subagent_depth = 1                    # how deep delegation may nest
+    [model_map.claude]                    # foreign model names -> exact routes
+    sonnet = "anthropic/claude-sonnet-4-5"
+    [roles]                               # @role aliases -> ordered fallbacks
+    fast = ["local/qwen2.5-coder", "openai/gpt-4o-mini"]
+    [providers.local]                     # provider connections
+    type = "openai"                       # openai (chat completions) or anthropic
+    base_url = "http://localhost:8000/v1"
+    api_key_env = "LOCAL_API_KEY"         # the key is read from this variable
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from policies.capability import DEFAULT_SUBAGENT_DEPTH
+from policies.errors import PolicyError
+from policies.tools import check_tool_name
+
+__all__ = ["ProviderConfig", "UserConfig", "config_path", "load_user_config"]
+
+
+class ProviderConfig(BaseModel):
+    """One provider connection. Credentials come from an environment variable only."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["openai", "anthropic"]
+    base_url: str
+    api_key_env: str | None = None
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+
+class UserConfig(BaseModel):
+    """Everything the user (never a project) configures."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    custom_tools: tuple[str, ...] = ()
+    subagent_depth: int = Field(default=DEFAULT_SUBAGENT_DEPTH, ge=0, le=8)
+    model_map: dict[str, dict[str, str]] = Field(default_factory=dict)
+    roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    default_provider: str | None = None
+
+    @field_validator("custom_tools")
+    @classmethod
+    def _tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_tool_name(name) for name in value)
+
+
+class ConfigError(PolicyError):
+    """The user config cannot be read."""
+
+    code = "config_error"
+
+
+def config_path(env: dict[str, str] | None = None) -> Path:
+    """Where the user config lives."""
+    env = dict(os.environ) if env is None else env
+    if env.get("CORRAL_CONFIG"):
+        return Path(env["CORRAL_CONFIG"])
+    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path(
+        env.get("HOME", str(Path.home()))) / ".config"
+    return base / "corral" / "config.toml"
+
+
+def load_user_config(path: Path | None = None) -> UserConfig:
+    """Read the user config; a missing file is an empty config."""
+    path = path or config_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return UserConfig()
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}", operation="load_config",
+                          hint="fix the file or point CORRAL_CONFIG elsewhere") from exc
+    try:
+        return UserConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{path}: {where}: {first['msg']}", operation="load_config") from exc

@@ -1,0 +1,291 @@
+"""Where definitions live, in which order they are read, and which one wins.
+
+Precedence follows ``shared/spec/ngn-agent-definitions.md``. Later sources win:
+
+1. personal files, in the personal format order (Claude, Copilot, Codex,
+   Cursor, Gemini, OpenCode, Antigravity, then pi and zuno, then native);
+2. personal JSON imports, then personal JSON profiles;
+3. trusted project files, in the workspace format order (Antigravity, Claude,
+   Copilot, OpenCode, Codex, Cursor, Gemini, then pi, zuno and the catalog,
+   then native);
+4. trusted project JSON imports, then profiles;
+5. explicit JSON imports, then profiles (``--config FILE``).
+
+pi, zuno and the catalog are not in the ngn tables; corral places them just
+before native, in both orders. Project discovery needs ``trust_project``;
+an explicitly selected JSON file's own imports load without it. Files are
+sorted by path; each scope reads at most 256 files; symlinked files and
+directories are reported and never followed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policies.contract import AgentFormat, Scope
+from policies.loader.base import Options
+from policies.loader.diagnostics import Diagnostic, Severity
+from policies.loader.files import MAX_FILES_PER_SCOPE
+from policies.loader.single import FileOutcome, Status, load_file
+
+__all__ = ["Candidate", "Environment", "personal_candidates", "project_candidates"]
+
+WORKSPACE_ORDER = (
+    AgentFormat.ANTIGRAVITY, AgentFormat.CLAUDE, AgentFormat.COPILOT, AgentFormat.OPENCODE,
+    AgentFormat.CODEX, AgentFormat.CURSOR, AgentFormat.GEMINI, AgentFormat.PI, AgentFormat.ZUNO,
+    AgentFormat.CATALOG, AgentFormat.NGN,
+)
+PERSONAL_ORDER = (
+    AgentFormat.CLAUDE, AgentFormat.COPILOT, AgentFormat.CODEX, AgentFormat.CURSOR,
+    AgentFormat.GEMINI, AgentFormat.OPENCODE, AgentFormat.ANTIGRAVITY, AgentFormat.PI,
+    AgentFormat.ZUNO, AgentFormat.NGN,
+)
+_MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The personal directories, from ``HOME`` and ``XDG_CONFIG_HOME``."""
+
+    home: Path
+    xdg_config: Path
+    pi_dir: Path
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Environment:
+        """Read the environment (``os.environ`` by default)."""
+        env = dict(os.environ) if env is None else env
+        home = Path(env.get("HOME") or Path.home())
+        xdg = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
+        pi_dir = Path(env["PI_CODING_AGENT_DIR"]) if env.get("PI_CODING_AGENT_DIR") else (
+            home / ".pi" / "agent")
+        return cls(home=home, xdg_config=xdg, pi_dir=pi_dir)
+
+    def display(self, path: Path) -> str:
+        """``~/...`` for paths under HOME, else the absolute path."""
+        try:
+            return "~/" + path.relative_to(self.home).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+
+@dataclass
+class Candidate:
+    """One file discovery found, with everything needed to load it."""
+
+    path: Path
+    format: AgentFormat
+    display: str
+    location_name: str
+    skip_non_agents: bool = True
+    declared: dict[str, str] = field(default_factory=dict)
+
+    def load(self, scope: Scope, options: Options) -> FileOutcome:
+        """Load the candidate."""
+        return load_file(self.path, self.format, scope=scope, display=self.display,
+                         location_name=self.location_name, options=options,
+                         declared=self.declared, skip_non_agents=self.skip_non_agents)
+
+
+@dataclass
+class _Walk:
+    """Collects candidates and notes for one scope."""
+
+    root: Path
+    show: object  # Callable[[Path], str]
+    notes: list[Diagnostic] = field(default_factory=list)
+    found: list[Candidate] = field(default_factory=list)
+
+    def name(self, path: Path) -> str:
+        return self.show(path)  # type: ignore[operator,no-any-return]
+
+    def note(self, path: Path, reason: str, severity: Severity = Severity.INFO,
+             code: str = "discovery") -> None:
+        self.notes.append(Diagnostic(file=self.name(path), line=1, field="file",
+                                     severity=severity, reason=reason, code=code))
+
+    def safe_dir(self, anchor: Path, relative: str) -> bool:
+        """Whether ``anchor/relative`` is a real directory, no component below the anchor
+        being a symlink (the anchor itself, HOME or the root, is the user's choice)."""
+        probe = anchor
+        for part in Path(relative).parts:
+            probe = probe / part
+            try:
+                info = probe.lstat()
+            except OSError:
+                return False
+            if stat.S_ISLNK(info.st_mode):
+                self.note(probe, "a symlinked directory is not followed", Severity.WARNING,
+                          "symlink")
+                return False
+            if not stat.S_ISDIR(info.st_mode):
+                return False
+        return True
+
+    def entries(self, directory: Path) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(directory) as it:
+                return sorted(it, key=lambda entry: entry.name)
+        except OSError as exc:
+            self.note(directory, f"cannot list the directory: {exc.strerror}", Severity.WARNING)
+            return []
+
+    def files(self, fmt: AgentFormat, anchor: Path, relative: str, *, recursive: bool = False,
+              nested_agent_md: bool = False) -> None:
+        """Add the files of ``anchor/relative`` (and below) as candidates of ``fmt``,
+        sorted by path."""
+        if not self.safe_dir(anchor, relative):
+            return
+        directory = anchor / relative
+        before = len(self.found)
+        self._scan(fmt, directory, directory, recursive, nested_agent_md, 0)
+        self.found[before:] = sorted(self.found[before:], key=lambda c: c.path.as_posix())
+
+    def _scan(self, fmt: AgentFormat, directory: Path, base: Path, recursive: bool,
+              nested: bool, depth: int) -> None:
+        subdirs: list[Path] = []
+        for entry in self.entries(directory):
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            if entry.is_symlink():
+                if entry.is_dir():
+                    self.note(path, "a symlinked directory is not followed", Severity.WARNING,
+                              "symlink")
+                    continue
+                self.add(fmt, path, base)  # the loader rejects it with a diagnostic
+            elif entry.is_dir(follow_symlinks=False):
+                subdirs.append(path)
+            else:
+                self.add(fmt, path, base)
+        for sub in subdirs:
+            if nested and depth == 0:
+                agent_md = sub / "agent.md"
+                try:
+                    agent_info = agent_md.lstat()
+                except OSError:
+                    agent_info = None
+                if agent_info is not None:
+                    self.found.append(Candidate(agent_md, fmt, self.name(agent_md), sub.name))
+                    continue
+            if recursive and depth < _MAX_DEPTH:
+                self._scan(fmt, sub, base, recursive, nested, depth + 1)
+            elif not recursive and any(p.suffix == ".md" for p in _quiet_listing(sub)):
+                self.note(sub, f"subdirectories are not scanned for {fmt.value} agents; import "
+                          "these files explicitly if they are agents")
+
+    def add(self, fmt: AgentFormat, path: Path, base: Path) -> None:
+        relative = path.relative_to(base).as_posix()
+        location = relative[: -len(path.suffix)] if path.suffix else relative
+        if fmt is AgentFormat.COPILOT and relative.endswith(".agent.md"):
+            location = relative[: -len(".agent.md")]
+        self.found.append(Candidate(path, fmt, self.name(path), location))
+
+    def config(self, fmt: AgentFormat, anchor: Path, relative: str) -> None:
+        """Add a config file holding an agent map (``opencode.json``, ``zuno.json``)."""
+        path = anchor / relative
+        if not self.safe_dir(anchor, str(Path(relative).parent)):
+            return
+        try:
+            info = path.lstat()
+        except OSError:
+            return
+        if stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode):
+            self.found.append(Candidate(path, fmt, self.name(path), path.stem,
+                                        skip_non_agents=False))
+
+
+def _quiet_listing(path: Path) -> Iterator[Path]:
+    try:
+        yield from path.iterdir()
+    except OSError:
+        return
+
+
+def project_candidates(root: Path, walk: _Walk | None = None) -> tuple[list[Candidate],
+                                                                         list[Diagnostic]]:
+    """Every project definition under ``root``, in workspace precedence order."""
+    walk = walk or _Walk(root, lambda p: p.relative_to(root).as_posix())
+    for fmt in WORKSPACE_ORDER:
+        if fmt is AgentFormat.ANTIGRAVITY:
+            walk.files(fmt, root, ".agents/agents", nested_agent_md=True)
+        elif fmt is AgentFormat.CLAUDE:
+            walk.files(fmt, root, ".claude/agents")
+        elif fmt is AgentFormat.COPILOT:
+            walk.files(fmt, root, ".github/agents")
+        elif fmt is AgentFormat.OPENCODE:
+            for name in ("agent", "agents"):
+                walk.files(fmt, root, f".opencode/{name}", recursive=True)
+            for config in ("opencode.json", "opencode.jsonc", ".opencode/opencode.json",
+                           ".opencode/opencode.jsonc"):
+                walk.config(fmt, root, config)
+        elif fmt is AgentFormat.CODEX:
+            walk.files(fmt, root, ".codex/agents")
+        elif fmt is AgentFormat.CURSOR:
+            walk.files(fmt, root, ".cursor/agents")
+        elif fmt is AgentFormat.GEMINI:
+            walk.files(fmt, root, ".gemini/agents")
+        elif fmt is AgentFormat.PI:
+            walk.files(fmt, root, ".pi/agents")
+        elif fmt is AgentFormat.ZUNO:
+            for name in ("agent", "agents"):
+                walk.files(fmt, root, f".zuno/{name}", recursive=True)
+            walk.config(fmt, root, ".zuno/zuno.json")
+        elif fmt is AgentFormat.CATALOG:
+            walk.files(fmt, root, "initial-data/agent-definitions")
+        elif fmt is AgentFormat.NGN:
+            walk.files(fmt, root, ".ngn/agents", nested_agent_md=True)
+    return walk.found, walk.notes
+
+
+def personal_candidates(env: Environment) -> tuple[list[Candidate], list[Diagnostic]]:
+    """Every personal definition, in personal precedence order."""
+    walk = _Walk(env.home, env.display)
+    home, xdg = env.home, env.xdg_config
+    for fmt in PERSONAL_ORDER:
+        if fmt is AgentFormat.CLAUDE:
+            walk.files(fmt, home, ".claude/agents")
+        elif fmt is AgentFormat.COPILOT:
+            walk.files(fmt, home, ".copilot/agents")
+        elif fmt is AgentFormat.CODEX:
+            walk.files(fmt, home, ".codex/agents")
+        elif fmt is AgentFormat.CURSOR:
+            walk.files(fmt, home, ".cursor/agents")
+        elif fmt is AgentFormat.GEMINI:
+            walk.files(fmt, home, ".gemini/agents")
+        elif fmt is AgentFormat.OPENCODE:
+            for name in ("agent", "agents"):
+                walk.files(fmt, xdg, f"opencode/{name}", recursive=True)
+        elif fmt is AgentFormat.ANTIGRAVITY:
+            walk.files(fmt, home, ".gemini/config/agents", nested_agent_md=True)
+        elif fmt is AgentFormat.PI:
+            walk.files(fmt, env.pi_dir, "agents")
+        elif fmt is AgentFormat.ZUNO:
+            for name in ("agent", "agents"):
+                walk.files(fmt, xdg, f"zuno/{name}", recursive=True)
+            walk.config(fmt, xdg, "zuno/zuno.json")
+        elif fmt is AgentFormat.NGN:
+            walk.files(fmt, xdg, "ngn/agents", nested_agent_md=True)
+    return walk.found, walk.notes
+
+
+def bounded(candidates: list[Candidate], scope_name: str, display: str,
+            ) -> tuple[list[Candidate], list[Diagnostic]]:
+    """Apply the 256-files-per-scope bound; report what was left out."""
+    if len(candidates) <= MAX_FILES_PER_SCOPE:
+        return candidates, []
+    dropped = len(candidates) - MAX_FILES_PER_SCOPE
+    note = Diagnostic(
+        file=display, line=1, field="file", severity=Severity.ERROR, code="too_many_files",
+        reason=f"the {scope_name} scope has {len(candidates)} definition files; discovery reads "
+        f"at most {MAX_FILES_PER_SCOPE} per scope, so the last {dropped} (by precedence and "
+        f"path) were not loaded, starting with {candidates[MAX_FILES_PER_SCOPE].display}",
+    )
+    return candidates[:MAX_FILES_PER_SCOPE], [note]
+
+
+__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded"]

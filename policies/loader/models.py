@@ -1,0 +1,75 @@
+"""Model routes: corral-native route strings, and foreign model names.
+
+Native route strings (ngn, zuno, pi, catalog) are exact model ids, optionally
+``provider/model``, or ``@role`` aliases expanded by the user's config, each
+with an optional ``:level`` suffix (``@smart:high``). ``inherit``, ``*`` and
+``@default`` mean the parent's model.
+
+A model name in a foreign harness's file (``sonnet``, ``GPT-5 (copilot)``)
+belongs to that harness: corral never guesses which connection serves it. It
+is resolved only by an explicit override (the ``model`` of an
+``agent_imports`` entry, or ``model_map`` in the user's config); otherwise
+the route keeps it as ``foreign`` and the agent cannot run until overridden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from policies.contract import AgentFormat, ModelRef, ModelRoute
+from policies.loader.base import Reader
+
+__all__ = ["INHERIT_WORDS", "LEVELS", "foreign_route", "native_route", "parse_ref"]
+
+LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+INHERIT_WORDS = frozenset({"inherit", "*", "@default"})
+
+
+def parse_ref(text: str) -> ModelRef:
+    """``@smart:high`` -> (``@smart``, ``high``); a ``:tag`` that is no level stays in the id."""
+    text = text.strip()
+    head, sep, tail = text.rpartition(":")
+    if sep and head and tail in LEVELS:
+        return ModelRef(id="inherit" if head in INHERIT_WORDS else head, level=tail)
+    return ModelRef(id="inherit" if text in INHERIT_WORDS else text)
+
+
+def native_route(reader: Reader, key: str, values: Sequence[str], *,
+                 provider: str | None = None) -> ModelRoute:
+    """A route from corral-native model strings, in order, duplicates dropped."""
+    refs: list[ModelRef] = []
+    for value in values:
+        if not value.strip():
+            reader.error(key, "model names must not be empty")
+            continue
+        ref = parse_ref(value)
+        if ref not in refs:
+            refs.append(ref)
+    if refs and all(ref.id == "inherit" and ref.level is None for ref in refs):
+        refs = []
+    options = reader.ctx.options
+    if options.model:
+        refs = [parse_ref(options.model)]
+        provider = options.provider or provider
+    return ModelRoute(candidates=tuple(refs), provider=provider)
+
+
+def foreign_route(reader: Reader, key: str, value: str | None, fmt: AgentFormat) -> ModelRoute:
+    """A route for a foreign harness's model selection (see module docstring)."""
+    options = reader.ctx.options
+    if options.model:
+        return ModelRoute(candidates=(parse_ref(options.model),), provider=options.provider)
+    if value is None or value.strip() in {"inherit", ""}:
+        return ModelRoute()
+    value = value.strip()
+    mapped = options.model_map.get(fmt.value, {}).get(value)
+    if mapped:
+        return ModelRoute(candidates=(parse_ref(mapped),))
+    reader.warn(
+        key,
+        f"model {value!r} belongs to {fmt.value}; corral does not guess which model serves it",
+        hint=f"override it with model in an agent_imports entry, or model_map.{fmt.value} in "
+        "your corral config; until then the agent runs only with an explicit --model",
+        code="foreign_model",
+    )
+    return ModelRoute(foreign=value, foreign_format=fmt)

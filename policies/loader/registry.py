@@ -1,0 +1,120 @@
+"""Discovery as a whole: read every source in precedence order, keep the winners."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policies.contract import AgentContract, Scope
+from policies.loader.base import Options
+from policies.loader.diagnostics import Diagnostic, Severity
+from policies.loader.discovery import (
+    Candidate,
+    Environment,
+    bounded,
+    personal_candidates,
+    project_candidates,
+)
+from policies.loader.ngnjson import load_json_config
+from policies.loader.single import FileOutcome, Status
+
+__all__ = ["LoadResult", "discover"]
+
+
+@dataclass
+class LoadResult:
+    """Every agent that won, every file's outcome, every diagnostic."""
+
+    agents: dict[str, AgentContract] = field(default_factory=dict)
+    outcomes: list[FileOutcome] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def rejected(self) -> bool:
+        """Whether any definition (or the discovery itself) had an error."""
+        return any(d.severity is Severity.ERROR for d in self.diagnostics)
+
+    def get(self, name: str) -> AgentContract | None:
+        """The winning contract of that exact name."""
+        return self.agents.get(name)
+
+    def _take(self, outcome: FileOutcome) -> None:
+        self.outcomes.append(outcome)
+        self.diagnostics.extend(outcome.diagnostics)
+        if outcome.status is not Status.LOADED:
+            return
+        for contract in outcome.agents:
+            old = self.agents.get(contract.name)
+            if old is not None:
+                same_dir = (old.origin.scope == contract.origin.scope
+                            and old.origin.format == contract.origin.format)
+                self.diagnostics.append(Diagnostic(
+                    file=contract.origin.source, line=contract.origin.line or 1, field="name",
+                    severity=Severity.WARNING if same_dir else Severity.INFO,
+                    code="collision",
+                    reason=f"agent {contract.name!r} from {contract.origin.source} "
+                    f"({contract.origin.scope.value}, {contract.origin.format.value}) replaces "
+                    f"the one from {old.origin.source} ({old.origin.scope.value}, "
+                    f"{old.origin.format.value})",
+                ))
+            self.agents[contract.name] = contract
+
+
+def _load_all(result: LoadResult, candidates: list[Candidate], scope: Scope,
+              options: Options) -> None:
+    for candidate in candidates:
+        result._take(candidate.load(scope, options))
+
+
+def discover(
+    root: Path,
+    *,
+    trust_project: bool = False,
+    personal: bool = True,
+    config_file: Path | None = None,
+    options: Options | None = None,
+    env: Environment | None = None,
+) -> LoadResult:
+    """Load every definition visible from ``root`` (see :mod:`policies.loader.discovery`)."""
+    options = options or Options()
+    env = env or Environment.from_env()
+    root = root.resolve()
+    result = LoadResult()
+    if personal:
+        found, notes = personal_candidates(env)
+        found, over = bounded(found, "personal", env.display(env.home))
+        result.diagnostics += notes + over
+        _load_all(result, found, Scope.PERSONAL, options)
+        personal_json = env.xdg_config / "ngn" / "config.json"
+        if personal_json.exists() or personal_json.is_symlink():
+            for outcome in load_json_config(personal_json, env.display(personal_json),
+                                            Scope.PERSONAL, options):
+                result._take(outcome)
+    found, notes = project_candidates(root)
+    if trust_project:
+        found, over = bounded(found, "project", ".")
+        result.diagnostics += notes + over
+        _load_all(result, found, Scope.PROJECT, options)
+        project_json = root / ".ngn" / "config.json"
+        if project_json.exists() or project_json.is_symlink():
+            for outcome in load_json_config(project_json, ".ngn/config.json", Scope.PROJECT,
+                                            options):
+                result._take(outcome)
+    elif found:
+        result.diagnostics.append(Diagnostic(
+            file=".", line=1, field="trust", severity=Severity.INFO, code="untrusted_project",
+            reason=f"{len(found)} project definition file(s) not loaded: project discovery "
+            "needs --trust-project",
+        ))
+    if config_file is not None:
+        shown = _relative(config_file, root)
+        for outcome in load_json_config(config_file, shown, Scope.IMPORT, options):
+            result._take(outcome)
+    return result
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()

@@ -1,0 +1,270 @@
+"""Per-tool permission rules: allow / ask / deny, with argument patterns.
+
+A :class:`PermissionPolicy` is one *layer*: a mode and an ordered list of
+rules. Within a layer the last matching rule wins (the OpenCode and zuno
+semantics, so ``{"*": deny, "git *": allow}`` reads as "only git"). Across
+layers the strictest decision wins, and a ``deny`` from any layer is terminal:
+no mode and no other layer can lift it. ``allow_all`` turns its own layer's
+``ask`` into ``allow``; it never lifts a deny, and it never touches another
+layer's ``ask``.
+
+Argument patterns are globs over the call's *subject*: the command for
+``shell``, the workspace-relative path for file tools, the agent name for
+``delegate``, the URL for ``web_fetch``. ``**`` crosses directories, ``*`` and
+``?`` do not. A trailing `` *`` also matches the bare command (``git status *``
+matches ``git status``).
+
+Shell commands are split into simple commands at ``;``, ``&&``, ``||``, ``|``,
+``&`` and newlines. A deny pattern denies the call when it matches *any* simple
+command; an allow pattern allows it only when it matches *every* one; and a
+command with substitutions (``$(...)``, backticks, process substitution) is
+never allowed by a pattern, because what it runs cannot be read off the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from policies.tools import check_tool_name, is_side_effecting, tool_matches
+
+__all__ = [
+    "PATH_TOOLS",
+    "Action",
+    "PermissionMode",
+    "PermissionPolicy",
+    "PermissionRule",
+    "combine",
+    "decide_layers",
+    "glob_matches",
+    "shell_segments",
+]
+
+
+class Action(StrEnum):
+    """What a rule does with a matching call."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+class PermissionMode(StrEnum):
+    """How a layer admits calls no rule resolves.
+
+    ``strict`` denies unresolved side-effecting calls, ``standard`` allows them
+    (the sandbox contains their effects), ``allow_all`` also turns the layer's
+    ``ask`` rules into ``allow``. Ordered from most to least restrictive.
+    """
+
+    STRICT = "strict"
+    STANDARD = "standard"
+    ALLOW_ALL = "allow_all"
+
+
+MODE_ORDER = {PermissionMode.STRICT: 0, PermissionMode.STANDARD: 1, PermissionMode.ALLOW_ALL: 2}
+_SEVERITY = {Action.ALLOW: 0, Action.ASK: 2, Action.DENY: 3}
+
+
+class PermissionRule(BaseModel):
+    """One rule: a tool selector, an optional argument glob, and an action."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str
+    pattern: str | None = None
+    action: Action
+
+    @field_validator("tool")
+    @classmethod
+    def _check_tool(cls, value: str) -> str:
+        if value == "*":
+            return value
+        return check_tool_name(value, allow_pattern=True)
+
+    def selects(self, tool: str) -> bool:
+        """Whether this rule is about ``tool`` at all."""
+        return self.tool == "*" or tool_matches(self.tool, tool)
+
+
+class PermissionPolicy(BaseModel):
+    """One layer of permissions: a mode plus ordered rules (last match wins)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: PermissionMode = PermissionMode.STANDARD
+    rules: tuple[PermissionRule, ...] = ()
+
+    def decide(self, tool: str, subject: str | None = None) -> Action:
+        """This layer's decision for a call of ``tool`` on ``subject``."""
+        found = self._resolve(tool, subject)
+        if found is None:
+            if self.mode is PermissionMode.STRICT and is_side_effecting(tool):
+                return Action.DENY
+            return Action.ALLOW
+        if found is Action.ASK and self.mode is PermissionMode.ALLOW_ALL:
+            return Action.ALLOW
+        return found
+
+    def denies_outright(self, tool: str) -> bool:
+        """Whether every call of ``tool`` is denied whatever its arguments.
+
+        Used to hide a tool from the model: a tool denied by a pattern-free rule
+        that no later rule for the same tool can override.
+        """
+        decision: Action | None = None
+        for rule in self.rules:
+            if not rule.selects(tool):
+                continue
+            if rule.pattern is None or rule.pattern in {"*", "**"}:
+                decision = rule.action
+            elif decision is Action.DENY:
+                return False  # a later pattern rule may re-allow some calls
+        return decision is Action.DENY
+
+    def _resolve(self, tool: str, subject: str | None) -> Action | None:
+        rules = [rule for rule in self.rules if rule.selects(tool)]
+        if not rules:
+            return None
+        if tool == "shell" and subject is not None:
+            return _decide_shell(rules, subject)
+        return _last_match(rules, subject, path=tool in PATH_TOOLS)
+
+
+def _last_match(
+    rules: Sequence[PermissionRule], subject: str | None, *, path: bool = False
+) -> Action | None:
+    decision: Action | None = None
+    for rule in rules:
+        if rule.pattern is None or (
+            subject is not None and glob_matches(rule.pattern, subject, path=path)
+        ):
+            decision = rule.action
+    return decision
+
+
+def _decide_shell(rules: Sequence[PermissionRule], command: str) -> Action | None:
+    segments, opaque = shell_segments(command)
+    per_segment = [_last_match(rules, segment) for segment in segments] or [
+        _last_match(rules, command.strip())
+    ]
+    if Action.DENY in per_segment or _last_match(rules, command.strip()) is Action.DENY:
+        return Action.DENY
+    if Action.ASK in per_segment:
+        return Action.ASK
+    if None in per_segment:
+        return None
+    # Every simple command was allowed by a rule. A substitution hides what
+    # runs, so a pattern never allows it; a pattern-free allow still does.
+    if opaque and any(rule.pattern is not None for rule in rules):
+        return None
+    return Action.ALLOW
+
+
+_SPLIT_RE = re.compile(r"\|\||&&|[;&|\n]")
+_OPAQUE_RE = re.compile(r"\$\(|`|<\(|>\(|\$\{")
+
+
+def shell_segments(command: str) -> tuple[list[str], bool]:
+    """Split a command line into simple commands; report whether it is opaque.
+
+    Quoting is honoured for the separators (a ``;`` inside quotes does not
+    split). ``opaque`` is true when the text contains command or process
+    substitution, whose effect cannot be judged from the text.
+    """
+    segments: list[str] = []
+    current: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(command):
+        char = command[i]
+        if quote:
+            current.append(char)
+            if char == quote:
+                quote = None
+            elif char == "\\" and quote == '"' and i + 1 < len(command):
+                current.append(command[i + 1])
+                i += 1
+        elif char in "'\"":
+            quote = char
+            current.append(char)
+        elif char == "\\" and i + 1 < len(command):
+            current.append(char + command[i + 1])
+            i += 1
+        else:
+            match = _SPLIT_RE.match(command, i)
+            if match:
+                segments.append("".join(current))
+                current = []
+                i = match.end()
+                continue
+            current.append(char)
+        i += 1
+    segments.append("".join(current))
+    cleaned = [" ".join(segment.split()) for segment in segments]
+    return [segment for segment in cleaned if segment], bool(_OPAQUE_RE.search(command))
+
+
+#: Tools whose subject is a workspace path: there ``*`` stops at ``/``.
+PATH_TOOLS = frozenset(
+    {"read_file", "list_files", "find", "search", "edit", "write_file", "apply_patch"}
+)
+
+
+@lru_cache(maxsize=1024)
+def _glob_regex(pattern: str, path: bool) -> re.Pattern[str]:
+    star = "[^/]*" if path else ".*"
+    one = "[^/]" if path else "."
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if char == "*":
+            out.append(star)
+        elif char == "?":
+            out.append(one)
+        else:
+            out.append(re.escape(char))
+        i += 1
+    body = "".join(out)
+    if not path and pattern.endswith(" *"):
+        # "git status *" also matches the bare "git status".
+        body = f"(?:{body}|{re.escape(pattern[:-2])})"
+    return re.compile(rf"\A{body}\Z", re.DOTALL)
+
+
+def glob_matches(pattern: str, subject: str, *, path: bool = False) -> bool:
+    """Whether ``subject`` matches the glob ``pattern``.
+
+    With ``path`` (file tools) ``*`` and ``?`` stop at ``/`` and ``**`` crosses
+    directories; for commands, agent names and URLs ``*`` matches anything.
+    """
+    return _glob_regex(pattern, path).match(subject) is not None
+
+
+def combine(actions: Iterable[Action]) -> Action:
+    """The strictest of several layer decisions (deny > ask > allow)."""
+    result = Action.ALLOW
+    for action in actions:
+        if _SEVERITY[action] > _SEVERITY[result]:
+            result = action
+    return result
+
+
+def decide_layers(
+    layers: Sequence[PermissionPolicy], tool: str, subject: str | None = None
+) -> Action:
+    """Decide a call against every layer: strictest wins, deny is terminal."""
+    return combine(layer.decide(tool, subject) for layer in layers)

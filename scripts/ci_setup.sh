@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Prepare a bare Debian 12 machine for corral's CI: bubblewrap, git, ripgrep,
+# debootstrap, a docker engine started by hand (no init system needed), and the
+# sandbox image built locally (no image registry needed). Idempotent: each step is
+# skipped when its result is already there. Run as root.
+#
+#   CORRAL_SANDBOX_IMAGE           image to make sure exists (default corral-sandbox:latest)
+#   CORRAL_DOCKER_STORAGE_DRIVER   force a storage driver (default: probed, overlay2 else vfs)
+#   CORRAL_DOCKERD_LOG             dockerd log file (default /tmp/corral-dockerd.log)
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+image=${CORRAL_SANDBOX_IMAGE:-corral-sandbox:latest}
+dockerd_log=${CORRAL_DOCKERD_LOG:-/tmp/corral-dockerd.log}
+dockerd_timeout=60
+data_root=/var/lib/docker
+
+log() { printf '[ci_setup] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+(( EUID == 0 )) || die "run as root (installs packages and starts dockerd)"
+
+# --- packages --------------------------------------------------------------
+
+missing=()
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v git >/dev/null || missing+=(git)
+command -v rg >/dev/null || missing+=(ripgrep)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+# A docker CLI alone (e.g. /usr/local/bin/docker) is not an engine: look for dockerd.
+if ! { command -v dockerd >/dev/null && dockerd --version >/dev/null 2>&1; }; then
+    missing+=(docker.io)
+fi
+
+policy_rc_added=''
+remove_policy_rc() { [[ -z $policy_rc_added ]] || rm -f /usr/sbin/policy-rc.d; }
+trap remove_policy_rc EXIT
+
+if (( ${#missing[@]} )); then
+    # Without systemd, docker.io's postinst would try to start dockerd via its init
+    # script with default flags (bridge + iptables), which fails here; we start it
+    # ourselves below. policy-rc.d exit 101 = "do not start services".
+    if [[ ! -d /run/systemd/system && ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        policy_rc_added=1
+    fi
+    log "installing: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
+    remove_policy_rc
+    policy_rc_added=''
+else
+    log "packages already present"
+fi
+
+# --- docker engine ---------------------------------------------------------
+
+engine_up() { docker info >/dev/null 2>&1; }
+
+# overlay2 needs a working overlayfs on the filesystem holding data_root (fails on
+# some nested/VM setups, e.g. overlay-on-overlay); try a real mount there.
+overlay_works() {
+    local d ok=1
+    mkdir -p "$data_root"
+    d=$(mktemp -d "$data_root/.corral-overlay-probe.XXXXXX")
+    mkdir "$d/l" "$d/u" "$d/w" "$d/m"
+    echo probe >"$d/l/f"
+    if mount -t overlay overlay -o "lowerdir=$d/l,upperdir=$d/u,workdir=$d/w" "$d/m" 2>/dev/null; then
+        echo x >"$d/m/g" 2>/dev/null && [[ -e $d/u/g ]] && ok=0
+        umount "$d/m"
+    fi
+    rm -rf --one-file-system "$d"
+    return "$ok"
+}
+
+# Storage drivers to try, best first. A driver that already holds images is kept,
+# so a re-run does not switch drivers and "lose" the built image.
+storage_driver_candidates() {
+    if [[ -n ${CORRAL_DOCKER_STORAGE_DRIVER:-} ]]; then
+        echo "$CORRAL_DOCKER_STORAGE_DRIVER"
+        return
+    fi
+    local d
+    for d in overlay2 vfs; do
+        if [[ -s $data_root/image/$d/repositories.json ]]; then
+            echo "$d"
+            return
+        fi
+    done
+    if overlay_works; then echo overlay2; fi
+    echo vfs
+}
+
+# Start dockerd detached and wait (on state, not a fixed sleep) until it answers.
+start_dockerd() {
+    local driver=$1 pid deadline
+    # --bridge=none: no docker0; containers get only loopback unless given
+    #   --network host, which image builds need (RUN apt-get has no network otherwise).
+    # --iptables/--ip6tables=false: with no bridge there are no NAT/forward rules to
+    #   manage, so keep dockerd off the host firewall (and independent of whether
+    #   iptables works in this VM); also disables ip-masq.
+    local flags=(--bridge=none --iptables=false --ip6tables=false
+        --storage-driver="$driver" --data-root="$data_root")
+    log "starting dockerd ${flags[*]} (log: $dockerd_log)"
+    # setsid + nohup: own session, so dockerd outlives this script and its CI step shell.
+    # (No job control in a script, so setsid execs rather than forks: $! is dockerd.)
+    setsid nohup dockerd "${flags[@]}" >>"$dockerd_log" 2>&1 </dev/null &
+    pid=$!
+    deadline=$((SECONDS + dockerd_timeout))
+    while (( SECONDS < deadline )); do
+        if engine_up; then
+            log "dockerd up (pid $pid) after $((SECONDS + dockerd_timeout - deadline))s"
+            return 0
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log "dockerd (storage driver $driver) exited; last log lines:"
+            tail -n 15 "$dockerd_log" >&2
+            return 1
+        fi
+        sleep 0.5
+    done
+    log "dockerd did not answer within ${dockerd_timeout}s; stopping pid $pid"
+    kill "$pid" 2>/dev/null || true
+    # Let it release its pidfile and socket before another driver is tried.
+    deadline=$((SECONDS + 20))
+    while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.5; done
+    return 1
+}
+
+if engine_up; then
+    log "docker engine already answering"
+elif [[ -s /var/run/docker.pid ]] && kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+    # A dockerd is running but not (yet) answering: never start a second one.
+    die "dockerd pid $(cat /var/run/docker.pid) is running but 'docker info' fails; see $dockerd_log"
+else
+    started=''
+    for driver in $(storage_driver_candidates); do
+        if start_dockerd "$driver"; then
+            started=1
+            break
+        fi
+    done
+    [[ -n $started ]] || die "could not start dockerd; see $dockerd_log"
+fi
+
+# --- sandbox image ---------------------------------------------------------
+
+# Rebuild when missing, or when it was built by us from a different Dockerfile
+# (label written by build_sandbox_image.sh; foreign images without it are kept).
+want_sum=$(sha256sum "$repo_root/Dockerfile" | cut -d' ' -f1)
+if have_sum=$(docker image inspect -f '{{index .Config.Labels "org.corral.dockerfile-sha256"}}' "$image" 2>/dev/null); then
+    if [[ $have_sum != "$want_sum" && $have_sum != "<no value>" && -n $have_sum ]]; then
+        log "image $image is stale (Dockerfile changed); rebuilding"
+        CORRAL_SANDBOX_IMAGE=$image "$repo_root/scripts/build_sandbox_image.sh"
+    else
+        log "image $image present"
+    fi
+else
+    log "image $image missing; building"
+    start=$SECONDS
+    CORRAL_SANDBOX_IMAGE=$image "$repo_root/scripts/build_sandbox_image.sh"
+    log "image built in $((SECONDS - start))s"
+fi
+
+# --- summary ---------------------------------------------------------------
+
+if bwrap --unshare-all --die-with-parent --new-session --ro-bind / / --dev /dev --proc /proc true 2>/dev/null; then
+    bwrap_ok=works
+else
+    bwrap_ok="FAILS (bubblewrap backend unusable here)"
+fi
+if docker run --rm --network none "$image" true >/dev/null 2>&1; then
+    run_ok=works
+else
+    run_ok="FAILS"
+fi
+cat <<EOF
+corral CI setup summary
+  bwrap:           $(bwrap --version 2>/dev/null || echo missing); sandbox probe $bwrap_ok
+  docker server:   $(docker version -f '{{.Server.Version}}' 2>/dev/null), storage driver $(docker info -f '{{.Driver}}' 2>/dev/null)
+  sandbox image:   $image $(docker image inspect -f '{{.Id}}' "$image"); docker run probe $run_ok
+EOF
+# The engine and image are this script's job, so a broken container run is fatal;
+# bwrap is only reported (its tests skip where user namespaces are unavailable).
+[[ $run_ok == works ]] || die "cannot run a container from $image; see $dockerd_log"
