@@ -222,7 +222,7 @@ def mcp_canonical(fmt: AgentFormat, name: str) -> str | None:
     exact custom name. ``mcp__*`` means every MCP tool.
     """
     pattern = _MCP_FORMS.get(fmt)
-    match = pattern.match(name) if pattern else None
+    match = pattern.fullmatch(name) if pattern else None
     if match is None:
         return None
     server, tool = match.group("server"), match.groupdict().get("tool")

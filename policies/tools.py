@@ -124,9 +124,9 @@ def check_tool_name(name: object, *, allow_pattern: bool = False) -> str:
             f"tool name {name!r} differs only by case from {folded!r}",
             hint=f"tool names are exact: write {folded!r}",
         )
-    if allow_pattern and _PATTERN_RE.match(name):
+    if allow_pattern and _PATTERN_RE.fullmatch(name):
         return name
-    if not CUSTOM_TOOL_RE.match(name):
+    if not CUSTOM_TOOL_RE.fullmatch(name):
         raise ToolNameError(
             f"tool name {name!r} is not a native tool and not a well-formed custom tool name",
             hint="native tools: " + ", ".join(NATIVE_TOOLS),

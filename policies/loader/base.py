@@ -338,7 +338,7 @@ def check_name(reader: Reader, key: str, name: str, *, segments: bool = False) -
     reserved. ``segments`` allows ``/``-separated segments (OpenCode ids).
     """
     parts = name.split("/") if segments else [name]
-    if not all(NAME_RE.match(part) for part in parts) or len(name) > 128:
+    if not all(NAME_RE.fullmatch(part) for part in parts) or len(name) > 128:
         reader.error(
             key,
             f"invalid agent name {name!r}: use letters, digits, '_' or '-', at most 128 characters",

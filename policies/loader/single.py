@@ -44,7 +44,7 @@ def is_non_agent_file(name: str, fmt: AgentFormat) -> str | None:
     README files, files whose names start with ``_`` or ``.``, and files
     without the format's extension are skipped, never parsed.
     """
-    if _README_RE.match(name):
+    if _README_RE.fullmatch(name):
         return "a README is documentation, not an agent definition"
     if name.startswith("_"):
         return "files whose names start with '_' are skipped"

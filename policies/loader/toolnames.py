@@ -65,7 +65,7 @@ def resolve_tools(reader: Reader, key: str, names: Sequence[str], fmt: AgentForm
         if name == "*" and TABLES[fmt].star_means_all:
             result.everything = True
             continue
-        spec = _SPEC_RE.match(name) if fmt in _SPEC_FORMATS else None
+        spec = _SPEC_RE.fullmatch(name) if fmt in _SPEC_FORMATS else None
         if spec:
             _specifier(reader, key, name, spec.group("base"), spec.group("arg"), fmt, deny,
                        restricted, result)

@@ -71,7 +71,7 @@ class CatalogAdapter:
         description = reader.string("description", required=True)
         prompt = reader.string("systemPrompt", required=True) or ""
         role = reader.string("llmConfigName", required=True)
-        if role is not None and not _ROLE_RE.match(role):
+        if role is not None and not _ROLE_RE.fullmatch(role):
             reader.error("llmConfigName", f"{role!r} is not a config name")
         status = reader.choice("status", [s.value for s in AgentStatus])
         if status == AgentStatus.DEPRECATED.value:

@@ -78,7 +78,7 @@ class CopilotAdapter:
         delegates = None
         if agents is not None and "*" not in agents:
             for agent in agents:
-                if not NAME_RE.match(agent):
+                if not NAME_RE.fullmatch(agent):
                     reader.error("agents", f"{agent!r} is not an agent name (letters, digits, "
                                  "'_' or '-')")
             delegates = frozenset(agents)

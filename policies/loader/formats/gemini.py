@@ -52,7 +52,7 @@ class GeminiAdapter:
         elif kind is not None and kind != "local":
             reader.error("kind", f"must be local, got {kind!r}")
         name = reader.string("name", required=True) or source.location_name
-        if check_name(reader, "name", name) and not SLUG_RE.match(name):
+        if check_name(reader, "name", name) and not SLUG_RE.fullmatch(name):
             reader.error("name", f"Gemini names are lowercase slugs (^[a-z0-9-_]+$), got {name!r}")
         description = reader.string("description", required=True)
         display = reader.string("display_name") or name

@@ -97,7 +97,7 @@ def _contract(reader: Reader, source: Source, name: str, prompt: str,
         check_name(reader, "delegates", agent, segments=True)
     permission = _permission(reader)
     color = reader.string("color")
-    if color is not None and color not in THEME_COLOURS and not HEX_RE.match(color):
+    if color is not None and color not in THEME_COLOURS and not HEX_RE.fullmatch(color):
         reader.error("color", f"must be a theme colour ({', '.join(THEME_COLOURS)}) or #rrggbb, "
                      f"got {color!r}")
     model = reader.string("model")

@@ -1,0 +1,189 @@
+"""The one rule, proven over generated contracts: a child is never wider than its parent,
+and narrowing is idempotent."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policies.capability import (
+    Capability,
+    DelegationDenied,
+    check_delegation,
+    derive_child,
+    restrict,
+)
+from policies.contract import AgentContract, AgentFormat, AgentMode, Origin, SandboxMode, Scope
+from policies.permissions import Action, PermissionMode, PermissionPolicy, PermissionRule
+from policies.tools import NATIVE_TOOLS
+
+CUSTOM = ["mcp__github__search", "mcp__github__create_issue", "repo_lookup"]
+TOOLS = [*NATIVE_TOOLS, *CUSTOM]
+SUBJECTS = [None, "git status", "rm -rf /", "src/a.py", ".env", "reviewer", "git diff; curl x"]
+ORIGIN = Origin(format=AgentFormat.NGN, file="/x.md", source="x.md", scope=Scope.PROJECT)
+
+tool_selectors = st.sampled_from([*TOOLS, "mcp__github__*", "mcp__*"])
+rules = st.builds(
+    PermissionRule,
+    tool=st.sampled_from([*TOOLS, "*"]),
+    pattern=st.sampled_from([None, "git *", "rm *", "src/**", "**/*.env", "*"]),
+    action=st.sampled_from(list(Action)),
+)
+policies_ = st.builds(PermissionPolicy, mode=st.sampled_from(list(PermissionMode)),
+                      rules=st.lists(rules, max_size=4).map(tuple))
+
+
+@st.composite
+def contracts(draw: st.DrawFn) -> AgentContract:
+    return AgentContract(
+        name="child", id="child", display_name="child", origin=ORIGIN,
+        tools=draw(st.none() | st.frozensets(tool_selectors, max_size=6)),
+        denied_tools=draw(st.frozensets(tool_selectors, max_size=3)),
+        delegates=draw(st.none() | st.frozensets(st.sampled_from(["a", "b", "c"]))),
+        mode=draw(st.sampled_from(list(AgentMode))),
+        sandbox=draw(st.none() | st.sampled_from(list(SandboxMode))),
+        permission=draw(policies_),
+    )
+
+
+@st.composite
+def parents(draw: st.DrawFn) -> Capability:
+    root = Capability.root(custom_tools=CUSTOM, sandbox=draw(st.sampled_from(list(SandboxMode))),
+                           depth=draw(st.integers(0, 3)),
+                           policy=draw(st.none() | policies_))
+    # A parent that is itself somebody's child: narrow the root once.
+    if draw(st.booleans()):
+        root = restrict(root, draw(contracts()))
+    return root
+
+
+SEVERITY = {Action.ALLOW: 0, Action.ASK: 1, Action.DENY: 2}
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(parent=parents(), contract=contracts())
+def test_child_is_never_wider_than_parent(parent: Capability, contract: AgentContract) -> None:
+    """Property: for every generated contract, derive_child(parent, c) <= parent."""
+    child = derive_child(parent, contract)
+    assert child.is_within(parent)
+    assert child.depth == max(parent.depth - 1, 0)
+    for tool in TOOLS:
+        for subject in SUBJECTS:
+            assert SEVERITY[child.decide(tool, subject)] >= SEVERITY[parent.decide(tool, subject)]
+    assert set(child.visible_tools()) <= set(parent.visible_tools())
+
+
+@settings(max_examples=300)
+@given(parent=parents(), contract=contracts())
+def test_narrowing_is_idempotent(parent: Capability, contract: AgentContract) -> None:
+    once = restrict(parent, contract)
+    assert restrict(once, contract) == once
+
+
+@settings(max_examples=200)
+@given(parent=parents(), first=contracts(), second=contracts())
+def test_narrowing_composes_monotonically(parent: Capability, first: AgentContract,
+                                          second: AgentContract) -> None:
+    """Ancestor restrictions stay: a grandchild is within the child and the parent."""
+    child = derive_child(parent, first)
+    grandchild = derive_child(child, second)
+    assert grandchild.is_within(child) and grandchild.is_within(parent)
+
+
+def _contract(**fields: object) -> AgentContract:
+    base: dict[str, object] = {"name": "c", "id": "c", "display_name": "c", "origin": ORIGIN}
+    return AgentContract.model_validate(base | fields)
+
+
+def test_restrictive_child_under_permissive_parent_stays_restricted() -> None:
+    parent = Capability.root(policy=PermissionPolicy(mode=PermissionMode.ALLOW_ALL))
+    child = derive_child(parent, _contract(tools=frozenset({"read_file"})))
+    assert child.visible_tools() == ["read_file"]
+    assert child.decide("shell", "ls") is Action.DENY
+
+
+def test_permissive_child_under_restrictive_parent_is_restricted() -> None:
+    parent = restrict(Capability.root(), _contract(tools=frozenset({"read_file", "search"})))
+    child = derive_child(parent, _contract(
+        tools=frozenset(NATIVE_TOOLS),
+        permission=PermissionPolicy(mode=PermissionMode.ALLOW_ALL),
+    ))
+    assert child.visible_tools() == ["read_file", "search"]
+    assert child.decide("write_file", "a.txt") is Action.DENY
+
+
+def test_allow_all_cannot_lift_a_deny() -> None:
+    """zuno: explicit denies remain terminal in every mode, including allow_all."""
+    parent = Capability.root(policy=PermissionPolicy(rules=(
+        PermissionRule(tool="shell", pattern="rm *", action=Action.DENY),
+        PermissionRule(tool="shell", pattern="git push *", action=Action.ASK),
+    )))
+    child = derive_child(parent, _contract(permission=PermissionPolicy(
+        mode=PermissionMode.ALLOW_ALL,
+        rules=(PermissionRule(tool="shell", action=Action.ALLOW),),
+    )))
+    assert child.decide("shell", "rm -rf /") is Action.DENY
+    assert child.decide("shell", "git push origin") is Action.ASK  # the parent's prompt stays
+    assert child.decide("shell", "ls") is Action.ALLOW
+
+
+def test_reviewer_loses_write_exec_and_custom_tools() -> None:
+    parent = Capability.root(custom_tools=CUSTOM)
+    child = derive_child(parent, _contract(mode=AgentMode.REVIEWER))
+    visible = set(child.visible_tools())
+    assert not visible & {"edit", "write_file", "apply_patch", "shell", *CUSTOM}
+    assert {"read_file", "search", "delegate", "web_fetch"} <= visible
+    assert child.sandbox is SandboxMode.READ_ONLY
+
+
+def test_read_only_parent_delegates_only_to_read_only_children() -> None:
+    parent = restrict(Capability.root(), _contract(sandbox=SandboxMode.READ_ONLY))
+    writer = _contract(name="writer")
+    with pytest.raises(DelegationDenied, match="read-only"):
+        check_delegation(parent, writer)
+    check_delegation(parent, _contract(name="reader", mode=AgentMode.REVIEWER))
+
+
+def test_delegation_allowlist_and_depth() -> None:
+    parent = restrict(Capability.root(depth=1), _contract(delegates=frozenset({"a"})))
+    check_delegation(parent, _contract(name="a"))
+    with pytest.raises(DelegationDenied, match="allowlist"):
+        check_delegation(parent, _contract(name="b"))
+    child = derive_child(parent, _contract(name="a"))
+    assert child.depth == 0
+    with pytest.raises(DelegationDenied, match="depth"):
+        check_delegation(child, _contract(name="a"))
+
+
+def test_unavailable_subagent_cannot_be_delegated_to() -> None:
+    with pytest.raises(DelegationDenied, match="not available"):
+        check_delegation(Capability.root(), _contract(subagent_available=False))
+
+
+def test_allowlist_naming_a_tool_the_parent_never_had_grants_nothing() -> None:
+    parent = restrict(Capability.root(custom_tools=CUSTOM),
+                      _contract(tools=frozenset({"read_file"})))
+    child = derive_child(parent, _contract(tools=frozenset({"read_file", "shell", "mcp__*"})))
+    assert child.visible_tools() == ["read_file"]
+
+
+def test_mcp_prefix_patterns_select_installed_tools_only() -> None:
+    parent = Capability.root(custom_tools=CUSTOM)
+    child = restrict(parent, _contract(tools=frozenset({"mcp__github__*"})))
+    assert child.visible_tools() == ["mcp__github__create_issue", "mcp__github__search"]
+    denied = restrict(parent, _contract(denied_tools=frozenset({"mcp__*"})))
+    assert not {t for t in denied.visible_tools() if t.startswith("mcp__")}
+
+
+def test_needs_approval_survives_allow_all() -> None:
+    from policies.contract import ToolBinding
+
+    contract = _contract(
+        tool_bindings=(ToolBinding(name="shell", needs_approval=True),),
+        permission=PermissionPolicy(mode=PermissionMode.ALLOW_ALL),
+    )
+    child = derive_child(Capability.root(), contract)
+    assert child.decide("shell", "ls") is Action.ASK
+    grandchild = derive_child(child.model_copy(update={"depth": 1}), _contract())
+    assert grandchild.decide("shell", "ls") is Action.ASK
