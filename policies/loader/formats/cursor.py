@@ -1,6 +1,7 @@
 """Cursor subagents (``.cursor/agents/*.md``).
 
-Supported: ``name`` and ``description`` (required), ``model`` (``inherit``,
+Supported: ``name`` (the filename when omitted), ``description`` (required),
+``model`` (``inherit``,
 or a foreign name such as ``fast``), ``readonly`` (narrows to reviewer: no
 writes, no shell, no custom/MCP tools, as Cursor's readonly blocks all
 three), ``is_background`` (accepted; corral runs the agent in the
@@ -38,7 +39,7 @@ class CursorAdapter:
     def load(self, source: Source, ctx: Context) -> list[AgentContract]:
         """One Markdown file, one agent."""
         reader, body = markdown(source, ctx, known=FIELDS | frozenset(CLAUDE_KEYS), lenient=True)
-        name = reader.string("name", required=True) or source.location_name
+        name = reader.string("name") or source.location_name  # ngn: filename fallback
         check_name(reader, "name", name)
         description = reader.string("description", required=True)
         readonly = reader.boolean("readonly")

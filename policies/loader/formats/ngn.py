@@ -5,15 +5,19 @@ other field is rejected, the header is strict YAML (no lenient fallback),
 ``description`` is required and nonempty, the instructions are nonempty, the
 name falls back to the basename (or the directory name for ``agent.md``).
 JSON profiles share the same fields (:func:`profile_contract`), with
-``instructions`` in the object, arrays for lists, and an optional description.
+``instructions`` in the object (a string, or ``{"file": path}`` read as
+literal text), arrays for lists, and an optional description.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from policies.contract import AgentContract, AgentFormat, AgentMode
 from policies.loader.base import Context, FieldRules, Reader, Source, check_name
+from policies.loader.diagnostics import DefinitionRejected
+from policies.loader.files import decode_text, read_bounded
 from policies.loader.formats.common import allowlist, build, denylist, markdown
 from policies.loader.models import native_route
 from policies.permissions import PermissionPolicy
@@ -45,12 +49,30 @@ def profile_contract(source: Source, ctx: Context, name: str, data: dict[str, An
                      line: int) -> AgentContract:
     """A JSON profile: the native fields plus ``instructions``; arrays for lists."""
     reader = Reader(ctx, data, {}, base_line=line, where=f"profiles.{name}.")
-    instructions = reader.string("instructions", allow_empty=True) or ""
+    instructions = _instructions(reader, source)
     if "name" in data and data["name"] != name:
         reader.error("name", f"does not match the profile key {name!r}")
     reader.fields.setdefault("name", name)
     return _contract(reader, source, instructions, comma=False, description_required=False,
                      line=line)
+
+
+def _instructions(reader: Reader, source: Source) -> str:
+    """A string, or ``{"file": path}`` read as literal text beside the JSON file
+    (Markdown frontmatter in it is not interpreted)."""
+    value = reader.take("instructions")
+    if value is None or isinstance(value, str):
+        return (value or "").strip()
+    if isinstance(value, dict) and set(value) == {"file"} and isinstance(value["file"], str):
+        target = Path(value["file"])
+        path = target if target.is_absolute() else source.path.parent / target
+        try:
+            return decode_text(read_bounded(path)).strip()
+        except DefinitionRejected as exc:
+            reader.error("instructions", f"instructions file {value['file']!r}: {exc.reason}")
+            return ""
+    reader.error("instructions", 'must be a string or {"file": "<path>"}')
+    return ""
 
 
 def _contract(reader: Reader, source: Source, instructions: str, *, comma: bool,

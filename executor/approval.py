@@ -1,0 +1,55 @@
+"""Approval handlers: who answers when a call needs a human's yes.
+
+* :func:`policy_handler` for ``--approve never`` and ``--approve always-for=a,b``
+  (non-interactive: approves exactly the named tools, nothing else);
+* :func:`prompt_handler` asks on the terminal;
+* any ``Callable[[ApprovalRequest], bool]`` is a library callback.
+
+A non-interactive run with no handler denies every call that asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from executor.dispatch import ApprovalHandler, ApprovalRequest, render_arguments
+from executor.errors import ExecutorError
+from policies.tools import check_tool_name
+
+__all__ = ["parse_approve", "policy_handler", "prompt_handler"]
+
+
+def policy_handler(always_for: frozenset[str]) -> ApprovalHandler:
+    """Approve calls to exactly these tools; refuse the rest."""
+
+    def handler(request: ApprovalRequest) -> bool:
+        return request.tool in always_for
+
+    return handler
+
+
+def prompt_handler(ask: Callable[[str], bool]) -> ApprovalHandler:
+    """Ask a person through ``ask`` (for example ``click.confirm``)."""
+
+    def handler(request: ApprovalRequest) -> bool:
+        subjects = f" on {', '.join(request.subjects)}" if request.subjects else ""
+        return ask(f"[{request.agent}] {request.tool}{subjects} "
+                   f"({request.reason}) {render_arguments(request.arguments)}\nallow?")
+
+    return handler
+
+
+def parse_approve(value: str | None) -> frozenset[str] | None:
+    """``never`` -> empty set; ``always-for=a,b`` -> {a, b}; None -> None (no policy)."""
+    if value is None:
+        return None
+    if value == "never":
+        return frozenset()
+    if value.startswith("always-for="):
+        names = [name.strip() for name in value.removeprefix("always-for=").split(",")]
+        if not all(names):
+            raise ExecutorError("--approve always-for= needs tool names, e.g. always-for=shell",
+                                code="bad_option")
+        return frozenset(check_tool_name(name) for name in names)
+    raise ExecutorError(f"--approve must be never or always-for=TOOLS, got {value!r}",
+                        code="bad_option")

@@ -1,0 +1,248 @@
+"""Tool dispatch: the second enforcement of the capability.
+
+The model is shown only the tools the child holds (:meth:`Dispatcher.schemas`);
+the dispatcher then refuses every call to any other name. One call goes
+through a fixed pipeline:
+
+1. **exact name**: the name must be exactly one of the visible tools. A
+   hidden, unknown or misspelled name (case, homoglyph, whitespace, an extra
+   segment) is denied with a tool error that lists the tools available, and
+   nothing runs;
+2. **arguments**: validated against the tool's pydantic model (a tool error,
+   not a denial, when they do not fit);
+3. **permission rules**: every subject of the call (the command, each path,
+   the agent) is decided by the capability's layers; the strictest wins and a
+   deny is terminal;
+4. **approval**: ``ask`` (a rule, or ``needsApproval``) goes to the approval
+   handler; without one (a non-interactive run) the call is denied;
+5. **implementation**, whose :class:`ToolFailure` becomes a tool error;
+6. **audit**: every call, allowed or not, is recorded with its decision.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from executor.models.base import Message, ToolCall, ToolSchema
+from policies.capability import Capability
+from policies.errors import CorralError
+from policies.permissions import Action
+
+__all__ = [
+    "ApprovalHandler",
+    "ApprovalRequest",
+    "AuditRecord",
+    "Decision",
+    "Dispatcher",
+    "Tool",
+    "ToolFailure",
+    "ToolOutput",
+]
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+ContextT = TypeVar("ContextT")
+ContextT_contra = TypeVar("ContextT_contra", contravariant=True)
+
+
+class ToolFailure(CorralError):
+    """A tool could not do what was asked; the model sees the message as a tool error."""
+
+    code = "tool_failure"
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a tool returns: text for the model, structured data for the record."""
+
+    content: str
+    is_error: bool = False
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Tool(Protocol[ArgsT, ContextT_contra]):
+    """One native tool implementation."""
+
+    name: str
+    description: str
+    args: type[ArgsT]
+
+    def subjects(self, args: ArgsT) -> list[str | None]:
+        """What permission patterns match against (a command, paths, an agent)."""
+        ...
+
+    def run(self, args: ArgsT, context: ContextT_contra) -> ToolOutput:
+        """Do the work; raise ToolFailure for a failure the model should see."""
+        ...
+
+
+class Decision(StrEnum):
+    """How a call ended."""
+
+    ALLOWED = "allowed"
+    APPROVED = "approved"
+    DENIED = "denied"
+    INVALID = "invalid"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What an approval handler is asked about."""
+
+    agent: str
+    tool: str
+    arguments: Mapping[str, Any]
+    subjects: tuple[str, ...]
+    reason: str
+
+
+ApprovalHandler = Callable[[ApprovalRequest], bool]
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One tool call as the run record keeps it."""
+
+    index: int
+    step: int
+    call_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    decision: Decision
+    reason: str
+    result: str
+    is_error: bool
+    duration_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "index": self.index, "step": self.step, "call_id": self.call_id, "tool": self.tool,
+            "arguments": dict(self.arguments), "decision": self.decision.value,
+            "reason": self.reason, "result": self.result, "is_error": self.is_error,
+            "duration_ms": round(self.duration_ms, 3),
+        }
+
+
+class Dispatcher(Generic[ContextT]):
+    """Enforces one capability over one set of tool implementations."""
+
+    def __init__(self, *, agent: str, capability: Capability,
+                 tools: Mapping[str, Tool[Any, ContextT]], context: ContextT,
+                 approval: ApprovalHandler | None = None,
+                 descriptions: Mapping[str, str] | None = None) -> None:
+        self.agent = agent
+        self.capability = capability
+        self.context = context
+        self.approval = approval
+        visible = set(capability.visible_tools())
+        #: Only tools that are both held and implemented are offered and callable.
+        self.tools = {name: tool for name, tool in tools.items() if name in visible}
+        self.descriptions = dict(descriptions or {})
+        self.audit: list[AuditRecord] = []
+
+    def schemas(self) -> list[ToolSchema]:
+        """The tools the model is shown: exactly the ones it may call."""
+        return [
+            ToolSchema(name=name, description=self.descriptions.get(name, tool.description),
+                       parameters=tool.args.model_json_schema())
+            for name, tool in sorted(self.tools.items())
+        ]
+
+    @property
+    def denied(self) -> list[AuditRecord]:
+        """Calls refused by the capability, the rules or an approver."""
+        return [record for record in self.audit if record.decision is Decision.DENIED]
+
+    def dispatch(self, call: ToolCall, *, step: int = 0) -> Message:
+        """Run one call through the pipeline; always answer with a tool message."""
+        started = time.perf_counter()
+        decision, reason, output = self._pipeline(call)
+        self.audit.append(AuditRecord(
+            index=len(self.audit), step=step, call_id=call.id, tool=call.name,
+            arguments=call.arguments if call.raw_arguments is None else
+            {"_raw": call.raw_arguments},
+            decision=decision, reason=reason, result=output.content,
+            is_error=output.is_error, duration_ms=(time.perf_counter() - started) * 1000,
+        ))
+        return Message(role="tool", content=output.content, tool_call_id=call.id,
+                       name=call.name, is_error=output.is_error)
+
+    def _pipeline(self, call: ToolCall) -> tuple[Decision, str, ToolOutput]:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(sorted(self.tools)) or "none"
+            reason = f"tool {call.name!r} is not available to this agent"
+            return Decision.DENIED, reason, ToolOutput(
+                f"error: {reason}; the tools you can use are: {available}", is_error=True)
+        if call.raw_arguments is not None:
+            reason = "arguments are not a JSON object"
+            return Decision.INVALID, reason, ToolOutput(
+                f"error: {reason}: {call.raw_arguments[:200]!r}", is_error=True)
+        try:
+            args = tool.args.model_validate(call.arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()[:5])
+            return Decision.INVALID, problems, ToolOutput(
+                f"error: invalid arguments for {call.name}: {problems}", is_error=True)
+        subjects = tool.subjects(args)
+        action = self._decide(call.name, subjects)
+        decision = Decision.ALLOWED
+        if action is Action.DENY:
+            reason = self._deny_reason(call.name, subjects)
+            return Decision.DENIED, reason, ToolOutput(f"error: denied: {reason}", is_error=True)
+        if action is Action.ASK:
+            approved, reason = self._ask(call, subjects)
+            if not approved:
+                return Decision.DENIED, reason, ToolOutput(f"error: denied: {reason}",
+                                                           is_error=True)
+            decision = Decision.APPROVED
+        try:
+            output = tool.run(args, self.context)
+        except ToolFailure as exc:
+            return Decision.FAILED, exc.message, ToolOutput(f"error: {exc.message}",
+                                                            is_error=True)
+        return decision, "", output
+
+    def _decide(self, tool: str, subjects: Sequence[str | None]) -> Action:
+        actions = [self.capability.decide(tool, subject) for subject in subjects or [None]]
+        if Action.DENY in actions:
+            return Action.DENY
+        return Action.ASK if Action.ASK in actions else Action.ALLOW
+
+    def _deny_reason(self, tool: str, subjects: Sequence[str | None]) -> str:
+        blocked = [s for s in subjects if s is not None
+                   and self.capability.decide(tool, s) is Action.DENY]
+        if blocked:
+            return f"a permission rule denies {tool} on {', '.join(map(repr, blocked[:3]))}"
+        return f"a permission rule denies {tool}"
+
+    def _ask(self, call: ToolCall, subjects: Sequence[str | None]) -> tuple[bool, str]:
+        why = ("every call needs approval" if call.name in self.capability.approval_required
+               else "a permission rule asks for approval")
+        if self.approval is None:
+            return False, f"{call.name} needs approval ({why}) and this run has no approver"
+        request = ApprovalRequest(agent=self.agent, tool=call.name, arguments=call.arguments,
+                                  subjects=tuple(s for s in subjects if s is not None),
+                                  reason=why)
+        if self.approval(request):
+            return True, "approved"
+        return False, f"{call.name} was not approved ({why})"
+
+
+def render_arguments(arguments: Mapping[str, Any], limit: int = 200) -> str:
+    """A short one-line rendering of call arguments (progress and prompts)."""
+    text = json.dumps(dict(arguments), ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ += ["render_arguments"]

@@ -1,0 +1,122 @@
+"""The provider-neutral conversation types and the :class:`Model` protocol.
+
+A session talks to every provider in these types: a list of :class:`Message`
+(system, user, assistant with optional tool calls, tool results), the
+:class:`ToolSchema` list the model may call, and :class:`Sampling` settings.
+A provider turns one request into one :class:`ModelResponse`: text and/or
+tool calls, the usage, and why it stopped. Providers translate their own
+errors into :class:`executor.errors.ModelError` at exactly one boundary, with
+``retryable`` set for rate limits, timeouts and 5xx responses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "Message",
+    "Model",
+    "ModelResponse",
+    "Role",
+    "Sampling",
+    "ToolCall",
+    "ToolSchema",
+    "Usage",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    """One tool as the model sees it: an exact name, a description, a JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A model's request to call a tool.
+
+    ``arguments`` is the decoded JSON object; when the model sent text that
+    is not a JSON object, ``arguments`` is empty and ``raw_arguments`` holds
+    the text, so dispatch can answer with a tool error instead of crashing.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    raw_arguments: str | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """One conversation message.
+
+    ``assistant`` messages may carry ``tool_calls``; each ``tool`` message
+    answers one call (``tool_call_id``, ``name``) with ``content``;
+    ``is_error`` marks a tool result that reports a failure or a denial.
+    """
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Per-request settings; ``None`` leaves the provider's default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    reasoning: str | None = None
+    max_tokens: int = 4096
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one response (0 when the provider does not say)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens)
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """One model turn.
+
+    ``stop_reason`` is normalized: ``tool_calls`` (the model wants tools run),
+    ``end`` (a final answer), ``length`` (cut at max tokens), ``other``.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: Literal["tool_calls", "end", "length", "other"] = "end"
+    model: str = ""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that answers a conversation: a provider connection or a replay."""
+
+    @property
+    def name(self) -> str:
+        """A display name: ``provider/model`` or ``scripted:FILE``."""
+        ...
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *,
+                 sampling: Sampling) -> ModelResponse:
+        """One request. ``tools`` may be empty: the model must then answer in text."""
+        ...
