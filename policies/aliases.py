@@ -195,7 +195,9 @@ def lookup(fmt: AgentFormat, name: str) -> frozenset[str] | None:
 
 
 _SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-_DOUBLE = re.compile(rf"^mcp__(?P<server>{_SEGMENT}|\*)(?:__(?P<tool>{_SEGMENT}|\*))?$")
+#: An MCP server name never contains "__" (the separator); the tool part may.
+_SERVER = r"[A-Za-z0-9](?:[A-Za-z0-9.-]|_(?!_))*"
+_DOUBLE = re.compile(rf"^mcp__(?P<server>{_SERVER}|\*)(?:__(?P<tool>{_SEGMENT}|\*))?$")
 _MCP_FORMS: dict[AgentFormat, re.Pattern[str]] = {
     # Claude / Cursor: mcp__server__tool, mcp__server__*, mcp__server, mcp__*
     AgentFormat.CLAUDE: _DOUBLE,

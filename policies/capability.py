@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from policies.contract import AgentContract, AgentMode, SandboxMode
+from policies.contract import AgentContract, AgentMode, AgentStatus, SandboxMode
 from policies.errors import PolicyError
 from policies.permissions import Action, PermissionPolicy, decide_layers
 from policies.tools import NATIVE_TOOLS, ToolGroup, check_tool_name, group_of, tool_matches
@@ -201,6 +201,12 @@ def check_delegation(parent: Capability, contract: AgentContract) -> None:
         allowed = ", ".join(sorted(parent.delegates)) or "none"
         raise DelegationDenied(
             f"agent {name!r} is not in this agent's delegation allowlist (allowed: {allowed})",
+            operation="delegate",
+            context=context,
+        )
+    if contract.status is not None and contract.status is not AgentStatus.ACTIVE:
+        raise DelegationDenied(
+            f"agent {name!r} is {contract.status.value}; only ACTIVE agents are usable",
             operation="delegate",
             context=context,
         )

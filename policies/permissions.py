@@ -14,11 +14,11 @@ Argument patterns are globs over the call's *subject*: the command for
 ``?`` do not. A trailing `` *`` also matches the bare command (``git status *``
 matches ``git status``).
 
-Shell commands are split into simple commands at ``;``, ``&&``, ``||``, ``|``,
-``&`` and newlines. A deny pattern denies the call when it matches *any* simple
-command; an allow pattern allows it only when it matches *every* one; and a
-command with substitutions (``$(...)``, backticks, process substitution) is
-never allowed by a pattern, because what it runs cannot be read off the text.
+Shell commands are read by :mod:`policies.shellwords`: a deny pattern denies
+the call when it matches *any* reading of it (each simple command, unwrapped,
+nested ``sh -c`` text included); an allow pattern allows it only when it
+matches *every* simple command, literally; and a command that hides what it
+runs (substitutions, ``eval``) is never allowed by a pattern.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from policies.shellwords import deny_candidates, shell_segments
 from policies.tools import check_tool_name, is_side_effecting, tool_matches
 
 __all__ = [
@@ -149,11 +150,12 @@ def _last_match(
 
 def _decide_shell(rules: Sequence[PermissionRule], command: str) -> Action | None:
     segments, opaque = shell_segments(command)
+    candidates = [command.strip(), *deny_candidates(command)]
+    if any(_last_match(rules, candidate) is Action.DENY for candidate in candidates):
+        return Action.DENY
     per_segment = [_last_match(rules, segment) for segment in segments] or [
         _last_match(rules, command.strip())
     ]
-    if Action.DENY in per_segment or _last_match(rules, command.strip()) is Action.DENY:
-        return Action.DENY
     if Action.ASK in per_segment:
         return Action.ASK
     if None in per_segment:
@@ -163,50 +165,6 @@ def _decide_shell(rules: Sequence[PermissionRule], command: str) -> Action | Non
     if opaque and any(rule.pattern is not None for rule in rules):
         return None
     return Action.ALLOW
-
-
-_SPLIT_RE = re.compile(r"\|\||&&|[;&|\n]")
-_OPAQUE_RE = re.compile(r"\$\(|`|<\(|>\(|\$\{")
-
-
-def shell_segments(command: str) -> tuple[list[str], bool]:
-    """Split a command line into simple commands; report whether it is opaque.
-
-    Quoting is honoured for the separators (a ``;`` inside quotes does not
-    split). ``opaque`` is true when the text contains command or process
-    substitution, whose effect cannot be judged from the text.
-    """
-    segments: list[str] = []
-    current: list[str] = []
-    quote: str | None = None
-    i = 0
-    while i < len(command):
-        char = command[i]
-        if quote:
-            current.append(char)
-            if char == quote:
-                quote = None
-            elif char == "\\" and quote == '"' and i + 1 < len(command):
-                current.append(command[i + 1])
-                i += 1
-        elif char in "'\"":
-            quote = char
-            current.append(char)
-        elif char == "\\" and i + 1 < len(command):
-            current.append(char + command[i + 1])
-            i += 1
-        else:
-            match = _SPLIT_RE.match(command, i)
-            if match:
-                segments.append("".join(current))
-                current = []
-                i = match.end()
-                continue
-            current.append(char)
-        i += 1
-    segments.append("".join(current))
-    cleaned = [" ".join(segment.split()) for segment in segments]
-    return [segment for segment in cleaned if segment], bool(_OPAQUE_RE.search(command))
 
 
 #: Tools whose subject is a workspace path: there ``*`` stops at ``/``.

@@ -78,9 +78,12 @@ def test_every_accepted_name_is_ascii_and_nfkc_stable(name: str) -> None:
     ("a && b || c | d & e", ["a", "b", "c", "d", "e"], False),
     ("echo 'a; b' && c", ["echo 'a; b'", "c"], False),
     ('echo "x && y"', ['echo "x && y"'], False),
-    ("echo $(rm -rf /)", ["echo $(rm -rf /)"], True),
-    ("echo `id`", ["echo `id`"], True),
-    ("cat <(ls)", ["cat <(ls)"], True),
+    ("echo $(rm -rf /)", ["echo $", "rm -rf /"], True),
+    ("echo `id`", ["echo", "id"], True),
+    ("cat <(ls)", ["cat <", "ls"], True),
+    ("(cd x && make)", ["cd x", "make"], False),
+    ("if true; then rm x; fi", ["true", "rm x"], False),
+    ("eval ls", ["eval ls"], True),
     ("a\nb", ["a", "b"], False),
 ])
 def test_shell_segments(command: str, segments: list[str], opaque: bool) -> None:

@@ -286,11 +286,13 @@ class Reader:
     def choice(self, key: str, choices: Iterable[str]) -> str | None:
         """A string that must be one of ``choices`` (exact spelling)."""
         options = list(choices)
-        value = self.string(key)
-        if value is not None and value not in options:
+        value = self.take(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or value.strip() not in options:
             self.error(key, f"must be one of {', '.join(options)}; got {value!r}")
             return None
-        return value
+        return value.strip()
 
     def leftovers(self, rules: FieldRules) -> dict[str, JsonValue]:
         """Judge every unread field by ``rules``; return what goes to ``extras``."""

@@ -24,6 +24,7 @@ explicitly (and trusts its imports).
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from typing import Any
 from policies.contract import AgentFormat, Scope
 from policies.loader.base import Context, Options, Source
 from policies.loader.diagnostics import DefinitionRejected, Diagnostic, Severity
-from policies.loader.files import decode_text, read_bounded
+from policies.loader.files import MAX_FILES_PER_SCOPE, decode_text, read_bounded
 from policies.loader.formats.common import json_document, key_line
 from policies.loader.formats.ngn import profile_contract
 from policies.loader.single import FileOutcome, Status, finish, load_file
@@ -49,12 +50,17 @@ _IMPORT_KEYS = frozenset({"path", "format", "model", "provider", "tool_map"})
 _TOP_KEYS = frozenset({"agent_imports", "profiles", "$schema"})
 
 
-def load_json_config(path: Path, display: str, scope: Scope, options: Options,
-                     ) -> list[FileOutcome]:
-    """Outcomes of the imports (first) and the profiles (last: they override)."""
-    def failed(field: str, reason: str, line: int = 1) -> list[FileOutcome]:
+def load_json_config(path: Path, display: str, scope: Scope, options: Options, *,
+                     budget: int = MAX_FILES_PER_SCOPE) -> list[FileOutcome]:
+    """Outcomes of the imports (first) and the profiles (last: they override).
+
+    ``budget`` is what is left of the scope's file bound: imports beyond it
+    are not read, and say so.
+    """
+    def failed(field: str, reason: str, line: int = 1,
+               code: str = "json_config") -> list[FileOutcome]:
         diag = Diagnostic(file=display, line=line, field=field, severity=Severity.ERROR,
-                          reason=reason, code="json_config")
+                          reason=reason, code=code)
         return [FileOutcome(display, AgentFormat.NGN, Status.REJECTED, diagnostics=[diag])]
 
     try:
@@ -78,6 +84,11 @@ def load_json_config(path: Path, display: str, scope: Scope, options: Options,
         outcomes += failed("agent_imports", "must be a list", key_line(text, "agent_imports"))
         imports = []
     for index, entry in enumerate(imports):
+        if index >= budget:
+            outcomes += failed("agent_imports", f"{len(imports) - index} import(s) not read: "
+                               f"discovery reads at most {MAX_FILES_PER_SCOPE} files per scope",
+                               _nth_line(text, '"path"', index), code="too_many_files")
+            break
         outcomes.append(_import(path, display, text, index, entry, options))
     profiles = document.get("profiles", {})
     if not isinstance(profiles, dict):
@@ -116,6 +127,8 @@ def _import(path: Path, display: str, text: str, index: int, entry: Any,
         return bad("model must be an exact model id")
     if provider is not None and (not isinstance(provider, str) or not provider.strip()):
         return bad("provider must be a connection id")
+    if provider is not None and model is None:
+        return bad("provider needs a model: a connection alone does not pick a model")
     tool_map: dict[str, tuple[str, ...]] = {}
     raw_map = entry.get("tool_map", {})
     if not isinstance(raw_map, dict):
@@ -124,7 +137,11 @@ def _import(path: Path, display: str, text: str, index: int, entry: Any,
         if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
             return bad(f"tool_map.{foreign} must be a list of tool names")
         tool_map[foreign] = tuple(targets)
-    resolved = Path(target) if Path(target).is_absolute() else path.parent / target
+    resolved = Path(os.path.normpath(
+        target if Path(target).is_absolute() else path.parent.absolute() / target))
+    linked = _symlinked_component(resolved, path.parent.absolute())
+    if linked is not None:
+        return bad(f"path goes through the symlink {linked}; symlinks are not followed")
     imported = replace(options, tool_map=tool_map, model=model, provider=provider)
     return load_file(resolved, IMPORT_FORMATS[fmt_name], scope=Scope.IMPORT,
                      display=_display_import(display, target), options=imported,
@@ -145,6 +162,18 @@ def _profile(path: Path, display: str, text: str, scope: Scope, options: Options
         if not (exc.diag_code == "rejected_after_errors" and ctx.failed):
             ctx.error(exc.field, exc.reason, line=exc.line or line, hint=exc.hint)
     return finish(display, AgentFormat.NGN, agents, ctx.diagnostics, strict=options.strict)
+
+
+def _symlinked_component(target: Path, base: Path) -> Path | None:
+    """The first component of ``target`` below its common prefix with ``base`` that is a
+    symlink (the file itself is checked by the bounded reader)."""
+    common = Path(os.path.commonpath([target, os.path.normpath(base)]))
+    probe = common
+    for part in target.relative_to(common).parts[:-1]:
+        probe = probe / part
+        if probe.is_symlink():
+            return probe
+    return None
 
 
 def _nth_line(text: str, needle: str, index: int) -> int:

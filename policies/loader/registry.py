@@ -15,6 +15,7 @@ from policies.loader.discovery import (
     personal_candidates,
     project_candidates,
 )
+from policies.loader.files import MAX_FILES_PER_SCOPE
 from policies.loader.ngnjson import load_json_config
 from policies.loader.single import FileOutcome, Status
 
@@ -88,7 +89,8 @@ def discover(
         personal_json = env.xdg_config / "ngn" / "config.json"
         if personal_json.exists() or personal_json.is_symlink():
             for outcome in load_json_config(personal_json, env.display(personal_json),
-                                            Scope.PERSONAL, options):
+                                            Scope.PERSONAL, options,
+                                            budget=MAX_FILES_PER_SCOPE - len(found)):
                 result._take(outcome)
     found, notes = project_candidates(root)
     if trust_project:
@@ -98,7 +100,7 @@ def discover(
         project_json = root / ".ngn" / "config.json"
         if project_json.exists() or project_json.is_symlink():
             for outcome in load_json_config(project_json, ".ngn/config.json", Scope.PROJECT,
-                                            options):
+                                            options, budget=MAX_FILES_PER_SCOPE - len(found)):
                 result._take(outcome)
     elif found:
         result.diagnostics.append(Diagnostic(

@@ -88,8 +88,9 @@ class _StrictLoader(
             raise YamlError(f"YAML anchors are not allowed (&{anchor})", line, syntax=False)
         tag = getattr(event, "tag", None)
         implicit = getattr(event, "implicit", True)
-        explicit = tag is not None and tag != "!" and (
-            implicit is False or (isinstance(implicit, tuple) and not any(implicit))
+        explicit = tag is not None and (
+            tag == "!" or implicit is False
+            or (isinstance(implicit, tuple) and not any(implicit))
         )
         if explicit:
             raise YamlError(f"explicit YAML tags are not allowed ({tag})", line, syntax=False)

@@ -64,8 +64,8 @@ def contract(**fields: Any) -> AgentContract:
 
 READ_ONLY = restrict(Capability.root(), contract(tools=frozenset({"read_file"})))
 
-VARIANTS = ["Shell", "SHELL", "sh\u0435ll", "ｓｈｅｌｌ", "shell ", " shell", "shell\n", "sh\u200bell",
-            "shell_", "mcp__shell", "write_File", "writefile", "write-file", ""]
+VARIANTS = ["Shell", "SHELL", "sh\u0435ll", "ｓｈｅｌｌ", "shell ", " shell", "shell\n",
+            "sh\u200bell", "shell_", "mcp__shell", "write_File", "writefile", "write-file", ""]
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -1,7 +1,10 @@
 """Agent-definition JSON catalog (``initial-data/agent-definitions/*.json``).
 
 Exactly ``shared/spec/agent-definition-json.md``: one agent per file; ``id``
-(a UUID) is the stable id, ``name`` plus ``namespace`` the identity;
+(a UUID) is the stable id, ``name`` plus ``namespace`` the identity (``name``
+in the default ``local`` namespace, ``<namespace>/<name>`` in any other, so
+two namespaces never collide); only ``ACTIVE`` agents (or ones without a
+status) can be run or delegated to;
 ``systemPrompt`` the instructions; ``llmConfigName`` a model role
 (``@<name>``, resolved by the user's config); ``maxIterations`` the step
 limit; ``status``; ``memoryConfig`` (``summarizing_window`` when omitted);
@@ -48,6 +51,9 @@ BINDING_KEYS = frozenset({"id", "agentDefinitionId", "name", "description", "ena
                           "overrides", "deferred", "needsApproval"})
 PLACEMENTS = ("USER_MESSAGE", "SYSTEM_PROMPT")
 _ROLE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: Identity is name + namespace: agents of the default namespace are known by
+#: their bare name, others as ``<namespace>/<name>``.
+DEFAULT_NAMESPACE = "local"
 
 
 class CatalogAdapter:
@@ -68,14 +74,19 @@ class CatalogAdapter:
         name = reader.string("name", required=True) or source.location_name
         check_name(reader, "name", name)
         namespace = _namespace(reader)
+        if namespace is not None and namespace != DEFAULT_NAMESPACE:
+            check_name(reader, "namespace", namespace)
+            name = f"{namespace}/{name}"
         description = reader.string("description", required=True)
         prompt = reader.string("systemPrompt", required=True) or ""
         role = reader.string("llmConfigName", required=True)
         if role is not None and not _ROLE_RE.fullmatch(role):
             reader.error("llmConfigName", f"{role!r} is not a config name")
         status = reader.choice("status", [s.value for s in AgentStatus])
-        if status == AgentStatus.DEPRECATED.value:
-            reader.warn("status", "the agent is DEPRECATED")
+        usable = status in (None, AgentStatus.ACTIVE.value)
+        if not usable:
+            reader.warn("status", f"the agent is {status}: loaded for inspection, but only "
+                        "ACTIVE agents can be run or delegated to")
         bindings, tools = _bindings(reader, agent_id)
         deferred_groups = _tool_search(reader, tools)
         reviewers = _reviewers(reader)
@@ -87,13 +98,14 @@ class CatalogAdapter:
             extras["toolSearchGroups"] = json_ready(deferred_groups)
         return [build(
             reader, source,
-            name=name, id=agent_id or name, display_name=name, description=description,
+            name=name, id=agent_id or name, display_name=name.rsplit("/", 1)[-1],
+            description=description,
             instructions=prompt,
             model=ModelRoute(candidates=(ModelRef(id=f"@{role}"),)) if role else ModelRoute(),
             tools=frozenset(tools), steps=steps, memory=memory, tool_bindings=tuple(bindings),
             status=AgentStatus(status) if status else None, namespace=namespace,
             welcome_message=welcome, response_reviewers=tuple(reviewers),
-            user_invocable=status != AgentStatus.DRAFT.value, extras=extras,
+            user_invocable=usable, subagent_available=usable, extras=extras,
         )]
 
 
@@ -136,6 +148,10 @@ def _bindings(reader: Reader, agent_id: str) -> tuple[list[ToolBinding], set[str
         if not isinstance(name, str):
             reader.error("tools", f"{where}: name must be a string")
             continue
+        binding_id = entry.get("id")
+        if binding_id is not None and (not isinstance(binding_id, str)
+                                       or not _is_uuid(binding_id)):
+            reader.error("tools", f"{where}.id: must be a UUID, got {binding_id!r}")
         owner = entry.get("agentDefinitionId")
         if owner is not None and owner != agent_id:
             reader.error("tools", f"{where}: agentDefinitionId {owner!r} is not this agent's id")

@@ -4,9 +4,9 @@ Supported: ``kind: local`` (``remote`` rejects), ``name`` (required, a slug
 ``^[a-z0-9-_]+$`` as Gemini demands), ``description`` (required),
 ``display_name``, ``tools`` (an array, as Gemini demands: a comma string
 rejects), ``model`` (foreign), ``temperature``, ``max_turns``,
-``timeout_mins``. Gemini subagents cannot delegate, so the contract's
-delegation allowlist is empty. ``mcp_servers`` rejects. The header is strict
-YAML, as Gemini's own loader is.
+``timeout_mins``. Gemini subagents cannot delegate, so the contract denies
+the ``delegate`` tool and its delegation allowlist is empty. ``mcp_servers``
+rejects. The header is strict YAML, as Gemini's own loader is.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ class GeminiAdapter:
             reader, source,
             name=name, id=name, display_name=display, description=description, instructions=body,
             model=model, temperature=temperature, tools=tools, delegates=frozenset(),
+            denied_tools=frozenset({"delegate"}),
             steps=steps, timeout_seconds=timeout * 60 if timeout else None,
             permission=PermissionPolicy(rules=tuple(rules)), extras=extras,
         )]

@@ -210,8 +210,14 @@ def _tools_map(reader: Reader) -> tuple[frozenset[str] | None, frozenset[str]]:
 
 
 def permission_rules(reader: Reader, key: str, value: Any, *,
-                     table: dict[str, tuple[str, ...]] = PERMISSION_KEYS) -> list[PermissionRule]:
-    """Translate an OpenCode/zuno permission object into ordered rules."""
+                     table: dict[str, tuple[str, ...]] = PERMISSION_KEYS,
+                     fmt: AgentFormat = AgentFormat.OPENCODE) -> list[PermissionRule]:
+    """Translate an OpenCode/zuno permission object into ordered rules.
+
+    Keys are the format's tool names (``table``, then the format's own alias
+    table and MCP syntax). A key with no corral equivalent may only deny: an
+    ``ask`` there is a restriction corral cannot enforce, so it rejects.
+    """
     if isinstance(value, str):
         action = _action(reader, key, value)
         return [PermissionRule(tool="*", action=action)] if action else []
@@ -225,12 +231,17 @@ def permission_rules(reader: Reader, key: str, value: Any, *,
             _external(reader, where, setting)
             continue
         if tool_key in NO_EQUIVALENT:
-            reader.warn(key, f"{tool_key!r} has no corral equivalent; its rule is ignored",
-                        code="tool_without_equivalent")
+            actions = set(setting.values()) if isinstance(setting, dict) else {setting}
+            if "ask" in actions:
+                reader.error(key, f"{tool_key!r} has no corral equivalent, so its 'ask' cannot be "
+                             "enforced", hint=f"remove the {tool_key} entry or make it deny")
+            else:
+                reader.warn(key, f"{tool_key!r} has no corral equivalent; its rule changes "
+                            "nothing", code="tool_without_equivalent")
             continue
         tools = table.get(tool_key)
         if tools is None:
-            resolved = resolve_tools(reader, key, [tool_key], AgentFormat.OPENCODE).tools
+            resolved = resolve_tools(reader, key, [tool_key], fmt).tools
             tools = tuple(sorted(resolved))
         if isinstance(setting, str):
             action = _action(reader, where, setting)

@@ -3,7 +3,9 @@
 Exactly ``shared/spec/pi-subagent-format.md``: ``name`` and ``description``
 required (pi skips such files silently; corral says why), ``tools`` as a
 comma string (a YAML list is accepted too) validated against pi's tools,
-``subagent`` always rejected (no recursive delegation), ``model`` and the
+``subagent`` always rejected and ``delegate`` denied even when ``tools`` is
+omitted (no recursive delegation: "every tool the parent has, minus
+subagent"), ``model`` and the
 ordered ``models`` fallbacks (``@role`` aliases, ``:level`` suffixes, ``*`` and
 ``@default`` for the parent's model), ``thinking``, ``sandbox`` and
 ``color``. The header is strict YAML.
@@ -59,6 +61,7 @@ class PiAdapter:
             reader, source,
             name=name, id=name, display_name=name, description=description, instructions=body,
             model=route, reasoning=thinking, tools=tools, delegates=frozenset(),
+            denied_tools=frozenset({"delegate"}),
             sandbox=SandboxMode(sandbox) if sandbox else None,
             permission=PermissionPolicy(rules=tuple(rules)), color=color, extras=extras,
         )]

@@ -36,9 +36,14 @@ THEME_COLOURS = ("primary", "secondary", "accent", "success", "warning", "error"
 HEX_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
 REASONING = ("off", "low", "medium", "high", "xhigh", "max")
 _PERMISSION_TABLE = {**{name: (name,) for name in NATIVE_TOOLS}, **PERMISSION_KEYS}
-_RESTRICTING_FOLDED = {re.sub(r"[-_]", "", k).casefold(): k
-                       for k in ("tools", "delegates", "permission", "steps", "mode", "disable",
-                                 "requiredSkills", "hidden")}
+_RESTRICTING_FOLDED = {
+    **{re.sub(r"[-_]", "", k).casefold(): k
+       for k in ("tools", "delegates", "permission", "steps", "mode", "disable",
+                 "requiredSkills", "hidden")},
+    "tool": "tools", "delegate": "delegates", "permissions": "permission",
+    "maxsteps": "steps", "step": "steps", "disabled": "disable", "requiredskill": "requiredSkills",
+    "skills": "requiredSkills", "allowedtools": "tools",
+}
 
 
 class ZunoAdapter:
@@ -65,6 +70,7 @@ def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
     if agents is None:
         ctx.info("agents", "no agents map in this config", code="no_agents")
         return []
+    _check_default_agent(source, ctx, document)
     if not isinstance(agents, dict):
         raise DefinitionRejected("agents", "must be a map of agent name to definition",
                                  line=key_line(source.text, "agents"))
@@ -84,6 +90,21 @@ def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
                 sub.error(exc.field, exc.reason, line=exc.line or line, hint=exc.hint)
         ctx.diagnostics.extend(sub.diagnostics)
     return out
+
+
+def _check_default_agent(source: Source, ctx: Context, document: dict[str, Any]) -> None:
+    """``default_agent`` must name a primary agent (``primary`` or ``all``) of the map."""
+    default = document.get("default_agent")
+    if default is None:
+        return
+    line = key_line(source.text, "default_agent")
+    agents = document.get("agents")
+    entry = agents.get(default) if isinstance(agents, dict) and isinstance(default, str) else None
+    if not isinstance(entry, dict):
+        ctx.error("default_agent", f"names no agent of this config: {default!r}", line=line)
+    elif entry.get("mode", "all") not in {"primary", "all"}:
+        ctx.error("default_agent", f"{default!r} is a {entry.get('mode')} agent; a default_agent "
+                  "must be a primary agent", line=line)
 
 
 def _contract(reader: Reader, source: Source, name: str, prompt: str,
@@ -146,5 +167,5 @@ def _permission(reader: Reader) -> PermissionPolicy:
         reader.error("permission", f"mode must be standard, strict or allow_all, got {mode!r}")
         mode = "standard"
     rules = permission_rules(reader, "permission", value.get("rules", {}),
-                             table=_PERMISSION_TABLE)
+                             table=_PERMISSION_TABLE, fmt=AgentFormat.ZUNO)
     return PermissionPolicy(mode=PermissionMode(mode), rules=tuple(rules))

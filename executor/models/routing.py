@@ -1,0 +1,222 @@
+"""Route resolution: which :class:`Model` runs an agent.
+
+:func:`resolve_model` walks the route's candidates in order (the contract's
+``model``, then its ``models`` fallbacks) and returns the first that is
+available:
+
+- ``inherit`` is the parent's model (unavailable when there is no parent);
+- ``@role`` expands, in order, to the entries of ``roles[role]`` in the
+  user's config; an entry may be ``provider/model``, a bare model id,
+  ``inherit`` or another ``@role`` (a cycle is a config error);
+- ``provider/model`` connects through ``providers[provider]`` of the user's
+  config (the first ``/`` splits only when its left side names a configured
+  provider; otherwise the whole text is a model id that needs an explicit
+  provider: corral never guesses one);
+- a bare model id uses the route's ``provider``, else ``default_provider``
+  (an id that came out of a role uses ``default_provider``: the route's
+  provider belongs to the agent's file, the role to the user's config).
+
+A provider's key is read from ``env[api_key_env]`` and from nothing else: not
+from the agent's files, not from the config file itself. A provider whose key
+variable is configured but unset (or empty) is unavailable, and the next
+candidate is tried. A provider without ``api_key_env`` needs no key (Ollama,
+llama.cpp). When nothing is available the error lists every candidate tried
+and why.
+
+A foreign model name (``sonnet`` in a Claude file) is refused unless
+``override`` is given; ``override`` (``corral run --model ROUTE``) replaces
+the route entirely, ``provider`` included.
+
+**Reasoning levels.** A ``:level`` suffix on the chosen candidate becomes
+that model's reasoning level (:func:`with_level`). The session passes the
+contract's ``reasoning`` in :class:`~executor.models.base.Sampling`; for the
+candidate that matched, the suffix wins over it (as pi's ``@smart:high``
+overrides the agent's ``thinking`` for that match). A suffix on a ``@role``
+reference applies to every entry it expands to and wins over the entries' own
+suffixes; otherwise an entry's own suffix applies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from executor.errors import ModelError
+from executor.models.anthropic import AnthropicModel
+from executor.models.base import Message, Model, ModelResponse, Sampling, ToolSchema
+from executor.models.openai import OpenAIChatModel
+from policies.config import ProviderConfig, UserConfig
+from policies.contract import ModelRef, ModelRoute
+from policies.loader.models import parse_ref
+
+__all__ = ["Attempt", "Candidate", "LeveledModel", "build_provider_model", "expand_candidates",
+           "resolve_model", "with_level"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One concrete candidate after role expansion: ``id`` is no ``@role`` any more."""
+
+    id: str
+    level: str | None = None
+    via: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        text = f"{self.id}:{self.level}" if self.level else self.id
+        return f"{' -> '.join(self.via)} -> {text}" if self.via else text
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A candidate that was not available, and why."""
+
+    candidate: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.candidate}: {self.reason}"
+
+
+class LeveledModel:
+    """A model whose requests always carry a given reasoning level."""
+
+    def __init__(self, inner: Model, level: str) -> None:
+        self.inner = inner
+        self.level = level
+
+    @property
+    def name(self) -> str:
+        """``inner:level``."""
+        return f"{self.inner.name}:{self.level}"
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *,
+                 sampling: Sampling) -> ModelResponse:
+        """The inner model's answer, asked with ``reasoning=level``."""
+        return self.inner.complete(messages, tools, sampling=replace(sampling,
+                                                                     reasoning=self.level))
+
+
+def with_level(model: Model, level: str | None) -> Model:
+    """``model`` with ``level`` as its reasoning level (the model itself when ``None``)."""
+    return model if level is None else LeveledModel(model, level)
+
+
+def expand_candidates(refs: Sequence[ModelRef], *, roles: Mapping[str, Sequence[str]],
+                      ) -> list[Candidate | Attempt]:
+    """``refs`` with every ``@role`` expanded, in order; an undefined role is an :class:`Attempt`.
+
+    Duplicates (same id and level) are kept once, at their first place.
+    """
+    found: list[Candidate | Attempt] = []
+
+    def walk(ref: ModelRef, level: str | None, via: tuple[str, ...]) -> None:
+        level = level or ref.level
+        if not ref.is_role:
+            candidate = Candidate(ref.id, level, via)
+            if all(not isinstance(c, Candidate) or (c.id, c.level) != (ref.id, level)
+                   for c in found):
+                found.append(candidate)
+            return
+        chain = " -> ".join((*via, ref.id))
+        if ref.id in via:
+            raise ModelError(
+                f"role {ref.id} refers to itself: {chain}", code="config",
+                operation="resolve_model", context={"roles": chain},
+                hint="break the cycle in [roles] of your corral config")
+        entries = roles.get(ref.id[1:])
+        if not entries:
+            found.append(Attempt(chain, f"role {ref.id} is not defined in [roles] of the user "
+                                 "config" if entries is None else f"role {ref.id} is empty"))
+            return
+        for entry in entries:
+            walk(parse_ref(entry), level, (*via, ref.id))
+
+    for ref in refs:
+        walk(ref, None, ())
+    return found
+
+
+def build_provider_model(provider: str, config: ProviderConfig, model: str, *,
+                         env: Mapping[str, str]) -> Model:
+    """A connection to ``model`` through ``config``; ``unavailable`` when its key is unset."""
+    api_key: str | None = None
+    if config.api_key_env:
+        api_key = env.get(config.api_key_env) or None
+        if api_key is None:
+            raise ModelError(
+                f"provider {provider!r} is unavailable: ${config.api_key_env} is not set",
+                code="unavailable", operation="resolve_model",
+                context={"provider": provider, "api_key_env": config.api_key_env},
+                hint=f"export {config.api_key_env}=... before running")
+    cls = OpenAIChatModel if config.type == "openai" else AnthropicModel
+    return cls(model=model, base_url=config.base_url, api_key=api_key, provider=provider,
+               timeout=config.timeout_seconds, max_retries=config.max_retries)
+
+
+def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None,
+                  override: str | None = None, env: Mapping[str, str] | None = None) -> Model:
+    """The first available model of ``route`` (see the module docstring for the rules)."""
+    env = os.environ if env is None else env
+    if override is not None:
+        if not override.strip():
+            raise ModelError("--model needs a route (provider/model, @role or inherit)",
+                             code="config", operation="resolve_model")
+        route = ModelRoute(candidates=(parse_ref(override),))
+    elif route.needs_override:
+        fmt = route.foreign_format.value if route.foreign_format else None
+        raise ModelError(
+            f"model {route.foreign!r} belongs to {fmt or 'another harness'}; corral does not "
+            "guess which model serves it", code="config", operation="resolve_model",
+            context={"model": route.foreign, "format": fmt or "unknown"},
+            hint="pass --model ROUTE" + (f", or map it under [model_map.{fmt}] in your corral "
+                                         "config" if fmt else ""))
+    if route.inherit:
+        if parent is None:
+            raise ModelError("the agent inherits its parent's model, but there is no parent "
+                             "model", code="config", operation="resolve_model",
+                             hint="pass --model ROUTE (or --script FILE)")
+        return parent
+    attempts: list[Attempt] = []
+    for candidate in expand_candidates(route.candidates, roles=config.roles):
+        if isinstance(candidate, Attempt):
+            attempts.append(candidate)
+            continue
+        try:
+            model = _connect(candidate, route=route, config=config, parent=parent, env=env)
+        except ModelError as exc:
+            if exc.code != "unavailable":
+                raise
+            attempts.append(Attempt(str(candidate), exc.message))
+            continue
+        return with_level(model, candidate.level)
+    listed = "; ".join(str(attempt) for attempt in attempts)
+    raise ModelError(
+        f"no model candidate is available ({listed})", code="unavailable",
+        operation="resolve_model",
+        context={"attempts": [str(attempt) for attempt in attempts]},
+        hint="set the provider's key variable, add the provider to your corral config, "
+             "or pass --model ROUTE")
+
+
+def _connect(candidate: Candidate, *, route: ModelRoute, config: UserConfig,
+             parent: Model | None, env: Mapping[str, str]) -> Model:
+    if candidate.id == "inherit":
+        if parent is None:
+            raise ModelError("there is no parent model to inherit", code="unavailable")
+        return parent
+    if not candidate.id.strip():
+        raise ModelError("an empty model id", code="unavailable")
+    head, sep, tail = candidate.id.partition("/")
+    if sep and head in config.providers and tail:
+        return build_provider_model(head, config.providers[head], tail, env=env)
+    explicit = None if candidate.via else route.provider
+    provider = explicit or (None if sep else config.default_provider)
+    if provider is None:
+        reason = (f"no provider {head!r} in the user config" if sep else
+                  "a bare model id needs a provider: write provider/model or set "
+                  "default_provider in the user config")
+        raise ModelError(reason, code="unavailable")
+    if provider not in config.providers:
+        raise ModelError(f"no provider {provider!r} in the user config", code="unavailable")
+    return build_provider_model(provider, config.providers[provider], candidate.id, env=env)
