@@ -92,6 +92,8 @@ class AnthropicModel:
         if tools:
             body["tools"] = [{"name": t.name, "description": t.description,
                               "input_schema": t.parameters} for t in tools]
+            if sampling.tool_choice == "none":
+                body["tool_choice"] = {"type": "none"}
         if sampling.temperature is not None:
             body["temperature"] = sampling.temperature
         if sampling.top_p is not None:

@@ -72,12 +72,18 @@ class Message:
 
 @dataclass(frozen=True)
 class Sampling:
-    """Per-request settings; ``None`` leaves the provider's default."""
+    """Per-request settings; ``None`` leaves the provider's default.
+
+    ``tool_choice="none"`` keeps the tool definitions in the request (a
+    conversation with tool calls in it needs them) but forbids new calls: the
+    session's one text-only finalization request uses it.
+    """
 
     temperature: float | None = None
     top_p: float | None = None
     reasoning: str | None = None
     max_tokens: int = 4096
+    tool_choice: Literal["auto", "none"] = "auto"
 
 
 @dataclass(frozen=True)

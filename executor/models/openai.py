@@ -86,7 +86,7 @@ class OpenAIChatModel:
             body["tools"] = [{"type": "function",
                               "function": {"name": t.name, "description": t.description,
                                            "parameters": t.parameters}} for t in tools]
-            body["tool_choice"] = "auto"
+            body["tool_choice"] = sampling.tool_choice
         if sampling.temperature is not None:
             body["temperature"] = sampling.temperature
         if sampling.top_p is not None:

@@ -129,7 +129,8 @@ class OpenAIDialect(Dialect):
         tools = body["tools"]
         if not isinstance(tools, list) or not tools:
             return ["tools must be a non-empty list (omit it when there are none)"]
-        problems = [] if body.get("tool_choice") == "auto" else ["tool_choice must be 'auto'"]
+        problems = [] if body.get("tool_choice") in ("auto", "none") else [
+            "tool_choice must be 'auto' or 'none'"]
         for n, tool in enumerate(tools):
             if not isinstance(tool, dict) or tool.get("type") != "function":
                 problems.append(f"tools[{n}] must be a function tool")
@@ -263,7 +264,7 @@ class AnthropicDialect(Dialect):
         if not isinstance(body, dict):
             return [*problems, "the body is not a JSON object"]
         problems += _keys("body", body, {"model", "messages", "max_tokens"},
-                          {"system", "tools", "temperature", "top_p"})
+                          {"system", "tools", "tool_choice", "temperature", "top_p"})
         if not isinstance(body.get("model"), str) or not body.get("model"):
             problems.append("model must be a non-empty string")
         if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
@@ -272,6 +273,17 @@ class AnthropicDialect(Dialect):
             problems.append("system must be a non-empty string")
         problems += _number(body, "temperature", 1) + _number(body, "top_p", 1)
         problems += self._tools(body.get("tools")) if "tools" in body else []
+        if "tool_choice" in body:
+            choice = body["tool_choice"]
+            if "tools" not in body:
+                problems.append("tool_choice without tools")
+            elif not isinstance(choice, dict) or choice.get("type") not in {
+                    "auto", "any", "tool", "none"}:
+                problems.append("tool_choice must be {type: auto|any|tool|none}")
+        if "tools" not in body and _has_tool_blocks(body.get("messages")):
+            # The real API: "Requests which include `tool_use` or `tool_result` blocks
+            # must define tools."
+            problems.append("tool_use/tool_result blocks need tools defined")
         return problems + self._messages(body.get("messages"))
 
     @staticmethod
@@ -374,3 +386,16 @@ class AnthropicDialect(Dialect):
 
 
 DIALECTS: dict[str, Dialect] = {"openai": OpenAIDialect(), "anthropic": AnthropicDialect()}
+
+
+def _has_tool_blocks(messages: object) -> bool:
+    """Whether any message holds a tool_use or tool_result content block."""
+    if not isinstance(messages, list):
+        return False
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+                isinstance(block, dict) and block.get("type") in {"tool_use", "tool_result"}
+                for block in content):
+            return True
+    return False

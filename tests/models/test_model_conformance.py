@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+from dataclasses import replace
 
 import pytest
 from conftest import Harness
@@ -88,6 +89,25 @@ def test_tool_call_round_trip(harness: Harness) -> None:
         assert sent["tool_choice"] == "auto"
     else:
         assert sent["system"] == "Be brief."
+
+
+def test_text_only_finalization_keeps_tools_and_forbids_calls(harness: Harness) -> None:
+    """The session's last request after a step limit: the conversation holds tool calls,
+    so the tools stay defined (Anthropic rejects tool blocks without them), and
+    tool_choice none forbids new calls."""
+    harness.server.reply(harness.dialect.text("Done: read README; nothing left."))
+    model = harness.model()
+    call = ToolCall("call_1", "read", {"path": "README.md"})
+    conversation = [*START, Message("assistant", "", (call,)),
+                    Message("tool", "# Hi", tool_call_id="call_1", name="read"),
+                    Message("user", "Step limit reached: answer in text only.")]
+    final = model.complete(conversation, [READ],
+                           sampling=replace(SAMPLING, tool_choice="none"))
+    assert final.text.startswith("Done") and not final.tool_calls
+    sent = harness.body(0)
+    assert sent["tools"] == EXPECTED_TOOLS[harness.protocol]
+    expected = "none" if harness.protocol == "openai" else {"type": "none"}
+    assert sent["tool_choice"] == expected
 
 
 def test_several_tool_calls_in_one_turn(harness: Harness) -> None:

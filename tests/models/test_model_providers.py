@@ -11,7 +11,7 @@ from conftest import Harness
 from servers import ProtocolServer, Reply
 
 from executor.errors import ModelError
-from executor.models import Message, Sampling, ToolCall, with_level
+from executor.models import Message, Sampling, ToolCall, ToolSchema, with_level
 from executor.models.http import redact_url
 
 Factory = Callable[..., ProtocolServer]
@@ -61,7 +61,9 @@ def test_anthropic_system_messages_and_user_text_after_results(make_server: Fact
     h.model().complete([Message("system", "Rule one."), Message("user", "Go."),
                         Message("system", "Rule two."), Message("assistant", "", (call,)),
                         Message("tool", "data", tool_call_id="t1"),
-                        Message("user", "Also check y.")], [], sampling=Sampling())
+                        Message("user", "Also check y.")],
+                       [ToolSchema("read", "Read.", {"type": "object", "properties": {}})],
+                       sampling=Sampling())
     body = h.body(0)
     assert body["system"] == "Rule one.\n\nRule two."
     assert body["messages"][-1] == {"role": "user", "content": [
