@@ -1,0 +1,287 @@
+"""The lifecycle every backend shares; a backend only says how to run and stop commands.
+
+:class:`BaseSandbox` validates ``exec`` arguments, builds the environment from
+an allowlist, serialises commands, freezes the sandbox while a diff is
+computed (stop every process first: threats B8.40), and tears down in the only
+safe order: stop, capture the diff, close the backend, remove the worktree.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import ClassVar
+
+from policies.contract import SandboxMode
+from sandbox.config import BackendName, Limits
+from sandbox.diff import compute_diff
+from sandbox.errors import SandboxConfigError, SandboxStateError
+from sandbox.files import ConfinedFiles
+from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
+from sandbox.state import SandboxMeta, SandboxState
+from sandbox.workspace import Workspace, remove_tree
+
+__all__ = ["SANDBOX_PATH", "BaseSandbox", "ExecSpec"]
+
+#: ``PATH`` inside bubblewrap and docker.
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_FREEZE_POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    """One validated command."""
+
+    argv: tuple[str, ...]
+    cwd: Path
+    env: dict[str, str]
+    timeout: float
+    output_cap: int
+
+
+class BaseSandbox(ABC):
+    """Shared implementation of :class:`sandbox.protocol.Sandbox`."""
+
+    backend: ClassVar[BackendName]
+    warning: str | None = None
+
+    def __init__(
+        self,
+        *,
+        workspace: Workspace,
+        state: SandboxState,
+        meta: SandboxMeta,
+        limits: Limits,
+        files_owner: tuple[int, int] | None = None,
+    ) -> None:
+        self._ws = workspace
+        self._state = state
+        self._meta = meta
+        self._limits = limits
+        self._files = ConfinedFiles(workspace.root, writable=workspace.writable,
+                                    owner=files_owner)
+        self._cond = threading.Condition()
+        self._busy = False
+        self._freezing = 0
+        self._diff: DiffResult | None = None
+        self._report: TeardownReport | None = None
+
+    # -- backend hooks ----------------------------------------------------------
+
+    @abstractmethod
+    def _start(self) -> None:
+        """Create what the backend needs (container, cgroup); record it in the meta first."""
+
+    @abstractmethod
+    def _run(self, spec: ExecSpec) -> ExecResult:
+        """Run one command and wait for it (never raises for the child's own failures)."""
+
+    @abstractmethod
+    def _stop(self) -> None:
+        """Kill every process of the child; safe to call from another thread, and twice."""
+
+    @abstractmethod
+    def _close(self) -> None:
+        """Release what :meth:`_start` created; idempotent."""
+
+    def _home(self) -> str:
+        """``HOME`` inside the sandbox."""
+        return "/tmp/home"  # noqa: S108 - the sandbox's own tmpfs, not the host's /tmp
+
+    # -- properties -------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._state.id
+
+    @property
+    def mode(self) -> SandboxMode:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._ws.mode
+
+    @property
+    def root(self) -> Path:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._ws.root
+
+    @property
+    def base_commit(self) -> str | None:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._ws.base_commit
+
+    @property
+    def files(self) -> ConfinedFiles:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._files
+
+    @property
+    def limits(self) -> Limits:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._limits
+
+    @property
+    def snapshot_excluded(self) -> tuple[ExcludedPath, ...]:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._ws.snapshot_excluded
+
+    @property
+    def state(self) -> SandboxState:
+        """The on-disk state (for tests and gc)."""
+        return self._state
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace description."""
+        return self._ws
+
+    # -- commands ---------------------------------------------------------------
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        output_cap: int | None = None,
+        cwd: str = ".",
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        self._check_open()
+        spec = self._spec(argv, timeout, output_cap, cwd, env)
+        with self._cond:
+            while self._busy or self._freezing:
+                self._cond.wait()
+            self._check_open()
+            self._busy = True
+        try:
+            return self._run(spec)
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def _spec(
+        self,
+        argv: Sequence[str],
+        timeout: float | None,
+        output_cap: int | None,
+        cwd: str,
+        env: Mapping[str, str] | None,
+    ) -> ExecSpec:
+        if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
+            raise SandboxConfigError("argv must be a non-empty list of strings (no shell string)",
+                                     code="invalid_argv", operation="exec")
+        if any("\0" in arg for arg in argv):
+            raise SandboxConfigError("argv contains a NUL byte", code="invalid_argv",
+                                     operation="exec")
+        merged = {"PATH": SANDBOX_PATH, "HOME": self._home(), "LANG": "C.UTF-8",
+                  "TERM": "dumb", "TMPDIR": "/tmp"}  # noqa: S108 - the sandbox's own tmpfs
+        for key, value in (env or {}).items():
+            if not key or "=" in key or "\0" in key or "\0" in value:
+                raise SandboxConfigError(f"invalid environment variable {key!r}",
+                                         code="invalid_env", operation="exec")
+            merged[key] = value
+        if timeout is not None and timeout <= 0:
+            raise SandboxConfigError("timeout must be positive", code="invalid_timeout",
+                                     operation="exec")
+        return ExecSpec(
+            argv=tuple(argv), cwd=self._files.resolve_dir(cwd), env=merged,
+            timeout=self._limits.timeout_seconds if timeout is None else timeout,
+            output_cap=self._limits.output_cap_bytes if output_cap is None else output_cap,
+        )
+
+    def _check_open(self) -> None:
+        if self._report is not None:
+            raise SandboxStateError(f"sandbox {self.id} was torn down", operation="exec")
+
+    def stop_processes(self) -> None:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        self._stop()
+
+    # -- diff and teardown ------------------------------------------------------
+
+    def _frozen(self) -> _Frozen:
+        return _Frozen(self)
+
+    def collect_diff(self) -> DiffResult:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        with self._frozen():
+            self._check_open()
+            return self._collect()
+
+    def _collect(self) -> DiffResult:
+        self._diff = compute_diff(self._ws, self._state, max_bytes=self._limits.max_diff_bytes)
+        self._meta = self._meta.model_copy(update={"status": "captured"})
+        self._state.write_meta(self._meta)
+        return self._diff
+
+    def teardown(self, *, discard: bool = False) -> TeardownReport:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        if self._report is not None:
+            return self._report
+        with self._frozen():
+            if self._report is not None:
+                return self._report
+            try:
+                if self._diff is None and self.mode is not SandboxMode.READ_ONLY and not discard:
+                    self._collect()
+            except BaseException:
+                self._close()
+                # Hand the kept worktree to gc: nobody owns it any more.
+                self._meta = self._meta.model_copy(update={"owner_pid": None})
+                self._state.write_meta(self._meta)
+                raise
+            self._close()
+            removed = [f"state:{self._state.dir}"]
+            if self._ws.worktree is not None:
+                remove_tree(self._ws.worktree)
+                removed.insert(0, f"worktree:{self._ws.worktree}")
+            self._state.remove_private()
+            self._report = TeardownReport(
+                sandbox_id=self.id, diff_captured=self._diff is not None,
+                patch_path=self._diff.patch_path if self._diff else None,
+                removed=tuple(removed),
+            )
+            return self._report
+
+    def __enter__(self) -> BaseSandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.teardown()
+
+
+class _Frozen:
+    """No command runs inside: new ones wait, running ones are killed."""
+
+    def __init__(self, sandbox: BaseSandbox) -> None:
+        self._sandbox = sandbox
+
+    def __enter__(self) -> None:
+        sb = self._sandbox
+        with sb._cond:
+            sb._freezing += 1
+        sb._stop()
+        with sb._cond:
+            while sb._busy:
+                if not sb._cond.wait(_FREEZE_POLL_SECONDS):
+                    sb._stop()  # a command started just before the freeze
+            sb._busy = True
+        sb._stop()  # anything a finished command left behind
+
+    def __exit__(self, *exc: object) -> None:
+        sb = self._sandbox
+        with sb._cond:
+            sb._busy = False
+            sb._freezing -= 1
+            sb._cond.notify_all()

@@ -1,0 +1,142 @@
+"""Backend configurations: one frozen pydantic model per backend, discriminated by ``type``.
+
+A user's config (or a CLI flag) becomes one of these, and
+:func:`sandbox.factory.open_sandbox` builds the backend from it. ``auto`` is
+resolved once, by probing (never by ``which``), to bubblewrap or docker and
+fails closed when neither works; ``host`` is only ever used when asked for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DEFAULT_DOCKER_IMAGE",
+    "HOST_WARNING",
+    "AutoConfig",
+    "BackendConfig",
+    "BackendName",
+    "BubblewrapConfig",
+    "DockerConfig",
+    "FakeConfig",
+    "HostConfig",
+    "Limits",
+]
+
+BackendName = Literal["host", "bubblewrap", "docker", "fake"]
+
+DEFAULT_DOCKER_IMAGE = "corral-sandbox:latest"
+
+#: The line the CLI prints whenever the host backend runs a child.
+HOST_WARNING = (
+    "backend 'host' isolates changes, not processes: the child's commands run as you, "
+    "with your files, network and credentials reachable; use 'bubblewrap' or 'docker' "
+    "for agents you do not trust"
+)
+
+_MiB = 1024 * 1024
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Limits(BaseModel):
+    """Resource limits applied to every command of a sandbox.
+
+    ``timeout_seconds`` and ``output_cap_bytes`` are defaults that one
+    ``exec`` call may lower or raise; the rest hold for the sandbox's life.
+    ``None`` disables a limit explicitly (it is never dropped silently: a
+    backend that cannot enforce a requested limit refuses to start).
+    """
+
+    model_config = _FROZEN
+
+    #: Wall-clock seconds per command.
+    timeout_seconds: float = Field(default=600.0, gt=0)
+    #: Bytes kept per stream (stdout, stderr); the rest is drained and counted.
+    output_cap_bytes: int = Field(default=1 * _MiB, ge=0)
+    #: Address-space cap per process (bubblewrap) or memory cap per container (docker).
+    memory_bytes: int | None = Field(default=2048 * _MiB, gt=0)
+    #: Processes (and threads) alive at once, for the whole sandbox.
+    pids: int | None = Field(default=512, gt=0)
+    #: Largest file a command may write (RLIMIT_FSIZE).
+    file_size_bytes: int | None = Field(default=1024 * _MiB, gt=0)
+    #: Size of the child's tmpfs ``/tmp`` (and ``HOME``).
+    tmp_size_bytes: int = Field(default=512 * _MiB, gt=0)
+    #: Largest patch ``collect_diff`` returns; larger is refused (``diff_too_large``).
+    max_diff_bytes: int = Field(default=64 * _MiB, gt=0)
+
+
+class _Base(BaseModel):
+    model_config = _FROZEN
+
+    limits: Limits = Field(default_factory=Limits)
+
+
+class HostConfig(_Base):
+    """Worktree isolation only: commands run as the user, on the host.
+
+    It isolates *changes*, not *processes*: the child can read your home
+    directory, use the network, and leave processes behind. Its memory, pids
+    and file-size limits are not enforced (only timeout and output cap are).
+    The CLI prints :data:`HOST_WARNING` whenever it is used, and ``auto``
+    never picks it.
+    """
+
+    type: Literal["host"] = "host"
+
+
+class BubblewrapConfig(_Base):
+    """Linux namespaces through ``bwrap``: no network, fresh ``/proc``, read-only system."""
+
+    type: Literal["bubblewrap"] = "bubblewrap"
+    #: The bwrap executable (a name looked up on ``PATH``, or a path).
+    bwrap: str = "bwrap"
+    #: Extra host directories made visible read-only at the same path (toolchains).
+    extra_ro_paths: tuple[Path, ...] = ()
+    #: Where a ``pids`` limit comes from: ``auto`` tries a cgroup, then (when not
+    #: root) ``RLIMIT_NPROC`` inside the user namespace.
+    pids_mechanism: Literal["auto", "cgroup", "rlimit"] = "auto"
+
+
+class DockerConfig(_Base):
+    """One container per child, commands through ``docker exec``; never pulls an image."""
+
+    type: Literal["docker"] = "docker"
+    image: str = DEFAULT_DOCKER_IMAGE
+    #: Docker engine URL; ``None`` uses the environment (``DOCKER_HOST``) or the local socket.
+    base_url: str | None = None
+    #: ``uid:gid`` commands run as; ``None`` picks the workspace owner, or 1000
+    #: (chowning a corral-made worktree) when the owner is root.
+    user: str | None = None
+    #: Let commands run as uid 0 (still without capabilities) when the workspace is a
+    #: root-owned checkout corral must not chown (workspace-write). ``None``: only when
+    #: corral itself runs as root (the owner's own rights); the sandbox then carries a warning.
+    allow_root_user: bool | None = None
+    #: Seconds allowed for engine API calls (not for the child's commands).
+    api_timeout_seconds: float = Field(default=60.0, gt=0)
+
+
+class AutoConfig(_Base):
+    """Bubblewrap when its probe runs, else docker; otherwise fail closed.
+
+    The ``limits`` given here replace those of the chosen backend's config.
+    """
+
+    type: Literal["auto"] = "auto"
+    bubblewrap: BubblewrapConfig = Field(default_factory=BubblewrapConfig)
+    docker: DockerConfig = Field(default_factory=DockerConfig)
+
+
+class FakeConfig(_Base):
+    """The scripted test backend (:mod:`sandbox.fake`): real workspace, scripted commands."""
+
+    type: Literal["fake"] = "fake"
+
+
+BackendConfig = Annotated[
+    HostConfig | BubblewrapConfig | DockerConfig | AutoConfig,
+    Field(discriminator="type"),
+]
+"""What a user may select; the fake backend is only reachable from code."""

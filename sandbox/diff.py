@@ -1,0 +1,147 @@
+"""The child's diff, computed on the host after its processes are stopped (threats B2, B8).
+
+The caller (:meth:`sandbox.base.BaseSandbox.collect_diff`) stops every child
+process first. Then, with :func:`sandbox.gitsafe.run_git` (hooks, fsmonitor,
+pager, system/global config and attributes off; explicit ``--git-dir`` of the
+child's *private* git dir and ``--work-tree``; the child-writable ``.git``
+pointer is never followed, and the parent's own configuration is never read):
+
+1. the private git dir's ``HEAD``, ``config`` and alternates must still say what
+   corral wrote (on the host backend the child could have changed them);
+2. a copy of the baseline index (written at creation, never visible to the
+   child) is brought up to date with ``add -A``, minus nested repositories,
+   ``.git`` aliases and special files (found by :func:`sandbox.scan.scan_tree`);
+   new blobs go to the private object directory, never into the parent's
+   repository;
+3. gitlinks are put back as they were and reported;
+4. ``diff-index --cached -p --binary -M`` against the snapshot commit gives the
+   patch, and ``--raw``/``--numstat`` the structured list.
+
+The result is persisted under ``results/<id>/`` before it is returned.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+from policies.contract import SandboxMode
+from sandbox.errors import DiffTooLarge
+from sandbox.gitsafe import git_env, run_git
+from sandbox.names import review_flags
+from sandbox.privategit import verify_private_git
+from sandbox.results import ChangedFile, ChangeStatus, DiffResult, ExcludedPath
+from sandbox.scan import scan_tree
+from sandbox.state import SandboxState
+from sandbox.workspace import Workspace, pathspec_file, stage_tree
+
+__all__ = ["compute_diff"]
+
+_STATUS: dict[str, ChangeStatus] = {
+    "A": "added", "D": "deleted", "M": "modified", "R": "renamed", "T": "type_changed",
+}
+_NULL_MODE = "000000"
+_DIFF_OPTIONS = ("--cached", "-M", "--no-ext-diff", "--no-textconv", "--no-color")
+
+
+@dataclass(frozen=True)
+class _RawEntry:
+    old_mode: str
+    new_mode: str
+    old_sha: str
+    status: str
+    path: str
+    old_path: str | None
+
+
+def _parse_raw(output: bytes) -> list[_RawEntry]:
+    tokens = output.split(b"\0")
+    entries: list[_RawEntry] = []
+    i = 0
+    while i < len(tokens) and tokens[i].startswith(b":"):
+        old_mode, new_mode, old_sha, _new_sha, status = tokens[i][1:].decode().split(" ")
+        paths = [t.decode("utf-8", "surrogateescape") for t in tokens[i + 1:i + 3]]
+        if status[0] in "RC":
+            entries.append(_RawEntry(old_mode, new_mode, old_sha, status[0], paths[1], paths[0]))
+            i += 3
+        else:
+            entries.append(_RawEntry(old_mode, new_mode, old_sha, status[0], paths[0], None))
+            i += 2
+    return entries
+
+
+def _binary_paths(output: bytes) -> set[str]:
+    binary: set[str] = set()
+    tokens = output.split(b"\0")
+    i = 0
+    while i < len(tokens) and tokens[i]:
+        added, deleted, path = tokens[i].split(b"\t", 2)
+        if path:
+            i += 1
+        else:  # a rename: the old and new paths follow as their own tokens
+            path = tokens[i + 2]
+            i += 3
+        if added == b"-" and deleted == b"-":
+            binary.add(path.decode("utf-8", "surrogateescape"))
+    return binary
+
+
+def _changed(entry: _RawEntry, binary: set[str]) -> ChangedFile:
+    old_mode = None if entry.old_mode == _NULL_MODE else entry.old_mode
+    new_mode = None if entry.new_mode == _NULL_MODE else entry.new_mode
+    return ChangedFile(
+        path=entry.path, status=_STATUS.get(entry.status, "modified"), old_path=entry.old_path,
+        old_mode=old_mode, new_mode=new_mode, binary=entry.path in binary,
+        flags=review_flags(entry.path, old_mode=old_mode, new_mode=new_mode),
+    )
+
+
+def compute_diff(ws: Workspace, state: SandboxState, *, max_bytes: int) -> DiffResult:
+    """Compute, persist and return the child's diff (processes must already be stopped)."""
+    if (ws.mode is SandboxMode.READ_ONLY or ws.base_commit is None or ws.baseline_index is None
+            or ws.private_git is None):
+        return state.save_result(DiffResult(sandbox_id=state.id, base_commit=None, patch=b""))
+    git_dir = ws.private_git
+    verify_private_git(git_dir, ws.git_files)
+    index = state.dir / "collect.index"
+    shutil.copyfile(ws.baseline_index, index)
+    env = git_env(index_file=index)
+    scan = scan_tree(ws.root)
+    spec = pathspec_file(state.dir / "collect.pathspec", scan.paths)
+    stage_tree(git_dir=git_dir, work_tree=ws.root, env=env, spec=spec)
+
+    def git(*args: str) -> bytes:
+        return run_git(list(args), git_dir=git_dir, work_tree=ws.root, env=env,
+                       operation="collect_diff").stdout
+
+    base = ws.base_commit
+    entries = _parse_raw(git("diff-index", *_DIFF_OPTIONS, "--raw", "-z", base))
+    excluded = list(scan.excluded)
+    gitlinks = [e for e in entries if "160000" in (e.old_mode, e.new_mode)]
+    if gitlinks:
+        restore = b"".join(
+            (f"{e.old_mode} {e.old_sha}\t{e.old_path or e.path}" if e.old_mode != _NULL_MODE
+             else f"0 {'0' * 40}\t{e.path}").encode("utf-8", "surrogateescape") + b"\0"
+            for e in gitlinks
+        )
+        run_git(["update-index", "-z", "--index-info"], git_dir=git_dir, work_tree=ws.root,
+                env=env, input_bytes=restore, operation="collect_diff")
+        excluded += [ExcludedPath(path=e.path, reason="gitlink", detail="submodule commit change")
+                     for e in gitlinks]
+        entries = _parse_raw(git("diff-index", *_DIFF_OPTIONS, "--raw", "-z", base))
+    binary = _binary_paths(git("diff-index", *_DIFF_OPTIONS, "--numstat", "-z", base))
+    patch = git("diff-index", *_DIFF_OPTIONS, "-p", "--binary", "--src-prefix=a/",
+                "--dst-prefix=b/", base)
+    if len(patch) > max_bytes:
+        raise DiffTooLarge(
+            f"the child's diff is {len(patch)} bytes, over the {max_bytes}-byte cap",
+            operation="collect_diff", context={"files": len(entries)},
+            hint="raise limits.max_diff_bytes, or discard this child's work",
+        )
+    result = DiffResult(
+        sandbox_id=state.id, base_commit=base, patch=patch,
+        changed=tuple(_changed(entry, binary) for entry in entries),
+        excluded=tuple(sorted(excluded, key=lambda e: e.path)),
+    )
+    return state.save_result(result)
+

@@ -1,0 +1,392 @@
+"""The ``docker`` backend: one container per child, commands through ``docker exec``.
+
+The only module that imports ``docker``; every docker or connection error is
+translated here. The container (``corral-sandbox:latest`` by default, built by
+``scripts/build_sandbox_image.sh``, never pulled) runs ``sleep infinity``
+under ``--init`` for the child's life, with ``--network none``, ``--cap-drop
+ALL``, ``no-new-privileges``, ``--pids-limit``, ``--memory`` (= swap),
+``RLIMIT_FSIZE``, a read-only root with size-capped tmpfs ``/tmp``,
+``/tmp/home`` and ``/dev/shm``, no socket mounts, and the workspace mounts of
+:meth:`sandbox.workspace.Workspace.mounts` at the same paths.
+
+Users: commands run as a non-root uid (the workspace owner, or 1000 with a
+corral-made worktree chowned to it); the keep-alive process runs as another
+uid (65534). Each command runs as ``"$@"; kill -9 -1``: when it ends, every
+process it left (``setsid``, double fork) is killed, but not the keep-alive,
+which that uid may not signal. A timeout or :meth:`stop_processes` runs the
+same ``kill -9 -1`` in a second exec. Peak RSS is the container's memory
+high-water mark (cgroup v1 only); CPU seconds are the container's usage
+during the command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import docker
+from docker.types import Mount, Ulimit
+
+from policies.contract import SandboxMode
+from sandbox.base import BaseSandbox, ExecSpec
+from sandbox.config import BackendName, DockerConfig
+from sandbox.errors import BackendUnavailable, SandboxConfigError, SandboxError
+from sandbox.process import DRAIN_GRACE_SECONDS, OutputCapture
+from sandbox.results import ExecResult
+from sandbox.state import SandboxMeta, SandboxState
+from sandbox.workspace import Workspace
+
+__all__ = ["LABEL", "DockerSandbox", "list_corral_containers", "plan_users", "probe_docker",
+           "remove_container"]
+
+LABEL = "org.corral.sandbox"
+STATE_LABEL = "org.corral.state-root"
+# Runs the command, then kills whatever it left. The first line lets the child's own git
+# read the root-owned (read-only) git dir: safe.directory is only read from global config.
+_RUN_WRAPPER = (
+    "/bin/sh", "-c",
+    '[ -e "$HOME/.gitconfig" ] || printf "[safe]\\n\\tdirectory = *\\n" > "$HOME/.gitconfig"\n'
+    '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc',
+    "sh",
+)
+_KILL_ALL = ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; true"]
+_TMP, _HOME = "/tmp", "/tmp/home"  # noqa: S108 - the container's own tmpfs mounts
+_KEEPALIVE_UID = 65534
+_DEFAULT_UID = 1000
+_ENGINE_ERRORS = (docker.errors.DockerException, OSError)
+_BUILD_HINT = "build it with scripts/build_sandbox_image.sh (corral never pulls images)"
+
+
+def _check_socket(config: DockerConfig) -> None:
+    """Connect to a unix-socket engine ourselves first: docker-py leaks the socket of a
+    failed connection (a ResourceWarning later), and the error is clearer."""
+    url = config.base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not url.startswith(("unix://", "http+unix://")):
+        return
+    path = url.split("://", 1)[1]
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.settimeout(config.api_timeout_seconds)
+        try:
+            probe.connect(path)
+        except OSError as exc:
+            raise BackendUnavailable(f"no docker engine at {path}: {exc.strerror or exc}",
+                                     code="docker_unavailable", operation="connect",
+                                     hint="start dockerd (scripts/ci_setup.sh does)") from exc
+
+
+def _client(config: DockerConfig) -> Any:
+    _check_socket(config)
+    try:
+        if config.base_url:
+            return docker.DockerClient(base_url=config.base_url,
+                                       timeout=int(config.api_timeout_seconds))
+        return docker.from_env(timeout=int(config.api_timeout_seconds))
+    except _ENGINE_ERRORS as exc:
+        raise BackendUnavailable(f"no docker engine: {exc}", code="docker_unavailable",
+                                 operation="connect") from exc
+
+
+def probe_docker(config: DockerConfig) -> None:
+    """Raise :class:`BackendUnavailable` unless the engine answers and the image exists."""
+    client = _client(config)
+    try:
+        client.ping()
+        client.images.get(config.image)
+    except docker.errors.ImageNotFound as exc:
+        raise BackendUnavailable(
+            f"the sandbox image {config.image} is not present", code="image_missing",
+            operation="probe", hint=_BUILD_HINT,
+        ) from exc
+    except _ENGINE_ERRORS as exc:
+        raise BackendUnavailable(f"the docker engine does not answer: {exc}",
+                                 code="docker_unavailable", operation="probe") from exc
+    finally:
+        client.close()
+
+
+def list_corral_containers(config: DockerConfig, *, state_root: Path) -> dict[str, str]:
+    """Container name -> sandbox id, for every container corral made for ``state_root``."""
+    client = _client(config)
+    try:
+        found = client.containers.list(
+            all=True, filters={"label": [LABEL, f"{STATE_LABEL}={state_root}"]})
+        return {c.name: c.labels.get(LABEL, "") for c in found}
+    except _ENGINE_ERRORS as exc:
+        raise BackendUnavailable(f"cannot list containers: {exc}", code="docker_unavailable",
+                                 operation="gc") from exc
+    finally:
+        client.close()
+
+
+def remove_container(config: DockerConfig, name: str) -> bool:
+    """Force-remove a container; ``False`` if it did not exist."""
+    client = _client(config)
+    try:
+        client.api.remove_container(name, force=True)
+        return True
+    except docker.errors.NotFound:
+        return False
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"cannot remove container {name}: {exc}", code="docker_failed",
+                           operation="remove_container") from exc
+    finally:
+        client.close()
+
+
+def _stream_socket(stream: Any) -> Any:
+    """The socket under an exec stream (docker-py leaves it open when the stream ends)."""
+    fp = getattr(getattr(getattr(stream, "_response", None), "raw", None), "_fp", None)
+    raw = getattr(getattr(fp, "fp", None), "raw", None)
+    return getattr(raw, "_sock", None) or getattr(raw, "sock", None)
+
+
+def _close_stream(stream: Any, sock: Any) -> None:
+    stream.close()
+    if sock is not None:
+        sock.close()
+    stream._response.close()
+
+
+def _ids(text: str) -> tuple[int, int]:
+    uid, _, gid = text.partition(":")
+    return int(uid), int(gid or uid)
+
+
+def plan_users(
+    config: DockerConfig, workspace_owner: tuple[int, int], mode: SandboxMode
+) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """(uid:gid commands run as, uid:gid to chown a new worktree to, if any)."""
+    root = os.geteuid() == 0
+    if config.user is not None:
+        user = _ids(config.user)
+    elif mode is SandboxMode.WORKTREE:
+        user = (_DEFAULT_UID, _DEFAULT_UID) if root else (os.getuid(), os.getgid())
+    elif workspace_owner[0] != 0:
+        user = workspace_owner
+    elif mode is SandboxMode.READ_ONLY:
+        user = (_DEFAULT_UID, _DEFAULT_UID)
+    else:
+        user = (0, 0)
+    allowed = config.allow_root_user if config.allow_root_user is not None else root
+    if user[0] == 0 and not allowed:
+        raise SandboxConfigError(
+            "docker commands would run as root: the workspace belongs to root",
+            code="docker_root_user", operation="open_sandbox",
+            hint="use worktree mode (corral chowns its own worktree to uid 1000), or set "
+            "allow_root_user: true (still no capabilities) in the docker backend config",
+        )
+    chown = user if mode is SandboxMode.WORKTREE and root and user != (0, 0) else None
+    return user, chown
+
+
+class _CgroupStats:
+    """The container's cgroup files, read from the host (engine on this machine only).
+
+    ``docker stats`` takes up to a second per call; these reads take microseconds.
+    """
+
+    def __init__(self, memory: Path | None, cpu: Path | None) -> None:
+        self.memory = memory
+        self.cpu = cpu
+
+    @classmethod
+    def of_pid(cls, pid: int) -> _CgroupStats | None:
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid else []
+        except OSError:
+            return None
+        memory = cpu = None
+        unified = Path("/sys/fs/cgroup/cgroup.controllers").exists()
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            rel = path.lstrip("/")
+            if controllers == "" and unified:  # cgroup v2 only
+                base = Path("/sys/fs/cgroup", rel)
+                memory, cpu = base / "memory.peak", base / "cpu.stat"
+            elif "memory" in controllers.split(","):
+                memory = Path("/sys/fs/cgroup/memory", rel, "memory.max_usage_in_bytes")
+            elif "cpuacct" in controllers.split(","):
+                cpu = Path("/sys/fs/cgroup/cpuacct", rel, "cpuacct.usage")
+        return cls(memory, cpu)
+
+    def read(self) -> tuple[int | None, int | None]:
+        memory = cpu = None
+        with contextlib.suppress(OSError, ValueError):
+            if self.memory is not None:
+                memory = int(self.memory.read_text().split()[0])
+        with contextlib.suppress(OSError, ValueError):
+            if self.cpu is not None:
+                text = self.cpu.read_text()
+                if self.cpu.name == "cpu.stat":
+                    usage = dict(line.split() for line in text.splitlines())
+                    cpu = int(usage["usage_usec"]) * 1000
+                else:
+                    cpu = int(text)
+        return memory, cpu
+
+
+class DockerSandbox(BaseSandbox):
+    """One long-lived container per child (see the module docstring)."""
+
+    backend: ClassVar[BackendName] = "docker"
+
+    def __init__(
+        self, *, config: DockerConfig, workspace: Workspace, state: SandboxState,
+        meta: SandboxMeta, user: tuple[int, int],
+    ) -> None:
+        root = os.geteuid() == 0
+        super().__init__(workspace=workspace, state=state, meta=meta, limits=config.limits,
+                         files_owner=user if root and user != (0, 0) else None)
+        self.config = config
+        if user[0] == 0:
+            self.warning = ("docker commands run as uid 0 (no capabilities, no new privileges): "
+                            "the workspace is a root-owned checkout")
+        self._user = f"{user[0]}:{user[1]}"
+        self._uid = user
+        self._client: Any = None
+        self._cpu_ns = 0
+        self._cgroup: _CgroupStats | None = None
+
+    def _translate(self, exc: BaseException, operation: str) -> SandboxError:
+        return SandboxError(f"docker {operation} failed: {exc}", code="docker_failed",
+                            operation=operation, context={"container": self.id})
+
+    def _start(self) -> None:
+        self._client = _client(self.config)
+        self._meta = self._meta.model_copy(
+            update={"container": self.id, "docker_base_url": self.config.base_url})
+        self.state.write_meta(self._meta)
+        limits = self.limits
+        keepalive = _KEEPALIVE_UID if self._uid[0] != _KEEPALIVE_UID else _KEEPALIVE_UID - 1
+        tmp = f"rw,nosuid,nodev,size={limits.tmp_size_bytes}"
+        options: dict[str, Any] = {
+            "command": ["sleep", "infinity"], "name": self.id, "detach": True, "init": True,
+            "labels": {LABEL: self.id, STATE_LABEL: str(self.state.root)},
+            "network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
+            "read_only": True, "user": f"{keepalive}:{keepalive}", "hostname": "sandbox",
+            "tmpfs": {_TMP: tmp, _HOME: f"{tmp},uid={self._uid[0]},gid={self._uid[1]},mode=700"},
+            "shm_size": limits.tmp_size_bytes, "environment": {},
+            "mounts": [Mount(target=str(m.path), source=str(m.path), type="bind",
+                             read_only=not m.writable) for m in self.workspace.mounts()],
+        }
+        if limits.pids is not None:
+            options["pids_limit"] = limits.pids + 2  # docker-init and the keep-alive
+        if limits.memory_bytes is not None:
+            options["mem_limit"] = options["memswap_limit"] = limits.memory_bytes
+        if limits.file_size_bytes is not None:
+            size = limits.file_size_bytes
+            options["ulimits"] = [Ulimit(name="fsize", soft=size, hard=size)]
+        try:
+            self._client.containers.run(self.config.image, **options)
+        except docker.errors.ImageNotFound as exc:
+            raise BackendUnavailable(f"the sandbox image {self.config.image} is not present",
+                                     code="image_missing", operation="start",
+                                     hint=_BUILD_HINT) from exc
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "run") from exc
+        try:
+            attrs = self._client.api.inspect_container(self.id)
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "inspect") from exc
+        self._cgroup = _CgroupStats.of_pid(int(attrs.get("State", {}).get("Pid") or 0))
+        self._cpu_ns = self._stats()[1] or 0
+
+    def _stats(self) -> tuple[int | None, int | None]:
+        """(memory high-water bytes, CPU nanoseconds) of the container, when readable."""
+        return self._cgroup.read() if self._cgroup else (None, None)
+
+    def _run(self, spec: ExecSpec) -> ExecResult:
+        api = self._client.api
+        out, err = OutputCapture(spec.output_cap), OutputCapture(spec.output_cap)
+        start = time.monotonic()
+        try:
+            exec_id = api.exec_create(self.id, [*_RUN_WRAPPER, *spec.argv], stdout=True,
+                                      stderr=True, user=self._user, workdir=str(spec.cwd),
+                                      environment=spec.env)["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "exec") from exc
+        done = threading.Event()
+        failure: list[BaseException] = []
+        self._stop_requested = False
+
+        def pump() -> None:
+            try:
+                for chunk_out, chunk_err in stream:
+                    if chunk_out:
+                        out.feed(chunk_out)
+                    if chunk_err:
+                        err.feed(chunk_err)
+            except BaseException as exc:  # handed to the calling thread below
+                failure.append(exc)
+            finally:
+                done.set()
+
+        reader = threading.Thread(target=pump, name=f"{self.id}-exec", daemon=True)
+        sock = _stream_socket(stream)
+        reader.start()
+        try:
+            timed_out = not done.wait(spec.timeout)
+            if timed_out:
+                self._stop()
+                done.wait(DRAIN_GRACE_SECONDS + 5)
+            duration = time.monotonic() - start
+        finally:
+            _close_stream(stream, sock)
+            reader.join(DRAIN_GRACE_SECONDS)
+        if failure:
+            raise self._translate(failure[0], "exec_stream") from failure[0]
+        try:
+            info = api.exec_inspect(exec_id)
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "exec_inspect") from exc
+        code = info.get("ExitCode")
+        stopped = not timed_out and self._stop_requested
+        peak, cpu = self._stats()
+        cpu_seconds = None if cpu is None else max(0, cpu - self._cpu_ns) / 1e9
+        self._cpu_ns = cpu or self._cpu_ns
+        return ExecResult(
+            argv=spec.argv, exit_code=None if (timed_out or stopped) else code,
+            stdout=out.data, stderr=err.data, stdout_bytes=out.total, stderr_bytes=err.total,
+            timed_out=timed_out, stopped=stopped, duration_seconds=duration,
+            peak_rss_bytes=peak, cpu_seconds=cpu_seconds,
+        )
+
+    _stop_requested = False
+
+    def _stop(self) -> None:
+        if self._client is None:
+            return
+        self._stop_requested = True
+        api = self._client.api
+        try:
+            stream = api.exec_start(api.exec_create(self.id, _KILL_ALL, user=self._user)["Id"],
+                                    stream=True)
+            sock = _stream_socket(stream)
+            try:
+                for _ in stream:
+                    pass
+            finally:
+                _close_stream(stream, sock)
+        except docker.errors.NotFound:
+            pass
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "stop") from exc
+
+    def _close(self) -> None:
+        if self._client is None:
+            return
+        try:
+            self._client.api.remove_container(self.id, force=True)
+        except docker.errors.NotFound:
+            pass
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "remove") from exc
+        finally:
+            self._client.close()
+            self._client = None

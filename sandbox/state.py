@@ -1,0 +1,183 @@
+"""Where a sandbox keeps its state, so a crash leaves something :func:`sandbox.gc.gc` can clean.
+
+Layout under the state root (default ``$CORRAL_STATE_DIR``, else
+``$XDG_STATE_HOME/corral``, else ``~/.local/state/corral``)::
+
+    sandboxes/<id>/meta.json        what exists (repo, worktree, container, cgroup, owner)
+    sandboxes/<id>/*.index          private git indexes (never visible to the child)
+    sandboxes/<id>/git/             the child's private git dir: snapshot and diff objects,
+                                    alternates to the parent's objects (read-only to the child)
+    sandboxes/<id>/home, tmp/       the host backend's HOME and TMPDIR
+    worktrees/<id>/                 the child's worktree (worktree mode)
+    results/<id>/diff.patch         the captured diff, written before anything is removed
+    results/<id>/diff.json          its structured description
+
+The worktree lives outside the repository's working tree (so it never shows in
+``git status``) and outside its git directory, which corral never writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Literal
+
+import psutil
+from pydantic import BaseModel, ConfigDict
+
+from policies.contract import SandboxMode
+from sandbox.results import DiffResult
+
+__all__ = [
+    "SandboxMeta",
+    "SandboxState",
+    "atomic_write",
+    "default_state_root",
+    "new_sandbox_id",
+    "owner_alive",
+    "owner_token",
+]
+
+
+def default_state_root() -> Path:
+    """``$CORRAL_STATE_DIR``, else ``$XDG_STATE_HOME/corral``, else ``~/.local/state/corral``."""
+    explicit = os.environ.get("CORRAL_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "corral"
+
+
+def new_sandbox_id() -> str:
+    """A fresh id; also names the worktree, the container and the cgroup."""
+    return f"corral-{secrets.token_hex(6)}"
+
+
+def owner_token() -> tuple[str, int, float]:
+    """(host, pid, process start time) of this process: who owns a sandbox."""
+    return socket.gethostname(), os.getpid(), psutil.Process().create_time()
+
+
+def owner_alive(host: str, pid: int | None, started: float | None) -> bool:
+    """Whether the process that owns a sandbox still runs (a reused pid does not count)."""
+    if pid is None or started is None:
+        return False
+    if host != socket.gethostname():
+        return True  # cannot tell from here: assume in use
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 0.01
+    except psutil.Error:
+        return False
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a synced temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    with tmp.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    tmp.replace(path)
+
+
+class SandboxMeta(BaseModel):
+    """What one sandbox created, written before each thing is created."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    backend: str
+    mode: SandboxMode
+    repo_top: Path
+    git_dir: Path
+    common_dir: Path
+    workspace: Path
+    worktree: Path | None = None
+    private_git: Path | None = None
+    git_files: dict[str, str] = {}
+    base_commit: str | None = None
+    worktree_owner: tuple[int, int] | None = None
+    container: str | None = None
+    docker_base_url: str | None = None
+    cgroup: Path | None = None
+    owner_host: str = ""
+    owner_pid: int | None = None
+    owner_started: float | None = None
+    created_at: float = 0.0
+    status: Literal["creating", "active", "captured"] = "creating"
+
+
+class SandboxState:
+    """The on-disk state of one sandbox."""
+
+    def __init__(self, root: Path, sandbox_id: str) -> None:
+        self.root = root
+        self.id = sandbox_id
+        self.dir = root / "sandboxes" / sandbox_id
+        self.worktree = root / "worktrees" / sandbox_id
+        self.results = root / "results" / sandbox_id
+        self.meta_path = self.dir / "meta.json"
+
+    @property
+    def private_git(self) -> Path:
+        """The child's private git directory (see :mod:`sandbox.privategit`)."""
+        return self.dir / "git"
+
+    @property
+    def patch_path(self) -> Path:
+        """The captured diff."""
+        return self.results / "diff.patch"
+
+    @property
+    def result_path(self) -> Path:
+        """The captured diff's JSON description."""
+        return self.results / "diff.json"
+
+    def create(self) -> None:
+        """Make the directories (private to the user)."""
+        for path in (self.root, self.root / "sandboxes", self.root / "worktrees",
+                     self.root / "results"):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700)
+
+    def write_meta(self, meta: SandboxMeta) -> None:
+        """Persist ``meta`` atomically."""
+        atomic_write(self.meta_path, meta.model_dump_json(indent=2).encode())
+
+    def read_meta(self) -> SandboxMeta:
+        """Load the persisted meta."""
+        return SandboxMeta.model_validate_json(self.meta_path.read_bytes())
+
+    def new_meta(self, **fields: object) -> SandboxMeta:
+        """A meta owned by this process."""
+        host, pid, started = owner_token()
+        return SandboxMeta.model_validate({
+            "id": self.id, "owner_host": host, "owner_pid": pid, "owner_started": started,
+            "created_at": time.time(), **fields,
+        })
+
+    def save_result(self, result: DiffResult) -> DiffResult:
+        """Persist a captured diff (patch, then JSON); return it with ``patch_path`` set."""
+        self.results.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write(self.patch_path, result.patch)
+        saved = result.model_copy(update={"patch_path": self.patch_path})
+        description = saved.model_dump(mode="json", exclude={"patch"})
+        atomic_write(self.result_path, json.dumps(description, indent=2).encode())
+        return saved
+
+    def load_result(self) -> DiffResult | None:
+        """The captured diff, if one was saved."""
+        if not (self.result_path.is_file() and self.patch_path.is_file()):
+            return None
+        data = json.loads(self.result_path.read_bytes())
+        return DiffResult.model_validate({**data, "patch": self.patch_path.read_bytes()})
+
+    def remove_private(self) -> None:
+        """Remove ``sandboxes/<id>`` (indexes, objects, meta); results are kept."""
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,258 @@
+"""Child workspaces: a snapshot of the parent's current state, and where the child writes.
+
+The snapshot is the parent's working tree as it is now (``HEAD`` + staged +
+unstaged + untracked, minus ignored files, nested repositories, ``.git``
+aliases and special files), built with a private index and committed (fixed
+identity and date, parent ``HEAD``) into the child's private object directory
+(:mod:`sandbox.privategit`): nothing is written into the parent's ``.git``.
+Modes:
+
+- ``read-only``: the parent's checkout itself, nothing writable, no snapshot;
+- ``workspace-write``: the parent's checkout, writable; its git directories
+  (and any nested repository's ``.git``) read-only; the snapshot is the diff base;
+- ``worktree``: a fresh checkout of the snapshot under the state root
+  (``worktrees/<id>``, outside the working tree and the git dir, so never in
+  ``git status`` or ``git worktree list``), populated by a hardened
+  ``read-tree -u`` (no hooks, no filters); its ``.git`` points at the private
+  git directory. The parent's checkout is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policies.contract import SandboxMode
+from sandbox.errors import SandboxConfigError, SandboxError
+from sandbox.gitsafe import SNAPSHOT_IDENTITY, check_repository_config, git_env, run_git
+from sandbox.privategit import create_private_git, object_dirs, read_tracked, set_head
+from sandbox.results import ExcludedPath
+from sandbox.scan import scan_tree
+from sandbox.state import SandboxState
+
+__all__ = [
+    "Mount",
+    "RepoInfo",
+    "Workspace",
+    "chown_tree",
+    "create_workspace",
+    "inspect_repo",
+    "pathspec_file",
+    "remove_tree",
+    "stage_tree",
+    "take_snapshot",
+]
+
+
+@dataclass(frozen=True)
+class RepoInfo:
+    """The parent's repository, as git reports it (absolute paths)."""
+
+    top: Path
+    git_dir: Path
+    common_dir: Path
+    head: str | None
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One host path made visible at the same path inside a sandbox."""
+
+    path: Path
+    writable: bool
+
+
+@dataclass
+class Workspace:
+    """Where one child works, and what corral needs to compute its diff later."""
+
+    repo: RepoInfo
+    mode: SandboxMode
+    root: Path
+    base_commit: str | None = None
+    baseline_index: Path | None = None
+    worktree: Path | None = None
+    #: The child's private git directory (worktree and workspace-write modes).
+    private_git: Path | None = None
+    #: Its tracked files as created (see :func:`sandbox.privategit.verify_private_git`).
+    git_files: dict[str, str] = field(default_factory=dict)
+    snapshot_excluded: tuple[ExcludedPath, ...] = ()
+    nested_git: tuple[str, ...] = ()
+
+    @property
+    def writable(self) -> bool:
+        """Whether the child may write the workspace."""
+        return self.mode is not SandboxMode.READ_ONLY
+
+    def mounts(self) -> list[Mount]:
+        """Bind mounts, parents before children (a later mount shadows an earlier one).
+
+        The workspace is writable only when the mode allows; its ``.git`` (pointer
+        or directory), nested repositories' ``.git``, and every git directory the
+        child's own git needs (a worktree's private git dir and the parent's
+        object stores; otherwise the parent's git and common dirs) are read-only.
+        """
+        mounts = [Mount(self.root, self.writable)]
+        dot_git = self.root / ".git"
+        if os.path.lexists(dot_git):
+            mounts.append(Mount(dot_git, False))
+        mounts += [Mount(self.root / nested, False) for nested in self.nested_git]
+        if self.worktree is not None and self.private_git is not None:
+            git_paths = [self.private_git, *object_dirs(self.repo.common_dir)]
+        else:
+            git_paths = [self.repo.git_dir, self.repo.common_dir]
+        for git_path in git_paths:
+            if not any(git_path.is_relative_to(m.path) and not m.writable for m in mounts):
+                mounts.append(Mount(git_path, False))
+        unique = {mount.path: mount for mount in mounts}
+        return sorted(unique.values(), key=lambda mount: len(mount.path.parts))
+
+
+def inspect_repo(path: Path) -> RepoInfo:
+    """Find the repository whose working tree contains ``path``."""
+    if not path.is_dir():
+        raise SandboxConfigError(f"{path} is not a directory", code="not_a_repository",
+                                 operation="open_sandbox")
+    done = run_git(
+        ["rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir",
+         "--git-common-dir"],
+        git_dir=None, cwd=path, check=False, operation="open_sandbox",
+    )
+    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if done.returncode != 0 or len(lines) != 3:
+        stderr = done.stderr.decode("utf-8", "replace").strip()
+        raise SandboxConfigError(
+            f"{path} is not inside a git working tree: {stderr[:300]}",
+            code="not_a_repository", operation="open_sandbox",
+            hint="corral runs children on a git repository with a working tree",
+        )
+    git_dir = Path(lines[1])
+    head = run_git(["rev-parse", "-q", "--verify", "HEAD^{commit}"], git_dir=git_dir,
+                   check=False, operation="open_sandbox")
+    head_id = head.stdout.decode().strip() if head.returncode == 0 else ""
+    return RepoInfo(top=Path(lines[0]), git_dir=git_dir, common_dir=Path(lines[2]),
+                    head=head_id or None)
+
+
+def pathspec_file(path: Path, excluded: list[str]) -> Path:
+    """Write a NUL-separated pathspec: the whole tree minus ``excluded`` (literal paths)."""
+    specs = [":/", *(f":(top,exclude,literal){rel}" for rel in excluded)]
+    path.write_bytes(b"".join(spec.encode("utf-8", "surrogateescape") + b"\0" for spec in specs))
+    return path
+
+
+def stage_tree(*, git_dir: Path, work_tree: Path, env: dict[str, str], spec: Path) -> None:
+    """``git add -A`` of a work tree into the index named by ``env``, honouring ``spec``."""
+    run_git(["add", "-A", f"--pathspec-from-file={spec}", "--pathspec-file-nul"],
+            git_dir=git_dir, work_tree=work_tree, env=env, operation="stage_tree")
+
+
+def take_snapshot(repo: RepoInfo, state: SandboxState, private_git: Path
+                  ) -> tuple[str, Path, list[ExcludedPath], list[str]]:
+    """Commit the parent's current working tree into ``private_git``'s object directory.
+
+    Returns (commit, index, excluded paths, nested repositories' ``.git``).
+    """
+    index = state.dir / "snapshot.index"
+    copied = (repo.git_dir / "index").is_file()
+    if copied:  # the parent's stat cache makes add -A hash only what changed
+        shutil.copyfile(repo.git_dir / "index", index)
+    scan = scan_tree(repo.top)
+    spec = pathspec_file(state.dir / "snapshot.pathspec", scan.paths)
+    objects = private_git / "objects"
+    env = git_env(index_file=index, object_dir=objects)
+    try:
+        stage_tree(git_dir=repo.git_dir, work_tree=repo.top, env=env, spec=spec)
+    except SandboxError:
+        if not copied:
+            raise
+        index.unlink()  # an index git cannot reuse here (split index...): start from HEAD
+        if repo.head:
+            run_git(["read-tree", repo.head], git_dir=repo.git_dir, env=env)
+        stage_tree(git_dir=repo.git_dir, work_tree=repo.top, env=env, spec=spec)
+    tree = run_git(["write-tree"], git_dir=repo.git_dir, env=env).stdout.decode().strip()
+    parents = ["-p", repo.head] if repo.head else []
+    commit = run_git(
+        ["commit-tree", tree, *parents, "-m", "corral snapshot"], git_dir=repo.git_dir,
+        env=git_env(object_dir=objects, extra=SNAPSHOT_IDENTITY), operation="snapshot",
+    ).stdout.decode().strip()
+    set_head(private_git, commit)
+    return commit, index, scan.excluded, scan.nested_git
+
+
+def create_workspace(
+    repo: RepoInfo, mode: SandboxMode, state: SandboxState, *, chown: tuple[int, int] | None = None
+) -> Workspace:
+    """Make the child's workspace in ``mode`` (see the module docstring).
+
+    ``chown`` gives a fresh worktree to another uid (the docker user) and
+    refreshes the private index afterwards.
+    """
+    if mode is SandboxMode.READ_ONLY:
+        return Workspace(repo=repo, mode=mode, root=repo.top)
+    check_repository_config(repo.git_dir)  # the snapshot runs git with the parent's config
+    private_git = state.private_git
+    create_private_git(private_git, parent_git_dir=repo.git_dir, common_dir=repo.common_dir)
+    commit, index, excluded, nested = take_snapshot(repo, state, private_git)
+    baseline = state.dir / "baseline.index"
+    workspace = Workspace(repo=repo, mode=mode, root=repo.top, base_commit=commit,
+                          baseline_index=baseline, private_git=private_git,
+                          git_files=read_tracked(private_git), snapshot_excluded=tuple(excluded))
+    if mode is SandboxMode.WORKSPACE_WRITE:
+        shutil.copyfile(index, baseline)
+        workspace.nested_git = tuple(nested)
+        return workspace
+    worktree = state.worktree
+    worktree.mkdir(mode=0o755)
+    (worktree / ".git").write_text(f"gitdir: {private_git}\n")
+    env = git_env(index_file=baseline)
+    run_git(["read-tree", "--reset", "-u", commit], git_dir=private_git, work_tree=worktree,
+            env=env, operation="create_worktree")
+    _make_gitlink_dirs(private_git, worktree, env)
+    if chown is not None:
+        chown_tree(worktree, *chown)
+        run_git(["update-index", "-q", "--refresh"], git_dir=private_git, work_tree=worktree,
+                env=env, check=False, operation="create_worktree")
+    shutil.copyfile(baseline, private_git / "index")  # the child's own `git status` starts clean
+    workspace.root = workspace.worktree = worktree
+    return workspace
+
+
+def _make_gitlink_dirs(common_dir: Path, worktree: Path, env: dict[str, str]) -> None:
+    """Empty directories for submodules, as ``git checkout`` makes them (read-tree does not)."""
+    listing = run_git(["ls-files", "-s", "-z"], git_dir=common_dir, work_tree=worktree,
+                      env=env, operation="create_worktree").stdout
+    for entry in listing.split(b"\0"):
+        if entry.startswith(b"160000 "):
+            rel = entry.split(b"\t", 1)[1].decode("utf-8", "surrogateescape")
+            (worktree / rel).mkdir(parents=True, exist_ok=True)
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Give every entry under ``root`` (not the ``.git`` pointer) to ``uid:gid``."""
+    os.lchown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath)
+        for name in dirnames + filenames:
+            if base == root and name == ".git":
+                continue
+            os.lchown(base / name, uid, gid)
+
+
+def _force_remove(function: object, path: str, excinfo: object) -> None:
+    del function, excinfo
+    target = Path(path)
+    target.parent.chmod(0o700)  # a child may have made its own directories unreadable
+    if target.is_dir() and not target.is_symlink():
+        target.chmod(0o700)
+        shutil.rmtree(target)
+    else:
+        target.unlink()
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree the child wrote (never following its symlinks)."""
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=_force_remove)

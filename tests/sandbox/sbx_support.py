@@ -1,0 +1,163 @@
+"""Helpers shared by the sandbox tests: repositories, backend parameters, scripted runs.
+
+Real git repositories in ``tmp_path``; waits are on state (:func:`wait_for`),
+never fixed sleeps. ``CORRAL_REQUIRE_BACKENDS`` (comma list, e.g.
+``bubblewrap,docker``) turns "backend unavailable" from a skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.base import BaseSandbox
+from sandbox.config import BubblewrapConfig, DockerConfig, FakeConfig, HostConfig, Limits
+from sandbox.fake import FakeSandbox
+from sandbox.files import ConfinedFiles
+from sandbox.protocol import Sandbox
+from sandbox.results import ExecResult
+
+#: Small limits so the attack tests stay fast.
+TEST_LIMITS = Limits(timeout_seconds=60, memory_bytes=1 << 30, pids=256,
+                     file_size_bytes=256 << 20, tmp_size_bytes=64 << 20)
+
+
+def backend_config(name: str, limits: Limits = TEST_LIMITS, **extra: Any) -> Any:
+    """The config of a backend by name."""
+    configs: dict[str, Any] = {"host": HostConfig, "bubblewrap": BubblewrapConfig,
+                               "docker": DockerConfig, "fake": FakeConfig}
+    return configs[name](limits=limits, **extra)
+
+
+OpenSandbox = Callable[..., BaseSandbox]
+
+BACKENDS = ("host", "bubblewrap", "docker", "fake")
+ISOLATING = ("bubblewrap", "docker")
+_BACKEND_MARKS = {"bubblewrap": [pytest.mark.bubblewrap], "docker": [pytest.mark.docker]}
+
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "Parent",
+    "GIT_AUTHOR_EMAIL": "parent@example.com",
+    "GIT_COMMITTER_NAME": "Parent",
+    "GIT_COMMITTER_EMAIL": "parent@example.com",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
+}
+
+
+def backends(
+    *,
+    only: Iterable[str] = BACKENDS,
+    host_xfail: str | None = None,
+    host_not_run: str | None = None,
+    fake: bool = True,
+) -> list[Any]:
+    """Parameters for the ``backend`` fixture (use with ``indirect=True``).
+
+    ``host_xfail`` marks the host backend as a strict expected failure (the
+    defence is missing there by design); ``host_not_run`` does the same without
+    running the attack on the machine (a fork bomb, a memory hog).
+    """
+    params = []
+    for name in only:
+        if name == "fake" and not fake:
+            continue
+        marks = list(_BACKEND_MARKS.get(name, []))
+        if name == "host" and host_xfail:
+            marks.append(pytest.mark.xfail(strict=True, reason=f"host backend: {host_xfail}"))
+        if name == "host" and host_not_run:
+            marks.append(pytest.mark.xfail(run=False, reason=f"host backend: {host_not_run}"))
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params
+
+
+def required_backends() -> set[str]:
+    """Backends CI demands (``CORRAL_REQUIRE_BACKENDS``)."""
+    raw = os.environ.get("CORRAL_REQUIRE_BACKENDS", "")
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def git(
+    repo: Path, *args: str, check: bool = True, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """Plain git for test setup and checks (no user or system config)."""
+    env = {**os.environ, **GIT_ENV, **kwargs.pop("env", {})}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=check, capture_output=True,
+                          text=True, **kwargs)
+
+
+def make_repo(path: Path) -> Path:
+    """A small repository: text, binary, an executable, nested dirs; one commit."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    files = {
+        "README.md": b"# demo\n\nHello.\n",
+        "src/app.py": b"def main():\n    return 1\n",
+        "docs/guide.md": b"Guide\n=====\n",
+        "tools/build.sh": b"#!/bin/sh\necho build\n",
+        "data.bin": bytes(range(256)),
+    }
+    for rel, data in files.items():
+        target = path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` passes; return its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+def run(
+    sb: Sandbox,
+    argv: Sequence[str],
+    *,
+    effect: Callable[[ConfinedFiles], None] | None = None,
+    fake_exit: int = 0,
+    fake_stdout: bytes = b"",
+    fake_duration: float = 0.0,
+    **kwargs: Any,
+) -> ExecResult:
+    """``sb.exec(argv)``; on the fake backend, script the step first."""
+    if isinstance(sb, FakeSandbox):
+        sb.expect(argv, exit_code=fake_exit, stdout=fake_stdout, duration=fake_duration,
+                  effect=effect)
+    return sb.exec(argv, **kwargs)
+
+
+def sh(sb: Sandbox, script: str, **kwargs: Any) -> ExecResult:
+    """Run a shell script in the sandbox (see :func:`run`)."""
+    return run(sb, ["sh", "-c", script], **kwargs)
+
+
+def pids_matching(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (every backend's processes are host
+    processes on this machine)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if marker in cmdline and proc.pid != os.getpid():
+            found.append(proc.pid)
+    return found

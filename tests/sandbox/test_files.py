@@ -1,0 +1,182 @@
+"""The confined file API on a plain directory: resolution, symlinks, special files, writes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sandbox.errors import PathDenied
+from sandbox.files import ConfinedFiles, EntryKind
+from sandbox.names import has_git_alias, is_git_alias, review_flags
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src" / "pkg").mkdir(parents=True)
+    (ws / "src" / "pkg" / "mod.py").write_text("x = 1\n")
+    (ws / "README.md").write_text("readme\n")
+    (ws / "docs").symlink_to("src")  # inside: followed
+    (ws / "src" / "up").symlink_to("../README.md")  # inside via '..': followed
+    (ws / "escape").symlink_to("../..")  # outside: refused
+    (ws / "abs").symlink_to("/etc")  # absolute: refused
+    (ws / "loop").symlink_to("loop")
+    (tmp_path / "secret.txt").write_text("secret\n")
+    return ws
+
+
+def code_of(call: object) -> str:
+    assert callable(call)
+    with pytest.raises(PathDenied) as raised:
+        call()
+    return raised.value.code
+
+
+def test_in_root_symlinks_are_followed(root: Path) -> None:
+    fs = ConfinedFiles(root, writable=True)
+    assert fs.read_text("docs/pkg/mod.py") == "x = 1\n"
+    assert fs.read_text("src/up") == "readme\n"
+    assert fs.resolve_dir("docs/pkg") == root / "src" / "pkg"
+    assert fs.stat("docs").kind is EntryKind.SYMLINK and fs.stat("docs").link_target == "src"
+
+
+@pytest.mark.parametrize("path", ["escape/secret.txt", "escape", "abs/passwd", "abs",
+                                  "loop", "src/../../secret.txt", "/etc/passwd", "~/x", "~"])
+def test_escapes_are_refused(root: Path, path: str) -> None:
+    fs = ConfinedFiles(root, writable=True)
+    assert code_of(lambda: fs.read_bytes(path)) in {
+        "path_outside_workspace", "path_symlink_escape"}
+    assert code_of(lambda: fs.write_text(path, "x")) in {
+        "path_outside_workspace", "path_symlink_escape"}
+
+
+def test_writes_follow_in_root_links_and_keep_mode(root: Path) -> None:
+    fs = ConfinedFiles(root, writable=True)
+    (root / "src" / "pkg" / "mod.py").chmod(0o755)
+    fs.write_text("docs/pkg/mod.py", "x = 2\n")
+    assert (root / "src" / "pkg" / "mod.py").read_text() == "x = 2\n"
+    assert stat.S_IMODE((root / "src" / "pkg" / "mod.py").stat().st_mode) == 0o755
+    fs.write_text("new/deep/file.txt", "made\n")
+    assert (root / "new" / "deep" / "file.txt").read_text() == "made\n"
+    assert not list(root.rglob(".corral-write-*"))
+
+
+def test_fifo_and_directory_reads_are_refused_without_blocking(root: Path) -> None:
+    os.mkfifo(root / "fifo")
+    fs = ConfinedFiles(root, writable=True)
+    assert code_of(lambda: fs.read_bytes("fifo")) == "path_not_regular"
+    assert code_of(lambda: fs.read_bytes("src")) == "path_not_regular"
+    assert code_of(lambda: fs.write_text("fifo", "x")) == "path_not_regular"
+    assert code_of(lambda: fs.read_bytes("missing")) == "path_not_found"
+
+
+def test_read_size_limit(root: Path) -> None:
+    fs = ConfinedFiles(root, writable=True, max_read_bytes=4)
+    assert code_of(lambda: fs.read_bytes("README.md")) == "path_too_large"
+    assert fs.read_bytes("README.md", max_bytes=100) == b"readme\n"
+
+
+def test_read_only_refuses_every_write(root: Path) -> None:
+    fs = ConfinedFiles(root, writable=False)
+    for call in (lambda: fs.write_text("a", "x"), lambda: fs.remove("README.md"),
+                 lambda: fs.make_dir("d"), lambda: fs.rename("README.md", "b"),
+                 lambda: fs.chmod("README.md", 0o777), lambda: fs.symlink("l", "README.md")):
+        assert code_of(call) == "read_only_workspace"
+    assert (root / "README.md").read_text() == "readme\n"
+
+
+def test_write_operations(root: Path) -> None:
+    fs = ConfinedFiles(root, writable=True)
+    fs.make_dir("a/b")
+    fs.rename("README.md", "a/b/README.md")
+    fs.chmod("a/b/README.md", 0o4755)
+    assert stat.S_IMODE((root / "a/b/README.md").stat().st_mode) == 0o755  # never setuid
+    fs.symlink("a/link", "b/README.md")
+    assert fs.read_text("a/link") == "readme\n"
+    assert code_of(lambda: fs.symlink("a/out", "../../x")) == "path_symlink_escape"
+    assert code_of(lambda: fs.symlink("a/abs", "/etc/passwd")) == "path_symlink_escape"
+    fs.remove("a/link")
+    fs.remove("abs")  # removes the link, not /etc
+    assert Path("/etc/passwd").exists() and not (root / "abs").is_symlink()
+    assert code_of(lambda: fs.remove("a")) == "path_not_removable"
+
+
+def test_list_and_glob_never_follow_links_or_enter_git(root: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("")
+    (root / ".GIT").mkdir()
+    fs = ConfinedFiles(root, writable=True)
+    names = {entry.name: entry.kind for entry in fs.list_dir(".")}
+    assert names["docs"] is EntryKind.SYMLINK and names["src"] is EntryKind.DIRECTORY
+    assert fs.glob("**/*.py") == ["src/pkg/mod.py"]
+    assert fs.glob("*.md") == ["README.md"]
+    assert fs.glob("src/*/m?d.[p]y") == ["src/pkg/mod.py"]
+    assert not [p for p in fs.glob("**") if ".git" in p.lower()]
+    assert len(fs.glob("**", limit=3)) == 3
+
+
+def test_absolute_paths_under_the_root_are_accepted(root: Path) -> None:
+    fs = ConfinedFiles(root, writable=True)
+    assert fs.read_text(f"{root}/README.md") == "readme\n"
+    assert code_of(lambda: fs.read_text(f"{root}-other/README.md")) == "path_outside_workspace"
+
+
+def test_directory_swapped_for_a_symlink_is_not_followed(root: Path, tmp_path: Path) -> None:
+    """TOCTOU (B8.40): a directory replaced by a link to the outside between two reads."""
+    fs = ConfinedFiles(root, writable=True)
+    outside = tmp_path / "outside"
+    (outside / "pkg").mkdir(parents=True)
+    (outside / "pkg" / "mod.py").write_text("outside\n")
+    stop = threading.Event()
+
+    def swapper() -> None:
+        while not stop.is_set():
+            (root / "src").rename(root / "src.real")
+            (root / "src").symlink_to(outside)
+            (root / "src").unlink()
+            (root / "src.real").rename(root / "src")
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    try:
+        for _ in range(300):
+            with contextlib.suppress(PathDenied):
+                assert fs.read_text("src/pkg/mod.py") == "x = 1\n"
+    finally:
+        stop.set()
+        thread.join()
+
+
+@pytest.mark.parametrize("name", [".git", ".GIT", ".Git", ".git.", ".git ", ".git. . ",
+                                  "GIT~1", "git~1", ".g\u200cit", ".git\ufeff", "\u200e.git",
+                                  ".git::$INDEX_ALLOCATION", ".GIT:stream"])
+def test_git_aliases(name: str) -> None:
+    assert is_git_alias(name)
+    assert has_git_alias(f"a/{name}/b")
+
+
+@pytest.mark.parametrize("name", [".github", ".gitignore", "git", ".gitx", "x.git", "gitk~1"])
+def test_not_git_aliases(name: str) -> None:
+    assert not is_git_alias(name)
+
+
+@given(st.text(min_size=1, max_size=20).filter(lambda s: "/" not in s and "\0" not in s))
+def test_any_name_that_folds_to_dot_git_is_an_alias(name: str) -> None:
+    folded = name.casefold().rstrip(" .")
+    if folded == ".git":
+        assert is_git_alias(name)
+
+
+def test_review_flags() -> None:
+    assert review_flags("x.sh", old_mode="100644", new_mode="100755") == (
+        "executable", "mode_change")
+    assert review_flags("l", old_mode=None, new_mode="120000") == ("symlink",)
+    assert "ci_config" in review_flags(".github/workflows/a.yml", old_mode=None, new_mode="100644")
+    assert review_flags("src/a.py", old_mode="100644", new_mode="100644") == ()
