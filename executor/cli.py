@@ -176,3 +176,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+# The run commands live in their own module; importing it registers them on `cli`
+# (it needs `cli`, `load` and `loader_options`, all defined above).
+from executor import cli_runs as _cli_runs  # noqa: E402
+
+__all__ += ["_cli_runs"]

@@ -42,6 +42,7 @@ __all__ = [
     "Decision",
     "Dispatcher",
     "Tool",
+    "ToolDenied",
     "ToolFailure",
     "ToolOutput",
 ]
@@ -55,6 +56,13 @@ class ToolFailure(CorralError):
     """A tool could not do what was asked; the model sees the message as a tool error."""
 
     code = "tool_failure"
+
+
+class ToolDenied(ToolFailure):
+    """A tool refused on policy grounds (a delegation outside the allowlist...): audited
+    as a denial, like a refusal by the dispatcher itself."""
+
+    code = "tool_denied"
 
 
 @dataclass(frozen=True)
@@ -137,7 +145,8 @@ class Dispatcher(Generic[ContextT]):
     def __init__(self, *, agent: str, capability: Capability,
                  tools: Mapping[str, Tool[Any, ContextT]], context: ContextT,
                  approval: ApprovalHandler | None = None,
-                 descriptions: Mapping[str, str] | None = None) -> None:
+                 descriptions: Mapping[str, str] | None = None,
+                 deferred: frozenset[str] = frozenset()) -> None:
         self.agent = agent
         self.capability = capability
         self.context = context
@@ -146,14 +155,22 @@ class Dispatcher(Generic[ContextT]):
         #: Only tools that are both held and implemented are offered and callable.
         self.tools = {name: tool for name, tool in tools.items() if name in visible}
         self.descriptions = dict(descriptions or {})
+        #: Deferred tools stay out of the schemas, and uncallable, until activated.
+        self.deferred = set(deferred) & set(self.tools)
         self.audit: list[AuditRecord] = []
+
+    def activate(self, names: Sequence[str]) -> list[str]:
+        """Make deferred tools visible (tool_search); return the ones that were deferred."""
+        activated = [name for name in names if name in self.deferred]
+        self.deferred -= set(activated)
+        return activated
 
     def schemas(self) -> list[ToolSchema]:
         """The tools the model is shown: exactly the ones it may call."""
         return [
             ToolSchema(name=name, description=self.descriptions.get(name, tool.description),
                        parameters=tool.args.model_json_schema())
-            for name, tool in sorted(self.tools.items())
+            for name, tool in sorted(self.tools.items()) if name not in self.deferred
         ]
 
     @property
@@ -176,9 +193,9 @@ class Dispatcher(Generic[ContextT]):
                        name=call.name, is_error=output.is_error)
 
     def _pipeline(self, call: ToolCall) -> tuple[Decision, str, ToolOutput]:
-        tool = self.tools.get(call.name)
+        tool = self.tools.get(call.name) if call.name not in self.deferred else None
         if tool is None:
-            available = ", ".join(sorted(self.tools)) or "none"
+            available = ", ".join(sorted(set(self.tools) - self.deferred)) or "none"
             reason = f"tool {call.name!r} is not available to this agent"
             return Decision.DENIED, reason, ToolOutput(
                 f"error: {reason}; the tools you can use are: {available}", is_error=True)
@@ -208,6 +225,9 @@ class Dispatcher(Generic[ContextT]):
             decision = Decision.APPROVED
         try:
             output = tool.run(args, self.context)
+        except ToolDenied as exc:
+            return Decision.DENIED, exc.message, ToolOutput(f"error: denied: {exc.message}",
+                                                            is_error=True)
         except ToolFailure as exc:
             return Decision.FAILED, exc.message, ToolOutput(f"error: {exc.message}",
                                                             is_error=True)

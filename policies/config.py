@@ -8,6 +8,7 @@ repository's files must never widen what its own agents may do.
 
     custom_tools = ["github_search"]      # installed custom tools, by exact name
     subagent_depth = 1                    # how deep delegation may nest
+    default_model = "local/qwen2.5-coder" # what a top-level agent that inherits runs on
     [model_map.claude]                    # foreign model names -> exact routes
     sonnet = "anthropic/claude-sonnet-4-5"
     [roles]                               # @role aliases -> ordered fallbacks
@@ -57,6 +58,8 @@ class UserConfig(BaseModel):
     roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     default_provider: str | None = None
+    #: The model of a top-level run whose agent inherits (``provider/model`` or ``@role``).
+    default_model: str | None = None
 
     @field_validator("custom_tools")
     @classmethod

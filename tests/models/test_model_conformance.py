@@ -12,7 +12,7 @@ import socket
 from dataclasses import replace
 
 import pytest
-from conftest import Harness
+from model_support import Harness
 from servers import KEY, Reply
 
 from executor.errors import ModelError

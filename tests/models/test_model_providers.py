@@ -7,7 +7,7 @@ from email.utils import formatdate
 from typing import Any
 
 import pytest
-from conftest import Harness
+from model_support import Harness
 from servers import ProtocolServer, Reply
 
 from executor.errors import ModelError

@@ -1,0 +1,327 @@
+"""Running an agent end to end, and its delegated children.
+
+:func:`run_agent` is the library call behind ``corral run``: it resolves the
+agent, derives its capability from the user's root capability, resolves its
+model, opens its sandbox in the mode the capability derives, runs the
+session, collects the diff after the child's processes are stopped, tears the
+sandbox down and writes the run record. A user's mistake (an unknown agent,
+an agent that may not be run, a model that needs an override) fails before
+anything is created.
+
+Delegation (:class:`AgentRun.delegate`, the ``delegate`` tool) starts a child
+with a capability derived from its parent's at creation, checked against the
+delegation allowlist, reachability, status and depth; the child runs in its
+own sandbox opened on the parent's workspace; its result (final text, status,
+diff) comes back as the tool result, cut with an explicit marker where too
+long, and the full text stays in the child's run record. Children are
+retained until their parent ends and accept follow-ups (``child=<run id>``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from executor.dispatch import ApprovalHandler, Dispatcher, ToolDenied
+from executor.errors import ModelError, RunError
+from executor.models import Model, Sampling, ScriptedModel, resolve_model
+from executor.results import RunRecord, RunStatus, new_run_id, now_iso, write_run
+from executor.session import ProgressEvent, RunTimeout, Session, SessionOutcome, SharedLimits
+from executor.skills import resolve_skills
+from executor.tools import ToolContext, native_tools, truncate
+from policies.capability import Capability, DelegationDenied, check_delegation, derive_child
+from policies.config import UserConfig
+from policies.contract import AgentContract, AgentStatus, ModelRoute, SandboxMode
+from policies.loader import Environment, LoadResult
+from policies.loader.models import parse_ref
+from sandbox.config import BackendConfig
+from sandbox.errors import SandboxDenied, SandboxError
+from sandbox.factory import open_sandbox
+from sandbox.protocol import Sandbox
+
+__all__ = ["AgentRun", "RunSettings", "run_agent"]
+
+MAX_RESULT_CHARS = 8_000
+MAX_DIFF_CHARS = 16_000
+
+
+@dataclass
+class RunSettings:
+    """Everything a run needs that is not the agent or the prompt."""
+
+    root: Path
+    backend: BackendConfig
+    config: UserConfig
+    registry: LoadResult
+    ledger: Path
+    env: Environment
+    trust_project: bool = False
+    mode_ceiling: SandboxMode = SandboxMode.WORKTREE
+    model_override: str | None = None
+    script: ScriptedModel | None = None
+    approval: ApprovalHandler | None = None
+    progress: Callable[[ProgressEvent], None] | None = None
+    timeout_seconds: float | None = None
+    limits: SharedLimits = field(default_factory=SharedLimits)
+    state_root: Path | None = None
+    use_ripgrep: bool = True
+
+
+def _runnable(contract: AgentContract) -> str | None:
+    if contract.disabled:
+        return "it is disabled"
+    if contract.status not in (None, AgentStatus.ACTIVE):
+        return f"its status is {contract.status.value if contract.status else ''}"
+    if not contract.user_invocable:
+        return "it is not user-invocable (a subagent only)"
+    return None
+
+
+def _model(settings: RunSettings, route: ModelRoute, parent: Model | None) -> Model:
+    if settings.script is not None:
+        return settings.script  # one replay for the whole tree, in execution order
+    if parent is None and settings.config.default_model:
+        parent = resolve_model(ModelRoute(candidates=(parse_ref(settings.config.default_model),)),
+                               config=settings.config, parent=None)
+    return resolve_model(route, config=settings.config, parent=parent,
+                         override=settings.model_override)
+
+
+def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
+    """Run one agent as the top of a run tree; return its record (also written)."""
+    contract = settings.registry.get(agent)
+    if contract is None:
+        known = ", ".join(sorted(settings.registry.agents)) or "none"
+        raise RunError(f"no agent named {agent!r}", code="unknown_agent",
+                       context={"known agents": known},
+                       hint=None if settings.trust_project else "project agents need "
+                       "--trust-project")
+    refusal = _runnable(contract)
+    if refusal is not None:
+        raise RunError(f"agent {agent!r} cannot be run: {refusal}", code="agent_not_runnable")
+    root = Capability.root(custom_tools=settings.config.custom_tools,
+                           sandbox=settings.mode_ceiling, depth=settings.config.subagent_depth)
+    capability = derive_child(root.model_copy(update={"depth": root.depth + 1}), contract)
+    model = _model(settings, contract.model, None)
+    deadline = _deadline(settings.timeout_seconds, contract.timeout_seconds)
+    run = AgentRun(settings, contract, capability, model, repo=settings.root, depth=0,
+                   parent_run=None, deadline=deadline)
+    try:
+        return run.turn(prompt)
+    finally:
+        run.close()
+
+
+def _deadline(*limits: float | None) -> float | None:
+    present = [limit for limit in limits if limit]
+    return time.monotonic() + min(present) if present else None
+
+
+class AgentRun:
+    """One agent of a run tree: its sandbox, session, record and retained children."""
+
+    def __init__(self, settings: RunSettings, contract: AgentContract, capability: Capability,
+                 model: Model, *, repo: Path, depth: int, parent_run: str | None,
+                 deadline: float | None) -> None:
+        self.settings = settings
+        self.contract = contract
+        self.capability = capability
+        self.model = model
+        self.repo = repo
+        self.depth = depth
+        self.parent_run = parent_run
+        self.deadline = deadline
+        self.run_id = new_run_id()
+        self.children: dict[str, AgentRun] = {}
+        self.sandbox: Sandbox | None = None
+        self.session: Session | None = None
+        self.context: ToolContext | None = None
+        self.started_at = now_iso()
+        self.clock = time.monotonic()
+        self.record = RunRecord(
+            run_id=self.run_id, parent_run=parent_run, agent=contract.name,
+            agent_format=contract.origin.format.value, agent_source=contract.origin.source,
+            contract_digest=contract.digest(), prompt="", model=model.name,
+            backend=settings.backend.type, mode=capability.sandbox.value,
+            status=RunStatus.FAILED, started_at=self.started_at,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _open(self) -> Session:
+        skills = resolve_skills(self.contract.required_skills, root=self.settings.root,
+                                env=self.settings.env, trust_project=self.settings.trust_project)
+        self.sandbox = open_sandbox(self.settings.backend, repo=self.repo,
+                                    mode=self.capability.sandbox,
+                                    state_root=self.settings.state_root)
+        self.record = self.record.model_copy(update={"backend": self.sandbox.backend})
+        bindings = {b.name: b for b in self.contract.tool_bindings}
+        self.context = ToolContext(sandbox=self.sandbox, agent=self.contract.name,
+                                   delegate=self.delegate, list_agents=self.delegable)
+        dispatcher = Dispatcher(
+            agent=self.contract.name, capability=self.capability,
+            tools=native_tools(use_ripgrep=self.settings.use_ripgrep), context=self.context,
+            approval=self.settings.approval,
+            descriptions={n: b.description for n, b in bindings.items() if b.description},
+            deferred=frozenset(n for n, b in bindings.items() if b.deferred),
+        )
+        self.context.deferred = {n: b.description or n for n, b in bindings.items() if b.deferred}
+        self.context.activate = dispatcher.activate
+        self.session = Session(
+            agent=self.contract.name, model=self.model, dispatcher=dispatcher,
+            system_prompt=self._system_prompt([s.instructions for s in skills]),
+            memory=self.contract.memory,
+            sampling=Sampling(temperature=self.contract.temperature, top_p=self.contract.top_p,
+                              reasoning=self.contract.reasoning),
+            steps=self.contract.steps, limits=self.settings.limits, deadline=self.deadline,
+            progress=self.settings.progress, depth=self.depth,
+        )
+        return self.session
+
+    def _system_prompt(self, skills: list[str]) -> str:
+        root = self.sandbox.root if self.sandbox is not None else self.repo
+        parts = [self.contract.instructions.strip() or
+                 f"You are the {self.contract.name} agent."]
+        parts += [f"## Skill\n\n{text}" for text in skills]
+        parts.append(f"You work in {root} ({self.capability.sandbox.value} "
+                     "sandbox); tool paths are relative to it.")
+        return "\n\n".join(parts)
+
+    def turn(self, prompt: str) -> RunRecord:
+        """Run one turn (the task, or a follow-up); record it; keep the sandbox open."""
+        status, error, outcome = RunStatus.COMPLETED, None, None
+        try:
+            session = self.session if self.session is not None else self._open()
+            outcome = session.run(prompt)
+        except RunTimeout as exc:
+            status, error = RunStatus.TIMEOUT, exc.to_dict()
+        except SandboxDenied as exc:
+            status, error = RunStatus.DENIED, exc.to_dict()
+        except (SandboxError, ModelError) as exc:
+            status, error = RunStatus.FAILED, exc.to_dict()
+        except RunError:
+            raise  # a user's mistake (a missing skill): nothing was created
+        except KeyboardInterrupt:
+            self._finish(prompt, RunStatus.CANCELLED, {"code": "cancelled"}, None)
+            raise
+        return self._finish(prompt, status, error, outcome)
+
+    def _finish(self, prompt: str, status: RunStatus, error: dict[str, Any] | None,
+                outcome: SessionOutcome | None) -> RunRecord:
+        update: dict[str, Any] = {"status": status, "error": error, "finished_at": now_iso(),
+                                  "prompt": self.record.prompt or prompt}
+        if self.sandbox is not None and self.capability.sandbox is not SandboxMode.READ_ONLY:
+            try:
+                diff = self.sandbox.collect_diff()
+                update |= {"diff": diff.patch.decode("utf-8", "replace"),
+                           "changed_files": [c.model_dump(mode="json") for c in diff.changed],
+                           "excluded_files": [e.model_dump(mode="json") for e in diff.excluded]}
+            except SandboxError as exc:
+                update |= {"status": RunStatus.FAILED, "error": exc.to_dict()}
+        if self.session is not None:
+            audit = self.session.dispatcher.audit
+            update |= {
+                "final_text": outcome.final_text if outcome else self.record.final_text,
+                "audit": [a.to_json() for a in audit],
+                "denied_calls": [{"tool": a.tool, "reason": a.reason}
+                                 for a in self.session.dispatcher.denied],
+                "usage": {"input_tokens": self.session.usage.input_tokens,
+                          "output_tokens": self.session.usage.output_tokens,
+                          "requests": self.session.requests},
+                "steps": self.session.total_steps,
+                "timings": {"duration_seconds": round(time.monotonic() - self.clock, 3),
+                            "model_seconds": round(self.session.model_seconds, 3),
+                            "tool_seconds": round(sum(a.duration_ms for a in audit) / 1000, 3)},
+                "resources": dict(self.context.resources) if self.context else {},
+                "notes": self.record.notes + (outcome.notes if outcome else []),
+                "children": list(self.children),
+            }
+        self.record = self.record.model_copy(update=update)
+        write_run(self.settings.ledger, self.record,
+                  self.session.messages if self.session else [])
+        return self.record
+
+    def close(self) -> None:
+        """Tear down retained children, then this agent's sandbox (diffs were captured)."""
+        for child in self.children.values():
+            child.close()
+        if self.sandbox is not None:
+            self.sandbox.teardown()
+            self.sandbox = None
+
+    # -- delegation ------------------------------------------------------------------------
+
+    def delegable(self) -> list[tuple[str, str]]:
+        """Agents this one may delegate to right now."""
+        out = []
+        for name, contract in sorted(self.settings.registry.agents.items()):
+            try:
+                check_delegation(self.capability, contract)
+            except DelegationDenied:
+                continue
+            out.append((name, contract.description or ""))
+        return out
+
+    def delegate(self, agent: str, prompt: str, child_id: str | None) -> str:
+        """The ``delegate`` tool: start (or follow up with) a child; its result as text."""
+        if child_id is not None:
+            child = self._retained(child_id)
+            return self._report(child, child.turn(prompt))
+        contract = self.settings.registry.get(agent)
+        if contract is None:
+            names = ", ".join(name for name, _ in self.delegable()) or "none"
+            raise ToolDenied(f"no agent named {agent!r}; you may delegate to: {names}")
+        try:
+            check_delegation(self.capability, contract)
+        except DelegationDenied as exc:
+            raise ToolDenied(exc.message) from exc
+        if not self.settings.limits.take_child():
+            raise ToolDenied("this run may start no more children (shared limit)")
+        try:
+            model = _model(self.settings, contract.model, self.model)
+        except ModelError as exc:
+            raise ToolDenied(f"cannot resolve a model for {agent!r}: {exc.message}") from exc
+        if self.sandbox is None:
+            raise ToolDenied("this agent has no workspace to delegate from")
+        remaining = self.deadline - time.monotonic() if self.deadline is not None else None
+        child = AgentRun(self.settings, contract, derive_child(self.capability, contract), model,
+                         repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
+                         deadline=_deadline(remaining, contract.timeout_seconds))
+        self.children[child.run_id] = child
+        try:
+            record = child.turn(prompt)
+        except RunError as exc:
+            del self.children[child.run_id]
+            raise ToolDenied(f"{agent!r} could not start: {exc.message}") from exc
+        return self._report(child, record)
+
+    def _retained(self, ref: str) -> AgentRun:
+        """A retained child by run id, or by agent name when exactly one child ran it."""
+        if ref in self.children:
+            return self.children[ref]
+        named = [c for c in self.children.values() if c.contract.name == ref]
+        if len(named) == 1:
+            return named[0]
+        yours = ", ".join(f"{rid} ({c.contract.name})" for rid, c in self.children.items())
+        why = "is ambiguous" if named else "is not one of your retained children"
+        raise ToolDenied(f"child {ref!r} {why}; yours are: {yours or 'none'}")
+
+    @staticmethod
+    def _report(child: AgentRun, record: RunRecord) -> str:
+        files = ", ".join(c["path"] for c in record.changed_files) or "none"
+        lines = [f"child run {record.run_id} (agent {record.agent}): {record.status.value}, "
+                 f"{record.mode} sandbox; follow up with child={record.run_id}"]
+        if record.error:
+            lines.append(f"error: {record.error.get('message', record.error.get('code'))}")
+        lines.append(truncate(record.final_text or "(no final text)", MAX_RESULT_CHARS,
+                              what="the child's final text",
+                              hint=f"the full text is in run {record.run_id}"))
+        if record.diff:
+            lines.append(f"--- diff ({len(record.changed_files)} file(s): {files}) ---")
+            lines.append(truncate(record.diff, MAX_DIFF_CHARS, what="the diff",
+                                  hint=f"the full diff is in run {record.run_id}"))
+        return "\n".join(lines)
+

@@ -1,0 +1,189 @@
+"""The agent loop: one conversation between a model and a dispatcher.
+
+A turn starts with a user message (the task, or a follow-up to a retained
+child). Each *step* is one tool-capable request: the model answers with text
+(the turn ends) or with tool calls, which the dispatcher runs and answers.
+When the agent's ``steps`` limit (zuno's semantics) or the tree's shared step
+budget is spent and the model still wants tools, exactly one more request is
+sent, text only (tool definitions kept, ``tool_choice`` none), asking for the
+completed work, the remaining work, the evidence and the blockers; the limit
+is never silently raised. The request view of the transcript comes from the
+agent's memory strategy; the transcript itself keeps everything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from executor.dispatch import Dispatcher, render_arguments
+from executor.errors import ExecutorError
+from executor.memory import request_view
+from executor.models.base import Message, Model, Sampling, Usage
+from policies.contract import MemoryConfig
+
+__all__ = ["FINALIZE_PROMPT", "ProgressEvent", "RunTimeout", "Session", "SessionOutcome",
+           "SharedLimits"]
+
+FINALIZE_PROMPT = (
+    "You have reached your step limit. Do not call any tool. Reply with a concise account of: "
+    "the work you completed, the work that remains, the evidence for what you report, and "
+    "any blockers."
+)
+
+
+class RunTimeout(ExecutorError):
+    """The run's wall-clock budget ran out."""
+
+    code = "run_timeout"
+
+
+@dataclass
+class SharedLimits:
+    """Budgets shared by every agent of one run tree (thread-safe)."""
+
+    total_steps: int | None = 500
+    children: int | None = 32
+    steps_used: int = 0
+    children_used: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take_step(self) -> bool:
+        """Spend one step; False when the tree's budget is gone."""
+        with self._lock:
+            if self.total_steps is not None and self.steps_used >= self.total_steps:
+                return False
+            self.steps_used += 1
+            return True
+
+    def take_child(self) -> bool:
+        """Spend one child; False when the tree may start no more."""
+        with self._lock:
+            if self.children is not None and self.children_used >= self.children:
+                return False
+            self.children_used += 1
+            return True
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Something a live display may show."""
+
+    kind: Literal["step", "tool", "tool_done", "final"]
+    agent: str
+    step: int
+    detail: str = ""
+    depth: int = 0
+
+
+@dataclass
+class SessionOutcome:
+    """How one turn ended."""
+
+    final_text: str
+    stopped_by: Literal["answer", "steps", "shared_steps"]
+    steps: int
+    usage: Usage
+    requests: int
+    model_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+class Session:
+    """One agent's conversation. ``run`` may be called again for a follow-up turn."""
+
+    def __init__(
+        self,
+        *,
+        agent: str,
+        model: Model,
+        dispatcher: Dispatcher[Any],
+        system_prompt: str,
+        memory: MemoryConfig,
+        sampling: Sampling,
+        steps: int | None,
+        limits: SharedLimits,
+        deadline: float | None = None,
+        progress: Callable[[ProgressEvent], None] | None = None,
+        depth: int = 0,
+        budget_tokens: int = 100_000,
+    ) -> None:
+        self.agent = agent
+        self.model = model
+        self.dispatcher = dispatcher
+        self.memory = memory
+        self.sampling = sampling
+        self.steps = steps
+        self.limits = limits
+        self.deadline = deadline
+        self.progress = progress
+        self.depth = depth
+        self.budget_tokens = budget_tokens
+        self.messages: list[Message] = [Message(role="system", content=system_prompt)]
+        self.usage = Usage()
+        self.requests = 0
+        self.model_seconds = 0.0
+        self.total_steps = 0
+
+    def _emit(self, kind: Literal["step", "tool", "tool_done", "final"], step: int,
+              detail: str = "") -> None:
+        if self.progress is not None:
+            self.progress(ProgressEvent(kind, self.agent, step, detail, self.depth))
+
+    def _check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise RunTimeout(f"agent {self.agent!r} ran out of time",
+                             operation="session", hint="raise --timeout or the agent's limit")
+
+    def _request(self, sampling: Sampling) -> Any:
+        self._check_deadline()
+        view = request_view(self.messages, self.memory, budget_tokens=self.budget_tokens)
+        started = time.monotonic()
+        response = self.model.complete(view, self.dispatcher.schemas(), sampling=sampling)
+        self.model_seconds += time.monotonic() - started
+        self.requests += 1
+        self.usage = self.usage + response.usage
+        return response
+
+    def run(self, prompt: str) -> SessionOutcome:
+        """One turn: the task (or a follow-up) until a text answer or a limit."""
+        self.messages.append(Message(role="user", content=prompt))
+        notes: list[str] = []
+        step = 0
+        while True:
+            if self.steps is not None and step >= self.steps:
+                return self._finalize(step, "steps", notes)
+            if not self.limits.take_step():
+                notes.append("stopped at the run's shared step budget")
+                return self._finalize(step, "shared_steps", notes)
+            step += 1
+            self.total_steps += 1
+            self._emit("step", step)
+            response = self._request(self.sampling)
+            self.messages.append(Message(role="assistant", content=response.text,
+                                         tool_calls=response.tool_calls))
+            if not response.tool_calls:
+                self._emit("final", step)
+                return SessionOutcome(response.text, "answer", step, self.usage, self.requests,
+                                      self.model_seconds, notes)
+            for call in response.tool_calls:
+                self._check_deadline()
+                self._emit("tool", step, f"{call.name} {render_arguments(call.arguments, 80)}")
+                self.messages.append(self.dispatcher.dispatch(call, step=step))
+                self._emit("tool_done", step, f"{call.name}: {self.dispatcher.audit[-1].decision}")
+
+    def _finalize(self, step: int, why: Literal["steps", "shared_steps"],
+                  notes: list[str]) -> SessionOutcome:
+        """The one text-only request after a limit (tools defined, none callable)."""
+        self.messages.append(Message(role="user", content=FINALIZE_PROMPT))
+        response = self._request(replace(self.sampling, tool_choice="none"))
+        if response.tool_calls:
+            notes.append(f"the finalization answer asked for {len(response.tool_calls)} tool "
+                         "call(s); none was run")
+        self.messages.append(Message(role="assistant", content=response.text))
+        self._emit("final", step)
+        return SessionOutcome(response.text, why, step, self.usage, self.requests,
+                              self.model_seconds, notes)

@@ -1,0 +1,32 @@
+"""The native tools, implemented over the sandbox.
+
+The model sees and calls these native names whatever harness the agent's
+definition came from. Each tool has a pydantic argument model (its JSON
+schema is what the model is shown) and reports failures as tool errors.
+``web_fetch`` and ``web_search`` have no implementation: sandboxes have no
+network, so those tools are never offered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from executor.dispatch import Tool
+from executor.tools.agents import DelegateTool, ListAgentsTool, TodoTool, ToolSearchTool
+from executor.tools.context import ToolContext, truncate
+from executor.tools.files import EditTool, FindTool, ListFilesTool, ReadFileTool, WriteFileTool
+from executor.tools.patch import ApplyPatchTool
+from executor.tools.search import SearchTool
+from executor.tools.shell import ShellTool
+
+__all__ = ["ToolContext", "native_tools", "truncate"]
+
+
+def native_tools(*, use_ripgrep: bool = True) -> dict[str, Tool[Any, ToolContext]]:
+    """Every implemented native tool, by its canonical name."""
+    tools: list[Tool[Any, ToolContext]] = [
+        ReadFileTool(), ListFilesTool(), FindTool(), SearchTool(use_ripgrep=use_ripgrep),
+        EditTool(), WriteFileTool(), ApplyPatchTool(), ShellTool(), DelegateTool(),
+        ListAgentsTool(), TodoTool(), ToolSearchTool(),
+    ]
+    return {tool.name: tool for tool in tools}

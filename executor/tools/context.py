@@ -1,0 +1,46 @@
+"""What a tool implementation can reach: the sandbox, and the session's hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from sandbox.protocol import Sandbox
+
+__all__ = ["Args", "DelegateHook", "ToolContext", "truncate"]
+
+#: delegate(agent, prompt, child) -> text for the model
+DelegateHook = Callable[[str, str, str | None], str]
+
+
+class Args(BaseModel):
+    """Base of every tool's arguments: unknown arguments are an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class ToolContext:
+    """Per-session state the tools share."""
+
+    sandbox: Sandbox
+    agent: str
+    delegate: DelegateHook | None = None
+    list_agents: Callable[[], list[tuple[str, str]]] | None = None
+    #: Deferred tools tool_search may activate: name -> description.
+    deferred: dict[str, str] = field(default_factory=dict)
+    activate: Callable[[Sequence[str]], object] | None = None
+    todos: list[dict[str, Any]] = field(default_factory=list)
+    #: Resource use of the commands run so far: peak RSS (max) and CPU seconds (sum).
+    resources: dict[str, float] = field(default_factory=dict)
+
+
+def truncate(text: str, limit: int, *, what: str, hint: str = "") -> str:
+    """``text`` cut to ``limit`` characters with an explicit marker saying so."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n[truncated: showing {limit} of {len(text)} characters of {what}"
+    return text[:limit] + marker + (f"; {hint}]" if hint else "]")

@@ -1,0 +1,218 @@
+"""apply_patch(patch): a strict unified-diff applier over the confined file API.
+
+No external ``patch``/``git apply`` runs on the child's tree: the diff is
+parsed here and applied through :class:`sandbox.files.ConfinedFiles`, so every
+path gets the same confinement as ``write_file``. Rules:
+
+* ``--- a/x`` / ``+++ b/x`` headers (``a/``/``b/`` optional, ``/dev/null`` for
+  a new or a deleted file), ``@@ -l,n +l,n @@`` hunks, ``\\ No newline`` lines;
+* context and removed lines must match the file exactly (no fuzz, no offset
+  search beyond the hunk's stated line): a mismatch fails with the hunk and
+  the line;
+* all or nothing: every file's new content is computed first; nothing is
+  written unless every hunk of every file applies;
+* binary patches, mode changes and renames are refused with a clear error
+  (use ``write_file`` and ``shell`` for those).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pydantic import Field
+
+from executor.dispatch import ToolFailure, ToolOutput
+from executor.tools.context import Args, ToolContext
+from sandbox.errors import SandboxError
+from sandbox.files import ConfinedFiles
+from sandbox.names import is_git_alias
+
+__all__ = ["ApplyPatchTool", "FilePatch", "apply_hunks", "parse_patch"]
+
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+@dataclass
+class Hunk:
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FilePatch:
+    old: str | None  # None: a new file
+    new: str | None  # None: a deleted file
+    hunks: list[Hunk] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return self.new or self.old or ""
+
+
+def _header_path(raw: str) -> str | None:
+    name = raw.split("\t", 1)[0].strip()
+    if name == "/dev/null":
+        return None
+    if name.startswith('"'):
+        raise ToolFailure(f"quoted paths are not supported in patches: {name}")
+    for prefix in ("a/", "b/"):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def parse_patch(text: str) -> list[FilePatch]:
+    """Parse a unified diff; raise ToolFailure naming the line on anything unexpected."""
+    lines = text.splitlines()
+    patches: list[FilePatch] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(("GIT binary patch", "Binary files ")):
+            raise ToolFailure("binary patches are not supported; write the file instead")
+        if line.startswith(("old mode", "new mode", "rename from", "copy from",
+                            "similarity index")):
+            raise ToolFailure(f"line {i + 1}: {line.split(' ')[0]} changes are not supported; "
+                              "use write_file and shell")
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            patch = FilePatch(old=_header_path(line[4:]), new=_header_path(lines[i + 1][4:]))
+            if patch.old is None and patch.new is None:
+                raise ToolFailure(f"line {i + 1}: both sides are /dev/null")
+            patches.append(patch)
+            i += 2
+            continue
+        match = _HUNK_RE.match(line)
+        if match:
+            if not patches:
+                raise ToolFailure(f"line {i + 1}: a hunk before any ---/+++ file header")
+            hunk = Hunk(int(match[1]), int(match[2] or 1), int(match[3]), int(match[4] or 1))
+            i += 1
+            old_seen = new_seen = 0
+            while i < len(lines) and (old_seen < hunk.old_count or new_seen < hunk.new_count
+                                      or lines[i].startswith("\\")):
+                body = lines[i]
+                tag = body[:1]
+                if tag == "\\":
+                    hunk.lines.append(body)
+                elif tag in (" ", "-", "+") or body == "":
+                    body = body or " "
+                    hunk.lines.append(body)
+                    old_seen += body[0] in " -"
+                    new_seen += body[0] in " +"
+                else:
+                    raise ToolFailure(f"line {i + 1}: unexpected line in a hunk: {body[:60]!r}")
+                i += 1
+            if old_seen != hunk.old_count or new_seen != hunk.new_count:
+                raise ToolFailure(f"hunk at line {line!r} has the wrong line counts")
+            patches[-1].hunks.append(hunk)
+            continue
+        i += 1
+    if not patches:
+        raise ToolFailure("no file changes found: expected ---/+++ headers and @@ hunks")
+    return patches
+
+
+def apply_hunks(original: str | None, patch: FilePatch) -> str | None:
+    """The new content of one file, or ``None`` for a deletion."""
+    source = [] if original is None else original.splitlines(keepends=True)
+    out: list[str] = []
+    position = 0
+    for number, hunk in enumerate(patch.hunks, start=1):
+        start = max(hunk.old_start - 1, 0) if hunk.old_count else hunk.old_start
+        if start < position:
+            raise ToolFailure(f"{patch.path}: hunk {number} overlaps the previous one")
+        out.extend(source[position:start])
+        position = start
+        previous: str | None = None
+        for line in hunk.lines:
+            if line.startswith("\\"):
+                if previous == "+" and out:
+                    out[-1] = out[-1].rstrip("\n")
+                continue
+            tag, text = line[0], line[1:]
+            if tag in " -":
+                actual = source[position] if position < len(source) else None
+                if actual is None or actual.rstrip("\n") != text:
+                    raise ToolFailure(
+                        f"{patch.path}: hunk {number} does not apply at line {position + 1}: "
+                        f"expected {text[:80]!r}, found "
+                        f"{'end of file' if actual is None else repr(actual.rstrip(chr(10))[:80])}"
+                    )
+                if tag == " ":
+                    out.append(actual)
+                position += 1
+            else:
+                out.append(text + "\n")
+            previous = tag
+    out.extend(source[position:])
+    if patch.new is None:
+        if "".join(out):
+            raise ToolFailure(f"{patch.path}: a deletion must remove every line")
+        return None
+    return "".join(out)
+
+
+def _write_all(files: ConfinedFiles,
+               results: list[tuple[FilePatch, str | None, str | None]]) -> None:
+    """Write every file; on a failure, put back what was already written."""
+    done: list[tuple[FilePatch, str | None]] = []
+    try:
+        for fp, original, content in results:
+            if content is None:
+                files.remove(fp.path)
+            else:
+                files.write_text(fp.path, content)
+            done.append((fp, original))
+    except SandboxError:
+        for fp, original in reversed(done):
+            if original is None:
+                files.remove(fp.path)
+            else:
+                files.write_text(fp.old or fp.path, original)
+        raise
+
+
+class PatchArgs(Args):
+    patch: str = Field(min_length=1, description="A unified diff (git diff or diff -u output).")
+
+
+class ApplyPatchTool:
+    """apply_patch(patch): all-or-nothing, exact context."""
+
+    name = "apply_patch"
+    description = ("Apply a unified diff to workspace files. Context lines must match exactly; "
+                   "nothing is written unless every hunk applies.")
+    args = PatchArgs
+
+    def subjects(self, args: PatchArgs) -> list[str | None]:
+        try:
+            patches = parse_patch(args.patch)
+        except ToolFailure:
+            return [None]
+        return [p for fp in patches for p in {fp.old, fp.new} if p is not None] or [None]
+
+    def run(self, args: PatchArgs, context: ToolContext) -> ToolOutput:
+        files = context.sandbox.files
+        results: list[tuple[FilePatch, str | None, str | None]] = []
+        try:
+            for fp in parse_patch(args.patch):
+                if fp.old is not None and fp.new is not None and fp.old != fp.new:
+                    raise ToolFailure(f"renames are not supported ({fp.old} -> {fp.new})")
+                if any(is_git_alias(part) for part in files.parts(fp.path)):
+                    raise ToolFailure(f"{fp.path}: .git is never writable")
+                original = None if fp.old is None else files.read_text(fp.old, errors="strict")
+                if fp.old is None and files.exists(fp.path):
+                    raise ToolFailure(f"{fp.path} already exists; the patch creates it")
+                results.append((fp, original, apply_hunks(original, fp)))
+            _write_all(files, results)
+        except SandboxError as exc:
+            raise ToolFailure(exc.message) from exc
+        except UnicodeDecodeError as exc:
+            raise ToolFailure("a patched file is not UTF-8 text") from exc
+        summary = ", ".join(("deleted " if c is None else "created " if fp.old is None else
+                             "patched ") + fp.path for fp, _, c in results)
+        return ToolOutput(summary, data={"files": len(results)})

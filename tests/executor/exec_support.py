@@ -1,0 +1,119 @@
+"""Helpers for the executor tests: backends, repositories, agent files, digests."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from executor.models import ScriptedModel
+from executor.results import RunRecord, ledger_dir
+from executor.runner import RunSettings, run_agent
+from policies.config import UserConfig
+from policies.contract import SandboxMode
+from policies.loader import Environment, discover
+from sandbox.config import BubblewrapConfig, DockerConfig, HostConfig, Limits
+from sandbox.errors import BackendUnavailable
+from sandbox.factory import probe
+
+LIMITS = Limits(timeout_seconds=60, memory_bytes=1 << 30, pids=256)
+CONFIGS: dict[str, Any] = {"host": HostConfig, "bubblewrap": BubblewrapConfig,
+                           "docker": DockerConfig}
+BACKENDS = [pytest.param("host", id="host"),
+            pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
+            pytest.param("docker", id="docker", marks=pytest.mark.docker)]
+GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+def required() -> set[str]:
+    """Backends CI demands: unavailable ones fail instead of skipping."""
+    return {b.strip() for b in os.environ.get("CORRAL_REQUIRE_BACKENDS", "").split(",")
+            if b.strip()}
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend under test (parametrized indirectly)."""
+    name = str(request.param)
+    if name != "host":
+        try:
+            probe(CONFIGS[name](limits=LIMITS))
+        except BackendUnavailable as exc:
+            if name in required():
+                pytest.fail(f"{name} unavailable but required: {exc.message}")
+            pytest.skip(f"{name} unavailable: {exc.message}")
+    return name
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, check=True,
+                          capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A committed repository with a few files."""
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "README.md").write_text("# Project\n\nhello\n")
+    (root / "src" / "app.py").write_text("def main():\n    return 1\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "init")
+    return root
+
+
+def agent_file(repo: Path, name: str, header: str, body: str = "Do the task.") -> None:
+    """Write a native (.ngn) agent definition."""
+    path = repo / ".ngn" / "agents" / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nname: {name}\ndescription: test agent {name}\n{header}\n---\n{body}\n")
+
+
+def tree_digest(path: Path, *, exclude: str | None = None) -> str:
+    """A digest of every file (content, mode, symlink target) under ``path``, .git included,
+    except what lies under ``exclude``."""
+    digest = hashlib.sha256()
+    for item in sorted(path.rglob("*")):
+        rel = item.relative_to(path).as_posix()
+        if exclude and (rel == exclude or rel.startswith(exclude + "/")):
+            continue
+        info = item.lstat()
+        digest.update(f"{rel}\0{info.st_mode}\0".encode())
+        if item.is_symlink():
+            digest.update(str(item.readlink()).encode())
+        elif item.is_file():
+            digest.update(item.read_bytes())
+    return digest.hexdigest()
+
+
+Runner = Callable[..., RunRecord]
+
+
+@pytest.fixture
+def run(repo: Path, tmp_path: Path, backend: str) -> Runner:
+    """run(agent, turns, prompt=..., mode=..., config=...) -> the run record."""
+
+    def _run(agent: str, turns: list[dict[str, Any]], *, prompt: str = "go",
+             mode: SandboxMode = SandboxMode.WORKTREE, config: UserConfig | None = None,
+             **settings: Any) -> RunRecord:
+        env = Environment(home=tmp_path / "home", xdg_config=tmp_path / "home/.config",
+                          pi_dir=tmp_path / "home/.pi/agent")
+        registry = discover(repo, trust_project=True, personal=False, env=env)
+        assert not [d for d in registry.diagnostics if d.severity == "error"], \
+            [d.render() for d in registry.diagnostics]
+        script = settings.pop("script", None) or ScriptedModel(turns, source="test")
+        options = RunSettings(
+            root=repo, backend=CONFIGS[backend](limits=LIMITS), config=config or UserConfig(),
+            registry=registry, ledger=ledger_dir(repo), env=env, trust_project=True,
+            mode_ceiling=mode, script=script, state_root=tmp_path / "state", **settings)
+        return run_agent(options, agent, prompt)
+
+    return _run
