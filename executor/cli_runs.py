@@ -13,6 +13,7 @@ from executor.approval import parse_approve, policy_handler, prompt_handler
 from executor.cli import cli, load, loader_options
 from executor.dispatch import ApprovalHandler
 from executor.errors import ExecutorError
+from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
 from executor.models import ScriptedModel
 from executor.progress import Progress
 from executor.results import RunRecord, RunStatus, find_run, ledger_dir, list_runs, load_transcript
@@ -192,3 +193,34 @@ def gc_command(as_json: bool) -> None:
         click.echo(f"{entry.action:10} {entry.sandbox_id}  {entry.detail}")
     if not report.entries:
         click.echo("nothing to clean")
+
+
+@cli.command("apply")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.option("--yes", is_flag=True, help="Merge even when files are flagged for review.")
+@click.option("--allow-symlinks", is_flag=True, help="Merge symlinks the child created.")
+@click.option("--allow-binary", is_flag=True, help="Merge binary changes.")
+@click.option("--check", "check_only", is_flag=True, help="Validate only; change nothing.")
+@click.argument("run_id")
+def apply_command(root: Path, yes: bool, allow_symlinks: bool, allow_binary: bool,
+                  check_only: bool, run_id: str) -> None:
+    """Validate a run's diff and merge it into the checkout (all or nothing)."""
+    record = find_run(ledger_dir(root), run_id)
+    if not record.diff:
+        raise ExecutorError(f"run {record.run_id} changed nothing", code="empty_diff")
+    plan = inspect_patch(record.diff, allow_symlinks=allow_symlinks, allow_binary=allow_binary)
+    for item in plan.files:
+        flags = f"  [{', '.join(item.flags)}]" if item.flags else ""
+        origin = f" (from {item.old_path})" if item.old_path else ""
+        click.echo(f"{item.status:9} {item.path}{origin}{flags}", err=True)
+    if plan.problems:
+        raise MergeRefused("the diff is not safe to merge",
+                           context={"problems": "; ".join(plan.problems)})
+    confirmed = yes or check_only or not plan.flagged or (
+        sys.stdin.isatty() and click.confirm("merge the flagged files?", err=True))
+    if not confirmed:
+        raise MergeRefused(f"{len(plan.flagged)} file(s) are flagged for review",
+                           hint="read them with `corral diff RUN`, then pass --yes")
+    apply_to_checkout(root.resolve(), record.diff, check_only=check_only)
+    verb = "would apply" if check_only else "applied"
+    click.echo(f"{verb} {len(plan.files)} file(s) from run {record.run_id}", err=True)

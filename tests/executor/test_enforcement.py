@@ -126,3 +126,23 @@ def test_reviewer_leaves_the_repository_byte_identical(run: Runner, repo: Path,
     delegation = next(a for a in record.audit if a["tool"] == "delegate")
     assert delegation["decision"] == "denied" and "read-only" in delegation["reason"]
     assert record.children == []
+
+
+@pytest.mark.parametrize("backend", ["host"], indirect=True)
+def test_repo_config_cannot_raise_privileges(run: Runner, repo: Path) -> None:
+    """threats B7.37: a repository cannot supply corral's config, and a definition's own
+    permission mode cannot lift the user's ceiling."""
+    (repo / ".corral").mkdir()
+    (repo / ".corral/config.toml").write_text('custom_tools = ["exfiltrate"]\n')
+    (repo / "corral.toml").write_text('custom_tools = ["exfiltrate"]\n')
+    path = repo / ".claude/agents/greedy.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("---\nname: greedy\ndescription: d\npermissionMode: bypassPermissions\n"
+                    "---\nx\n")
+    record = run("greedy", [
+        {"tool_calls": [{"name": "exfiltrate", "arguments": {}},
+                        {"name": "write_file", "arguments": WRITE}]},
+        {"text": "done"}], mode=SandboxMode.READ_ONLY)
+    assert record.mode == "read-only"
+    assert [d["tool"] for d in record.denied_calls] == ["exfiltrate", "write_file"]
+    assert not (repo / "pwned.txt").exists()

@@ -1,0 +1,176 @@
+"""Merging a child's diff into the parent's checkout, explicitly and safely (threats B3).
+
+A child's diff is untrusted input. Before it touches the checkout,
+:func:`inspect_patch` reads every header of it (``diff --git``, ``---``/
+``+++``, ``rename``/``copy from``/``to``, modes) and refuses:
+
+* paths that are absolute, contain ``..``, NUL or control characters, or
+  have a ``.git`` component under any spelling (``.GIT``, ``.git.``,
+  ``git~1``, ignorable code points);
+* gitlinks (mode 160000) always; symlinks (mode 120000) and binary patches
+  unless explicitly allowed; a path below a symlink the same patch creates;
+* more than ``max_files`` files or ``max_bytes`` bytes.
+
+It then lists every changed file with its review flags (mode changes, new
+executables, CI, build, agent and git config). :func:`apply_to_checkout`
+refuses a repository whose own config names a program (so no filter or
+driver selected by a ``.gitattributes`` in the patch can run), runs
+``git apply --check`` and then ``git apply`` with a hardened environment;
+``git apply`` is all or nothing, so a patch that does not apply leaves the
+checkout unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from executor.errors import ExecutorError
+from sandbox.errors import SandboxError
+from sandbox.gitsafe import check_repository_config, git_env, run_git
+from sandbox.names import is_git_alias, review_flags
+
+__all__ = ["MergeRefused", "PatchFile", "PatchPlan", "apply_to_checkout", "inspect_patch"]
+
+MAX_BYTES = 64 * 1024 * 1024
+MAX_FILES = 5000
+_DIFF_RE = re.compile(r"^diff --git (\S+) (\S+)$")
+
+
+class MergeRefused(ExecutorError):
+    """The patch (or the checkout) is not safe to merge."""
+
+    code = "merge_refused"
+    exit_code = 4
+
+
+@dataclass
+class PatchFile:
+    """One file of a patch."""
+
+    path: str
+    old_path: str | None = None
+    status: str = "modified"
+    old_mode: str | None = None
+    new_mode: str | None = None
+    binary: bool = False
+    flags: tuple[str, ...] = ()
+
+
+@dataclass
+class PatchPlan:
+    """What a patch would change, and why it may not be applied."""
+
+    files: list[PatchFile] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> list[PatchFile]:
+        """Files that need a second look before merging."""
+        return [f for f in self.files if f.flags]
+
+
+def _clean(raw: str, prefix: str | None, plan: PatchPlan) -> str | None:
+    text = raw.strip()
+    if text == "/dev/null":
+        return None
+    if text.startswith('"'):
+        plan.problems.append(f"quoted path {text}: refusing paths with special characters")
+        return None
+    if prefix and text.startswith(prefix):
+        text = text[len(prefix):]
+    if "\0" in text or any(ord(c) < 32 for c in text):
+        plan.problems.append(f"path {text!r} contains control characters")
+    elif text.startswith("/"):
+        plan.problems.append(f"absolute path {text}")
+    elif ".." in text.split("/"):
+        plan.problems.append(f"path {text} leaves the repository ('..')")
+    elif any(is_git_alias(part) for part in text.split("/")):
+        plan.problems.append(f"path {text} is inside a .git directory")
+    return text
+
+
+def inspect_patch(patch: str, *, allow_symlinks: bool = False, allow_binary: bool = False,
+                  max_bytes: int = MAX_BYTES, max_files: int = MAX_FILES) -> PatchPlan:
+    """Parse and judge a ``git diff`` patch (see the module docstring)."""
+    plan = PatchPlan()
+    if len(patch.encode()) > max_bytes:
+        plan.problems.append(f"the patch is {len(patch.encode())} bytes; the limit is {max_bytes}")
+        return plan
+    current: PatchFile | None = None
+    for line in patch.splitlines():
+        match = _DIFF_RE.match(line)
+        if match:
+            old, new = _clean(match[1], "a/", plan), _clean(match[2], "b/", plan)
+            current = PatchFile(path=new or old or "", old_path=old if old != new else None)
+            plan.files.append(current)
+            continue
+        if current is None:
+            continue
+        key, _, value = line.partition(" ")
+        if line.startswith(("rename from ", "copy from ")):
+            current.old_path = _clean(line.split(" ", 2)[2], None, plan)
+            current.status = "renamed" if key == "rename" else "copied"
+        elif line.startswith(("rename to ", "copy to ")):
+            current.path = _clean(line.split(" ", 2)[2], None, plan) or current.path
+        elif line.startswith("new file mode "):
+            current.status, current.new_mode = "added", value.split()[-1]
+        elif line.startswith("deleted file mode "):
+            current.status, current.old_mode = "deleted", value.split()[-1]
+        elif line.startswith("old mode "):
+            current.old_mode = value.split()[-1]
+        elif line.startswith("new mode "):
+            current.new_mode = value.split()[-1]
+        elif line.startswith("index ") and len(value.split()) == 2:
+            current.new_mode = current.new_mode or value.split()[1]
+        elif line.startswith(("--- ", "+++ ")):
+            _clean(line[4:], "a/" if key == "---" else "b/", plan)
+        elif line.startswith(("GIT binary patch", "Binary files ")):
+            current.binary = True
+    if not plan.files and patch.strip():
+        plan.problems.append("no 'diff --git' headers: not a git patch")
+    if len(plan.files) > max_files:
+        plan.problems.append(f"{len(plan.files)} files; the limit is {max_files}")
+    links = {f.path for f in plan.files if f.new_mode == "120000"}
+    for item in plan.files:
+        item.flags = review_flags(item.path, old_mode=item.old_mode, new_mode=item.new_mode)
+        if "160000" in (item.new_mode, item.old_mode):
+            plan.problems.append(f"{item.path}: gitlinks (submodules) are never merged")
+        if item.new_mode == "120000" and not allow_symlinks:
+            plan.problems.append(f"{item.path}: creates a symlink (pass --allow-symlinks to "
+                                 "merge symlinks)")
+        if item.binary and not allow_binary:
+            plan.problems.append(f"{item.path}: binary change (pass --allow-binary)")
+        parents = {"/".join(item.path.split("/")[:n]) for n in range(1, item.path.count("/") + 1)}
+        if parents & links:
+            plan.problems.append(f"{item.path}: lies beyond a symlink the patch creates")
+    return plan
+
+
+def _git_dir(root: Path) -> Path:
+    try:
+        done = run_git(["rev-parse", "--absolute-git-dir"], git_dir=None, cwd=root,
+                       operation="apply")
+    except SandboxError as exc:
+        raise MergeRefused(f"{root} is not a git checkout: {exc.message}") from exc
+    return Path(done.stdout.decode().strip())
+
+
+def apply_to_checkout(root: Path, patch: str, *, check_only: bool = False) -> None:
+    """``git apply --check`` then ``git apply`` in ``root``, hardened; all or nothing."""
+    git_dir = _git_dir(root)
+    try:
+        check_repository_config(git_dir)
+    except SandboxError as exc:
+        raise MergeRefused(exc.message, hint=exc.hint) from exc
+    data = patch.encode()
+    steps = [["apply", "--check", "-"]] + ([] if check_only else [["apply", "-"]])
+    for args in steps:
+        done = run_git(args, git_dir=git_dir, work_tree=root, cwd=root, env=git_env(),
+                       input_bytes=data, check=False, operation="apply")
+        if done.returncode != 0:
+            message = done.stderr.decode("utf-8", "replace").strip()
+            raise MergeRefused(f"the patch does not apply: {message[:500]}",
+                               hint="the checkout changed since the child's snapshot; apply "
+                               "by hand with `corral diff RUN | git apply --3way`")

@@ -1,0 +1,141 @@
+"""Merging a child's diff (threats B3): validated headers, explicit review, all or nothing."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from exec_support import git
+
+from executor.cli import cli
+from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
+from executor.results import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
+
+
+def new_file(path: str, body: str = "x\n", mode: str = "100644") -> str:
+    lines = body.splitlines()
+    return (f"diff --git a/{path} b/{path}\nnew file mode {mode}\nindex 0000000..1111111\n"
+            f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n"
+            + "".join(f"+{line}\n" for line in lines))
+
+
+def problems(patch: str, **options: bool) -> list[str]:
+    return inspect_patch(patch, **options).problems
+
+
+def test_apply_rejects_parent_traversal() -> None:
+    assert any("'..'" in p for p in problems(new_file("../outside.txt")))
+
+
+def test_apply_rejects_absolute_paths() -> None:
+    patch = "diff --git a//etc/x b//etc/x\nnew file mode 100644\n--- /dev/null\n+++ b//etc/x\n"
+    assert any("absolute" in p for p in problems(patch))
+
+
+def test_apply_rejects_rename_target_outside() -> None:
+    patch = ("diff --git a/a.txt b/a.txt\nsimilarity index 100%\nrename from a.txt\n"
+             "rename to ../../a.txt\n")
+    assert any("'..'" in p for p in problems(patch))
+
+
+@pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".GIT/hooks/pre-commit",
+                                  "sub/.git/config", ".git./config", "git~1/config",
+                                  ".g\u200cit/config"])
+def test_apply_rejects_dot_git_variants(path: str) -> None:
+    assert any(".git" in p for p in problems(new_file(path)))
+
+
+def test_patch_symlink_mode_rejected_by_policy() -> None:
+    link = new_file("lnk", "/etc/passwd", mode="120000")
+    assert any("symlink" in p for p in problems(link))
+    assert problems(link, allow_symlinks=True) == []
+
+
+def test_apply_beyond_symlink_rejected() -> None:
+    patch = new_file("lnk", "/tmp", mode="120000") + new_file("lnk/x")
+    assert any("beyond a symlink" in p for p in problems(patch, allow_symlinks=True))
+
+
+def test_patch_with_gitlink_rejected() -> None:
+    patch = ("diff --git a/vendor/x b/vendor/x\nnew file mode 160000\nindex 0000000..abc\n"
+             "--- /dev/null\n+++ b/vendor/x\n@@ -0,0 +1 @@\n+Subproject commit abc\n")
+    assert any("gitlink" in p for p in problems(patch))
+
+
+def test_patch_with_binary_blob_requires_opt_in() -> None:
+    patch = ("diff --git a/b.bin b/b.bin\nnew file mode 100644\nindex 0000000..abc\n"
+             "GIT binary patch\nliteral 3\nKcmZQz\n\nliteral 0\nHcmV?d00001\n")
+    assert any("binary" in p for p in problems(patch))
+    assert problems(patch, allow_binary=True) == []
+
+
+def test_patch_over_byte_cap_refused() -> None:
+    assert any("limit" in p for p in inspect_patch(new_file("a.txt", "x" * 100),
+                                                   max_bytes=50).problems)
+
+
+def test_merge_summary_lists_mode_changes_and_risky_paths() -> None:
+    patch = ("diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n"
+             + new_file(".github/workflows/ci.yml") + new_file(".claude/settings.json")
+             + new_file("Makefile") + new_file("src/ok.py"))
+    plan = inspect_patch(patch)
+    flags = {f.path: f.flags for f in plan.files}
+    assert "mode_change" in flags["run.sh"] and "executable" in flags["run.sh"]
+    assert "ci_config" in flags[".github/workflows/ci.yml"]
+    assert "agent_config" in flags[".claude/settings.json"]
+    assert "build_script" in flags["Makefile"]
+    assert flags["src/ok.py"] == ()
+    assert [f.path for f in plan.flagged] == ["run.sh", ".github/workflows/ci.yml",
+                                              ".claude/settings.json", "Makefile"]
+
+
+def test_failed_apply_leaves_parent_tree_unchanged(repo: Path) -> None:
+    good = new_file("new.txt")
+    bad = ("diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n"
+           "@@ -1 +1 @@\n-# Not the first line\n+# X\n")
+    with pytest.raises(MergeRefused, match="does not apply"):
+        apply_to_checkout(repo, good + bad)
+    assert not (repo / "new.txt").exists()
+    assert git(repo, "status", "--porcelain") == ""
+    apply_to_checkout(repo, good)
+    assert (repo / "new.txt").read_text() == "x\n"
+
+
+def test_apply_refuses_a_repository_whose_config_runs_programs(repo: Path) -> None:
+    git(repo, "config", "filter.evil.smudge", "touch /tmp/corral-pwned")
+    with pytest.raises(MergeRefused):
+        apply_to_checkout(repo, new_file(".gitattributes", "* filter=evil"))
+    assert not (repo / ".gitattributes").exists()
+
+
+def _record(repo: Path, diff: str) -> str:
+    run_id = new_run_id()
+    write_run(ledger_dir(repo), RunRecord(
+        run_id=run_id, agent="a", agent_format="ngn", agent_source="a.md",
+        contract_digest="d", prompt="p", backend="host", mode="worktree",
+        status=RunStatus.COMPLETED, diff=diff), [])
+    return run_id
+
+
+def test_patch_touching_agent_config_requires_explicit_approval(repo: Path) -> None:
+    """threats B2.15: a change to agent or CI config is merged only with --yes."""
+    run_id = _record(repo, new_file(".claude/settings.json", "{}"))
+    refused = CliRunner().invoke(cli, ["apply", run_id, "--root", str(repo)])
+    assert refused.exit_code != 0 and not (repo / ".claude/settings.json").exists()
+    assert "flagged for review" in str(refused.exception)
+    done = CliRunner().invoke(cli, ["apply", run_id, "--root", str(repo), "--yes"])
+    assert done.exit_code == 0, done.output
+    assert (repo / ".claude/settings.json").read_text() == "{}\n"
+
+
+def test_apply_command_end_to_end(repo: Path) -> None:
+    run_id = _record(repo, new_file("docs/note.md", "hello"))
+    checked = CliRunner().invoke(cli, ["apply", run_id, "--root", str(repo), "--check"])
+    assert checked.exit_code == 0 and not (repo / "docs/note.md").exists()
+    done = CliRunner().invoke(cli, ["apply", run_id[:12], "--root", str(repo)])
+    assert done.exit_code == 0 and (repo / "docs/note.md").read_text() == "hello\n"
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
+                            text=True, check=True).stdout
+    assert "docs/" in status
