@@ -174,13 +174,7 @@ class BubblewrapSandbox(BaseSandbox):
                 f"bwrap could not start the command: {stderr[:500]}", code="bwrap_failed",
                 operation="exec", context={"exit_code": outcome.exit_code},
             )
-        return ExecResult(
-            argv=spec.argv, exit_code=outcome.exit_code, stdout=outcome.stdout.data,
-            stderr=outcome.stderr.data, stdout_bytes=outcome.stdout.total,
-            stderr_bytes=outcome.stderr.total, timed_out=outcome.timed_out,
-            stopped=outcome.stopped, duration_seconds=outcome.duration,
-            peak_rss_bytes=outcome.peak_rss, cpu_seconds=outcome.cpu_seconds,
-        )
+        return outcome.result(spec.argv)
 
     def _stop(self) -> None:
         self._runner.stop_all()

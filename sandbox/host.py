@@ -56,13 +56,7 @@ class HostSandbox(BaseSandbox):
             [*EXEC_WRAPPER, *spec.argv], env=env, cwd=spec.cwd, timeout=spec.timeout,
             output_cap=spec.output_cap, kill=kill_process_tree, after_exit=kill_process_tree,
         )
-        return ExecResult(
-            argv=spec.argv, exit_code=outcome.exit_code, stdout=outcome.stdout.data,
-            stderr=outcome.stderr.data, stdout_bytes=outcome.stdout.total,
-            stderr_bytes=outcome.stderr.total, timed_out=outcome.timed_out,
-            stopped=outcome.stopped, duration_seconds=outcome.duration,
-            peak_rss_bytes=outcome.peak_rss, cpu_seconds=outcome.cpu_seconds,
-        )
+        return outcome.result(spec.argv)
 
     def _stop(self) -> None:
         self._runner.stop_all()

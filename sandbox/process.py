@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 
 from sandbox.errors import SandboxError
+from sandbox.results import ExecResult
 
 __all__ = [
     "LocalOutcome", "LocalRunner", "OutputCapture", "RunningProcess", "kill_process_tree",
@@ -74,6 +75,16 @@ class LocalOutcome:
     peak_rss: int | None
     cpu_seconds: float | None
     status: bytes = b""
+
+    def result(self, argv: tuple[str, ...]) -> ExecResult:
+        """The backend-neutral :class:`ExecResult` of this outcome."""
+        return ExecResult(
+            argv=argv, exit_code=self.exit_code, stdout=self.stdout.data,
+            stderr=self.stderr.data, stdout_bytes=self.stdout.total,
+            stderr_bytes=self.stderr.total, timed_out=self.timed_out, stopped=self.stopped,
+            duration_seconds=self.duration, peak_rss_bytes=self.peak_rss,
+            cpu_seconds=self.cpu_seconds,
+        )
 
 
 @dataclass(eq=False)

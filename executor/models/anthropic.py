@@ -35,9 +35,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from executor.models._wire import decode_arguments, nonneg_int, protocol_error
+from executor.models._wire import HttpModel, decode_arguments, nonneg_int, protocol_error
 from executor.models.base import Message, ModelResponse, Sampling, ToolCall, ToolSchema, Usage
-from executor.models.http import HttpClient, RetryPolicy, Sleep
+from executor.models.http import RetryPolicy, Sleep
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicModel"]
 
@@ -48,7 +48,7 @@ _STOP: dict[str, StopReason] = {"tool_use": "tool_calls", "end_turn": "end",
                                 "stop_sequence": "end", "max_tokens": "length"}
 
 
-class AnthropicModel:
+class AnthropicModel(HttpModel):
     """One model behind the Anthropic Messages API.
 
     ``api_key`` may be ``None`` (local servers). ``retry``, when given, replaces the
@@ -60,27 +60,13 @@ class AnthropicModel:
                  api_key: str | None = None, provider: str = "anthropic",
                  timeout: float = 120.0, max_retries: int = 3,
                  retry: RetryPolicy | None = None, sleep: Sleep = time.sleep) -> None:
-        self._model = model
-        self._provider = provider
-        self._url = base_url.rstrip("/") + "/v1/messages"
-        self._secrets = (api_key,) if api_key else ()
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        self._http = HttpClient(provider=provider, timeout=timeout,
-                                retry=retry or RetryPolicy(max_retries=max_retries),
-                                headers=headers, secrets=self._secrets, sleep=sleep)
-
-    @property
-    def name(self) -> str:
-        """``provider/model``."""
-        return f"{self._provider}/{self._model}"
-
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *,
-                 sampling: Sampling) -> ModelResponse:
-        """One Messages API request."""
-        data = self._http.post_json(self._url, self._body(messages, tools, sampling))
-        return self._parse(data)
+        super().__init__(
+            model=model, url=base_url.rstrip("/") + "/v1/messages", provider=provider,
+            api_key=api_key, headers=headers, timeout=timeout, max_retries=max_retries,
+            retry=retry, sleep=sleep)
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:

@@ -31,9 +31,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from executor.models._wire import decode_arguments, nonneg_int, protocol_error
+from executor.models._wire import HttpModel, decode_arguments, nonneg_int, protocol_error
 from executor.models.base import Message, ModelResponse, Sampling, ToolCall, ToolSchema, Usage
-from executor.models.http import HttpClient, RetryPolicy, Sleep
+from executor.models.http import RetryPolicy, Sleep
 
 __all__ = ["REASONING_EFFORT", "OpenAIChatModel"]
 
@@ -46,7 +46,7 @@ _FINISH: dict[str, StopReason] = {"tool_calls": "tool_calls", "function_call": "
                                   "stop": "end", "length": "length"}
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(HttpModel):
     """One model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     ``api_key`` may be ``None`` (local servers). ``retry``, when given, replaces the
@@ -57,25 +57,10 @@ class OpenAIChatModel:
     def __init__(self, *, model: str, base_url: str, api_key: str | None = None,
                  provider: str = "openai", timeout: float = 120.0, max_retries: int = 3,
                  retry: RetryPolicy | None = None, sleep: Sleep = time.sleep) -> None:
-        self._model = model
-        self._provider = provider
-        self._url = base_url.rstrip("/") + "/chat/completions"
-        self._secrets = (api_key,) if api_key else ()
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = HttpClient(provider=provider, timeout=timeout,
-                                retry=retry or RetryPolicy(max_retries=max_retries),
-                                headers=headers, secrets=self._secrets, sleep=sleep)
-
-    @property
-    def name(self) -> str:
-        """``provider/model``."""
-        return f"{self._provider}/{self._model}"
-
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *,
-                 sampling: Sampling) -> ModelResponse:
-        """One chat completion."""
-        data = self._http.post_json(self._url, self._body(messages, tools, sampling))
-        return self._parse(data)
+        super().__init__(
+            model=model, url=base_url.rstrip("/") + "/chat/completions", provider=provider,
+            api_key=api_key, headers={"authorization": f"Bearer {api_key}"} if api_key else {},
+            timeout=timeout, max_retries=max_retries, retry=retry, sleep=sleep)
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:
