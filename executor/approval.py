@@ -10,10 +10,12 @@ A non-interactive run with no handler denies every call that asks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
-from executor.dispatch import ApprovalHandler, ApprovalRequest, render_arguments
+from executor.dispatch import ApprovalHandler, ApprovalRequest
 from executor.errors import ExecutorError
+from executor.text import printable
 from policies.tools import check_tool_name
 
 __all__ = ["parse_approve", "policy_handler", "prompt_handler"]
@@ -32,9 +34,12 @@ def prompt_handler(ask: Callable[[str], bool]) -> ApprovalHandler:
     """Ask a person through ``ask`` (for example ``click.confirm``)."""
 
     def handler(request: ApprovalRequest) -> bool:
-        subjects = f" on {', '.join(request.subjects)}" if request.subjects else ""
-        return ask(f"[{request.agent}] {request.tool}{subjects} "
-                   f"({request.reason}) {render_arguments(request.arguments)}\nallow?")
+        # In full and printable: nothing of the call may be hidden from the person asked.
+        subjects = "".join(f"\n  subject: {printable(s)}" for s in request.subjects)
+        arguments = printable(json.dumps(dict(request.arguments), ensure_ascii=False,
+                                         indent=2, sort_keys=True))
+        return ask(f"[{printable(request.agent)}] wants to call {request.tool} "
+                   f"({request.reason}){subjects}\n  arguments: {arguments}\nallow?")
 
     return handler
 

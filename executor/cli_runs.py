@@ -16,8 +16,17 @@ from executor.errors import ExecutorError
 from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
 from executor.models import ScriptedModel
 from executor.progress import Progress
-from executor.results import RunRecord, RunStatus, find_run, ledger_dir, list_runs, load_transcript
+from executor.results import (
+    RunRecord,
+    RunStatus,
+    find_run,
+    ledger_dir,
+    list_runs,
+    load_patch,
+    load_transcript,
+)
 from executor.runner import RunSettings, run_agent
+from executor.text import printable
 from policies.config import load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Environment
@@ -72,7 +81,8 @@ def _approval(approve: str | None) -> ApprovalHandler | None:
 @click.option("--model", "model", help="Model route (provider/model or @role) overriding the "
               "agent's.")
 @click.option("--approve", help="Non-interactive approvals: never, or always-for=TOOL,TOOL.")
-@click.option("--timeout", type=float, help="Wall-clock limit of the run, in seconds.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+              help="Wall-clock limit of the run, in seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.argument("prompt")
 def run_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
@@ -107,15 +117,17 @@ def _print_record(record: RunRecord) -> None:
     click.echo(f"run {record.run_id}: agent {record.agent} {record.status.value} "
                f"({record.backend} backend, {record.mode} mode, {record.steps} step(s))", err=True)
     if record.error:
-        click.echo(f"error: {record.error.get('message') or record.error.get('code')}", err=True)
+        message = record.error.get("message") or record.error.get("code")
+        click.echo(f"error: {printable(str(message))}", err=True)
     for denied in record.denied_calls:
-        click.echo(f"denied: {denied['tool']}: {denied['reason']}", err=True)
+        click.echo(f"denied: {printable(denied['tool'])}: {printable(denied['reason'])}",
+                   err=True)
     if record.final_text:
-        click.echo(record.final_text)
+        click.echo(printable(record.final_text))
     if record.diff:
         click.echo(f"\n--- diff: {len(record.changed_files)} file(s) changed "
-                   f"(corral diff {record.run_id} | git apply) ---", err=True)
-        click.echo(record.diff, nl=not record.diff.endswith("\n"))
+                   f"(corral apply {record.run_id} merges it) ---", err=True)
+        click.echo(printable(record.diff), nl=not record.diff.endswith("\n"))
 
 
 @cli.command("runs")
@@ -150,22 +162,24 @@ def show_command(root: Path, as_json: bool, run_id: str) -> None:
                               indent=2))
         return
     _print_record(record)
-    click.echo(f"\nprompt: {record.prompt}\nmodel: {record.model}\ncontract: "
+    click.echo(f"\nprompt: {printable(record.prompt)}\nmodel: {record.model}\ncontract: "
                f"{record.agent_source} ({record.agent_format}, {record.contract_digest[:12]})")
     click.echo(f"usage: {record.usage}  timings: {record.timings}  resources: "
                f"{record.resources}")
     click.echo("\ntool calls:")
     for call in record.audit:
-        click.echo(f"  [{call['step']}] {call['tool']} {json.dumps(call['arguments'])[:200]} "
-                   f"-> {call['decision']}" + (f" ({call['reason']})" if call["reason"] else ""))
-        result = str(call["result"]).strip()
+        reason = f" ({printable(call['reason'])})" if call["reason"] else ""
+        click.echo(f"  [{call['step']}] {printable(call['tool'])} "
+                   f"{printable(json.dumps(call['arguments']))} -> {call['decision']}{reason}")
+        result = printable(str(call["result"]).strip())
         if result:
             click.echo("      " + result[:400].replace("\n", "\n      "))
     click.echo("\ntranscript:")
     for message in transcript:
         text = message["content"] or ""
         calls = ", ".join(c["name"] for c in message.get("tool_calls") or [])
-        click.echo(f"  {message['role']:9} {text[:300]!r}" + (f" calls: {calls}" if calls else ""))
+        click.echo(f"  {message['role']:9} {printable(repr(text[:300]))}"
+                   + (f" calls: {printable(calls)}" if calls else ""))
 
 
 @cli.command("diff")
@@ -173,10 +187,14 @@ def show_command(root: Path, as_json: bool, run_id: str) -> None:
 @click.argument("run_id")
 def diff_command(root: Path, run_id: str) -> None:
     """Print a run's unified diff (apply it with `git apply`)."""
-    record = find_run(ledger_dir(root), run_id)
-    if not record.diff:
+    ledger = ledger_dir(root)
+    record = find_run(ledger, run_id)
+    patch = load_patch(ledger, record.run_id)
+    if not patch:
         raise ExecutorError(f"run {record.run_id} changed nothing", code="empty_diff")
-    click.echo(record.diff, nl=False)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(patch)
+    sys.stdout.buffer.flush()
 
 
 @cli.command("gc")
@@ -205,14 +223,16 @@ def gc_command(as_json: bool) -> None:
 def apply_command(root: Path, yes: bool, allow_symlinks: bool, allow_binary: bool,
                   check_only: bool, run_id: str) -> None:
     """Validate a run's diff and merge it into the checkout (all or nothing)."""
-    record = find_run(ledger_dir(root), run_id)
-    if not record.diff:
+    ledger = ledger_dir(root)
+    record = find_run(ledger, run_id)
+    patch = load_patch(ledger, record.run_id)  # the exact bytes, not the display text
+    if not patch:
         raise ExecutorError(f"run {record.run_id} changed nothing", code="empty_diff")
-    plan = inspect_patch(record.diff, allow_symlinks=allow_symlinks, allow_binary=allow_binary)
+    plan = inspect_patch(patch, allow_symlinks=allow_symlinks, allow_binary=allow_binary)
     for item in plan.files:
         flags = f"  [{', '.join(item.flags)}]" if item.flags else ""
         origin = f" (from {item.old_path})" if item.old_path else ""
-        click.echo(f"{item.status:9} {item.path}{origin}{flags}", err=True)
+        click.echo(printable(f"{item.status:9} {item.path}{origin}{flags}"), err=True)
     if plan.problems:
         raise MergeRefused("the diff is not safe to merge",
                            context={"problems": "; ".join(plan.problems)})
@@ -221,6 +241,6 @@ def apply_command(root: Path, yes: bool, allow_symlinks: bool, allow_binary: boo
     if not confirmed:
         raise MergeRefused(f"{len(plan.flagged)} file(s) are flagged for review",
                            hint="read them with `corral diff RUN`, then pass --yes")
-    apply_to_checkout(root.resolve(), record.diff, check_only=check_only)
+    apply_to_checkout(root.resolve(), patch, check_only=check_only)
     verb = "would apply" if check_only else "applied"
     click.echo(f"{verb} {len(plan.files)} file(s) from run {record.run_id}", err=True)

@@ -31,9 +31,10 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from executor.models.base import Message, ToolCall, ToolSchema
+from executor.text import safe_text
 from policies.capability import Capability
 from policies.errors import CorralError
-from policies.permissions import Action
+from policies.permissions import PATH_TOOLS, Action
 
 __all__ = [
     "ApprovalHandler",
@@ -146,7 +147,8 @@ class Dispatcher(Generic[ContextT]):
                  tools: Mapping[str, Tool[Any, ContextT]], context: ContextT,
                  approval: ApprovalHandler | None = None,
                  descriptions: Mapping[str, str] | None = None,
-                 deferred: frozenset[str] = frozenset()) -> None:
+                 deferred: frozenset[str] = frozenset(),
+                 paths: Callable[[str], list[str]] | None = None) -> None:
         self.agent = agent
         self.capability = capability
         self.context = context
@@ -157,6 +159,9 @@ class Dispatcher(Generic[ContextT]):
         self.descriptions = dict(descriptions or {})
         #: Deferred tools stay out of the schemas, and uncallable, until activated.
         self.deferred = set(deferred) & set(self.tools)
+        #: Every spelling a path subject must be judged under (normalized, and the real
+        #: path behind in-tree symlinks), so ``./secrets/key`` meets ``secrets/**``.
+        self.paths = paths or (lambda path: [path])
         self.audit: list[AuditRecord] = []
 
     def activate(self, names: Sequence[str]) -> list[str]:
@@ -182,14 +187,15 @@ class Dispatcher(Generic[ContextT]):
         """Run one call through the pipeline; always answer with a tool message."""
         started = time.perf_counter()
         decision, reason, output = self._pipeline(call)
+        content = safe_text(output.content)
         self.audit.append(AuditRecord(
             index=len(self.audit), step=step, call_id=call.id, tool=call.name,
             arguments=call.arguments if call.raw_arguments is None else
             {"_raw": call.raw_arguments},
-            decision=decision, reason=reason, result=output.content,
+            decision=decision, reason=safe_text(reason), result=content,
             is_error=output.is_error, duration_ms=(time.perf_counter() - started) * 1000,
         ))
-        return Message(role="tool", content=output.content, tool_call_id=call.id,
+        return Message(role="tool", content=content, tool_call_id=call.id,
                        name=call.name, is_error=output.is_error)
 
     def _pipeline(self, call: ToolCall) -> tuple[Decision, str, ToolOutput]:
@@ -212,6 +218,9 @@ class Dispatcher(Generic[ContextT]):
             return Decision.INVALID, problems, ToolOutput(
                 f"error: invalid arguments for {call.name}: {problems}", is_error=True)
         subjects = tool.subjects(args)
+        if call.name in PATH_TOOLS:
+            subjects = [spelling for subject in subjects
+                        for spelling in ([None] if subject is None else self.paths(subject))]
         action = self._decide(call.name, subjects)
         decision = Decision.ALLOWED
         if action is Action.DENY:
@@ -232,6 +241,13 @@ class Dispatcher(Generic[ContextT]):
             return Decision.FAILED, exc.message, ToolOutput(f"error: {exc.message}",
                                                             is_error=True)
         return decision, "", output
+
+    def permits(self, tool: str, path: str) -> bool:
+        """Whether a result path may be shown by ``tool`` (search, find): neither the
+        tool's own rules nor ``read_file``'s deny it, under any of its spellings."""
+        spellings = self.paths(path)
+        return all(self.capability.decide(name, spelling) is not Action.DENY
+                   for name in {tool, "read_file"} for spelling in spellings)
 
     def _decide(self, tool: str, subjects: Sequence[str | None]) -> Action:
         actions = [self.capability.decide(tool, subject) for subject in subjects or [None]]

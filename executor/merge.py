@@ -23,6 +23,7 @@ checkout unchanged.
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,8 @@ __all__ = ["MergeRefused", "PatchFile", "PatchPlan", "apply_to_checkout", "inspe
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_FILES = 5000
-_DIFF_RE = re.compile(r"^diff --git (\S+) (\S+)$")
+_SUMMARY_RE = re.compile(
+    r"^ (create|delete) mode (\d{6}) (.+)$|^ mode change (\d{6}) => (\d{6}) (.+)$")
 
 
 class MergeRefused(ExecutorError):
@@ -91,18 +93,42 @@ def _clean(raw: str, prefix: str | None, plan: PatchPlan) -> str | None:
     return text
 
 
-def inspect_patch(patch: str, *, allow_symlinks: bool = False, allow_binary: bool = False,
-                  max_bytes: int = MAX_BYTES, max_files: int = MAX_FILES) -> PatchPlan:
+def _header(rest: str) -> tuple[str, str] | None:
+    """The two paths of ``diff --git <rest>``. git does not quote spaces, so the
+    header is read as ``a/P b/P`` (both sides equal) or split at its one `` b/``;
+    anything else is unreadable (and refused)."""
+    if rest.startswith('"'):
+        return None
+    if rest.startswith("a/") and len(rest) % 2 == 1:
+        half = (len(rest) - 1) // 2
+        left, gap, right = rest[:half], rest[half], rest[half + 1:]
+        if gap == " " and right.startswith("b/") and left[2:] == right[2:]:
+            return left, right
+    if rest.startswith("a/") and rest.count(" b/") == 1:
+        left, right = rest.split(" b/")
+        return left, "b/" + right
+    return None
+
+
+def inspect_patch(patch: bytes | str, *, allow_symlinks: bool = False,
+                  allow_binary: bool = False, max_bytes: int = MAX_BYTES,
+                  max_files: int = MAX_FILES) -> PatchPlan:
     """Parse and judge a ``git diff`` patch (see the module docstring)."""
     plan = PatchPlan()
-    if len(patch.encode()) > max_bytes:
-        plan.problems.append(f"the patch is {len(patch.encode())} bytes; the limit is {max_bytes}")
+    data = patch.encode("utf-8", "surrogateescape") if isinstance(patch, str) else patch
+    if len(data) > max_bytes:
+        plan.problems.append(f"the patch is {len(data)} bytes; the limit is {max_bytes}")
         return plan
+    text = data.decode("utf-8", "surrogateescape")
     current: PatchFile | None = None
-    for line in patch.splitlines():
-        match = _DIFF_RE.match(line)
-        if match:
-            old, new = _clean(match[1], "a/", plan), _clean(match[2], "b/", plan)
+    for line in text.split("\n"):
+        if line.startswith("diff --git "):
+            paths = _header(line[len("diff --git "):])
+            if paths is None:
+                plan.problems.append(f"unreadable header: {line[:120]!r}")
+                current = None
+                continue
+            old, new = _clean(paths[0], "a/", plan), _clean(paths[1], "b/", plan)
             current = PatchFile(path=new or old or "", old_path=old if old != new else None)
             plan.files.append(current)
             continue
@@ -125,11 +151,12 @@ def inspect_patch(patch: str, *, allow_symlinks: bool = False, allow_binary: boo
         elif line.startswith("index ") and len(value.split()) == 2:
             current.new_mode = current.new_mode or value.split()[1]
         elif line.startswith(("--- ", "+++ ")):
-            _clean(line[4:], "a/" if key == "---" else "b/", plan)
+            _clean(line[4:].rstrip("\t"), "a/" if key == "---" else "b/", plan)
         elif line.startswith(("GIT binary patch", "Binary files ")):
             current.binary = True
-    if not plan.files and patch.strip():
+    if not plan.files and text.strip():
         plan.problems.append("no 'diff --git' headers: not a git patch")
+    _cross_check(data, plan)
     if len(plan.files) > max_files:
         plan.problems.append(f"{len(plan.files)} files; the limit is {max_files}")
     links = {f.path for f in plan.files if f.new_mode == "120000"}
@@ -148,26 +175,60 @@ def inspect_patch(patch: str, *, allow_symlinks: bool = False, allow_binary: boo
     return plan
 
 
-def _git_dir(root: Path) -> Path:
+def _cross_check(data: bytes, plan: PatchPlan) -> None:
+    """Ask git which paths and modes the patch touches; anything git sees that the
+    reading above did not is refused (a header this parser misread must fail closed)."""
+    if not data.strip():
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        numstat = run_git(["apply", "--numstat", "-z", "-"], git_dir=None, cwd=Path(scratch),
+                          input_bytes=data, check=False, operation="apply")
+        summary = run_git(["apply", "--summary", "-"], git_dir=None, cwd=Path(scratch),
+                          input_bytes=data, check=False, operation="apply")
+    if numstat.returncode != 0:
+        message = numstat.stderr.decode("utf-8", "replace").strip()
+        plan.problems.append(f"git cannot read the patch: {message[:300]}")
+        return
+    ours = {f.path for f in plan.files} | {f.old_path for f in plan.files if f.old_path}
+    for entry in numstat.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        path = entry.split("\t")[-1]
+        if path and path not in ours:
+            plan.problems.append(f"git reads a path this check did not: {path!r}")
+    by_path = {f.path: f for f in plan.files}
+    for line in summary.stdout.decode("utf-8", "surrogateescape").splitlines():
+        match = _SUMMARY_RE.match(line)
+        if not match:
+            continue
+        mode, path = (match[2], match[3]) if match[1] else (match[5], match[6])
+        item = by_path.get(path)
+        seen = item is not None and mode in (item.new_mode, item.old_mode)
+        if not seen:
+            plan.problems.append(f"git reads mode {mode} for {path!r}; this check did not")
+
+
+def _git_dir(root: Path) -> tuple[Path, Path]:
+    """(git dir, top of the working tree) of the checkout containing ``root``."""
     try:
-        done = run_git(["rev-parse", "--absolute-git-dir"], git_dir=None, cwd=root,
-                       operation="apply")
+        done = run_git(["rev-parse", "--absolute-git-dir", "--show-toplevel"], git_dir=None,
+                       cwd=root, operation="apply")
     except SandboxError as exc:
         raise MergeRefused(f"{root} is not a git checkout: {exc.message}") from exc
-    return Path(done.stdout.decode().strip())
+    git_dir, top = done.stdout.decode("utf-8", "surrogateescape").splitlines()[:2]
+    return Path(git_dir), Path(top)
 
 
-def apply_to_checkout(root: Path, patch: str, *, check_only: bool = False) -> None:
-    """``git apply --check`` then ``git apply`` in ``root``, hardened; all or nothing."""
-    git_dir = _git_dir(root)
+def apply_to_checkout(root: Path, patch: bytes | str, *, check_only: bool = False) -> None:
+    """``git apply --check`` then ``git apply`` at the top of the checkout containing
+    ``root``, hardened; all or nothing."""
+    git_dir, top = _git_dir(root)
     try:
         check_repository_config(git_dir)
     except SandboxError as exc:
         raise MergeRefused(exc.message, hint=exc.hint) from exc
-    data = patch.encode()
+    data = patch.encode("utf-8", "surrogateescape") if isinstance(patch, str) else patch
     steps = [["apply", "--check", "-"]] + ([] if check_only else [["apply", "-"]])
     for args in steps:
-        done = run_git(args, git_dir=git_dir, work_tree=root, cwd=root, env=git_env(),
+        done = run_git(args, git_dir=git_dir, work_tree=top, cwd=top, env=git_env(),
                        input_bytes=data, check=False, operation="apply")
         if done.returncode != 0:
             message = done.stderr.decode("utf-8", "replace").strip()

@@ -6,12 +6,10 @@ backend and mode, the status (``completed``, ``failed``, ``denied``,
 files, the transcript (JSONL), the audit of every tool call with its decision,
 the denied calls, usage, timings and resource use.
 
-The ledger lives under the repository's common git dir
-(``.git/corral/runs/<id>/``), so it is never part of the working tree and
-never shows in ``git status``; outside a git repository it lives in the user
-cache dir (``$XDG_CACHE_HOME/corral/runs/<hash of the root>/``). A record is
-written atomically: into a temporary directory next to its final place,
-fsynced, then renamed, so a reader never sees half a record.
+The ledger lives in the user's state dir, one directory per repository
+(:func:`ledger_dir`), never in the working tree or the repository's ``.git``.
+A record is written atomically: into a temporary directory next to its final
+place, fsynced, then renamed, so a reader never sees half a record.
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ __all__ = [
     "find_run",
     "ledger_dir",
     "list_runs",
+    "load_patch",
     "load_transcript",
     "new_run_id",
     "write_run",
@@ -119,15 +118,26 @@ def _git_common_dir(root: Path) -> Path | None:
 
 
 def ledger_dir(root: Path, *, env: dict[str, str] | None = None) -> Path:
-    """Where the runs of the repository at ``root`` are recorded."""
+    """Where the runs of the repository at ``root`` are recorded.
+
+    ``$XDG_STATE_HOME/corral/runs/<key>/`` (default ``~/.local/state``), keyed
+    by the repository's common git dir, so every worktree of one repository
+    shares one ledger. Outside git, the key is the root itself. The ledger is
+    deliberately outside the repository: corral never writes its ``.git``, and
+    no child (whose ``HOME`` is never the user's) can read other runs' records.
+    """
     env = dict(os.environ) if env is None else env
     common = _git_common_dir(root.resolve())
-    if common is not None:
-        return common / "corral" / "runs"
-    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path(
-        env.get("HOME", str(Path.home()))) / ".cache"
-    digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-    return cache / "corral" / "runs" / digest
+    key_path = common.resolve() if common is not None else root.resolve()
+    if env.get("CORRAL_STATE_DIR"):
+        base = Path(env["CORRAL_STATE_DIR"])
+    else:
+        state = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else Path(
+            env.get("HOME", str(Path.home()))) / ".local" / "state"
+        base = state / "corral"
+    digest = hashlib.sha256(str(key_path).encode()).hexdigest()[:16]
+    name = (key_path.parent.name if key_path.name == ".git" else key_path.name) or "repo"
+    return base / "runs" / f"{name}-{digest}"
 
 
 def _message_json(message: Message) -> dict[str, Any]:
@@ -148,18 +158,31 @@ def _write(path: Path, data: str) -> None:
         os.fsync(handle.fileno())
 
 
-def write_run(ledger: Path, record: RunRecord, transcript: list[Message]) -> Path:
-    """Write the record atomically; return its directory."""
-    ledger.mkdir(parents=True, exist_ok=True)
+def _json(data: Any) -> str:
+    """ASCII JSON: a lone surrogate (a file name that is not UTF-8) is escaped, never an
+    encoding error that would lose the record."""
+    return json.dumps(data, ensure_ascii=True, indent=2)
+
+
+def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
+              patch: bytes | None = None) -> Path:
+    """Write the record atomically; return its directory.
+
+    ``patch`` is the exact diff (``diff.patch``, what ``corral apply`` merges);
+    ``record.diff`` is its text for display, where bytes that are not UTF-8
+    are replaced.
+    """
+    ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
     final = ledger / record.run_id
     staging = ledger / f".tmp-{record.run_id}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
         _write(staging / "transcript.jsonl",
-               "".join(json.dumps(_message_json(m), ensure_ascii=False) + "\n"
+               "".join(json.dumps(_message_json(m), ensure_ascii=True) + "\n"
                        for m in transcript))
-        _write(staging / "diff.patch", record.diff)
-        _write(staging / "record.json", record.model_dump_json(indent=2))
+        (staging / "diff.patch").write_bytes(record.diff.encode("utf-8", "surrogateescape")
+                                             if patch is None else patch)
+        _write(staging / "record.json", _json(record.model_dump(mode="json")))
         if final.exists():  # a re-write (a retained child's follow-up): replace whole
             old = ledger / f".old-{record.run_id}-{secrets.token_hex(4)}"
             final.rename(old)
@@ -182,8 +205,18 @@ def list_runs(ledger: Path) -> list[RunRecord]:
         record_file = entry / "record.json"
         if entry.name.startswith(".") or not record_file.is_file():
             continue
-        records.append(RunRecord.model_validate_json(record_file.read_text(encoding="utf-8")))
+        records.append(_read(record_file))
     return records
+
+
+def _read(record_file: Path) -> RunRecord:
+    return RunRecord.model_validate(json.loads(record_file.read_text(encoding="utf-8")))
+
+
+def load_patch(ledger: Path, run_id: str) -> bytes:
+    """The exact diff of a run, byte for byte."""
+    path = ledger / run_id / "diff.patch"
+    return path.read_bytes() if path.is_file() else b""
 
 
 def find_run(ledger: Path, run_id: str) -> RunRecord:
@@ -198,8 +231,7 @@ def find_run(ledger: Path, run_id: str) -> RunRecord:
     if len(matches) > 1:
         names = ", ".join(sorted(m.name for m in matches))
         raise ExecutorError(f"run id {run_id!r} is ambiguous: {names}", code="unknown_run")
-    return RunRecord.model_validate_json((matches[0] / "record.json").read_text(
-        encoding="utf-8"))
+    return _read(matches[0] / "record.json")
 
 
 def load_transcript(ledger: Path, run_id: str) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ retained until their parent ends and accept follow-ups (``child=<run id>``).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,9 +39,10 @@ from policies.contract import AgentContract, AgentStatus, ModelRoute, SandboxMod
 from policies.loader import Environment, LoadResult
 from policies.loader.models import parse_ref
 from sandbox.config import BackendConfig
-from sandbox.errors import SandboxDenied, SandboxError
+from sandbox.errors import SandboxConfigError, SandboxDenied, SandboxError
 from sandbox.factory import open_sandbox
 from sandbox.protocol import Sandbox
+from sandbox.workspace import inspect_repo
 
 __all__ = ["AgentRun", "RunSettings", "run_agent"]
 
@@ -102,6 +104,10 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     refusal = _runnable(contract)
     if refusal is not None:
         raise RunError(f"agent {agent!r} cannot be run: {refusal}", code="agent_not_runnable")
+    try:
+        inspect_repo(settings.root)  # a user's mistake: before anything is created
+    except SandboxConfigError as exc:
+        raise RunError(exc.message, code="not_a_repository", hint=exc.hint) from exc
     root = Capability.root(custom_tools=settings.config.custom_tools,
                            sandbox=settings.mode_ceiling, depth=settings.config.subagent_depth)
     capability = derive_child(root.model_copy(update={"depth": root.depth + 1}), contract)
@@ -116,7 +122,7 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
 
 
 def _deadline(*limits: float | None) -> float | None:
-    present = [limit for limit in limits if limit]
+    present = [limit for limit in limits if limit is not None]
     return time.monotonic() + min(present) if present else None
 
 
@@ -136,6 +142,7 @@ class AgentRun:
         self.deadline = deadline
         self.run_id = new_run_id()
         self.children: dict[str, AgentRun] = {}
+        self.patch = b""
         self.sandbox: Sandbox | None = None
         self.session: Session | None = None
         self.context: ToolContext | None = None
@@ -160,14 +167,17 @@ class AgentRun:
         self.record = self.record.model_copy(update={"backend": self.sandbox.backend})
         bindings = {b.name: b for b in self.contract.tool_bindings}
         self.context = ToolContext(sandbox=self.sandbox, agent=self.contract.name,
-                                   delegate=self.delegate, list_agents=self.delegable)
+                                   delegate=self.delegate, list_agents=self.delegable,
+                                   deadline=self.deadline)
         dispatcher = Dispatcher(
             agent=self.contract.name, capability=self.capability,
             tools=native_tools(use_ripgrep=self.settings.use_ripgrep), context=self.context,
             approval=self.settings.approval,
             descriptions={n: b.description for n, b in bindings.items() if b.description},
             deferred=frozenset(n for n, b in bindings.items() if b.deferred),
+            paths=self._spellings,
         )
+        self.context.permits = dispatcher.permits
         self.context.deferred = {n: b.description or n for n, b in bindings.items() if b.deferred}
         self.context.activate = dispatcher.activate
         self.session = Session(
@@ -180,6 +190,24 @@ class AgentRun:
             progress=self.settings.progress, depth=self.depth,
         )
         return self.session
+
+    def _spellings(self, path: str) -> list[str]:
+        """A path subject as the rules must see it: normalized relative to the workspace,
+        and the real path behind in-tree symlinks (strictest wins across spellings)."""
+        if self.sandbox is None:
+            return [path]
+        try:
+            lexical = "/".join(self.sandbox.files.parts(path)) or "."
+        except SandboxError:
+            return [path]  # the tool will refuse it with the reason
+        spellings = [lexical]
+        real = Path(os.path.realpath(self.sandbox.root / lexical))
+        root = Path(os.path.realpath(self.sandbox.root))
+        if real.is_relative_to(root):
+            resolved = real.relative_to(root).as_posix() or "."
+            if resolved != lexical:
+                spellings.append(resolved)
+        return spellings
 
     def _system_prompt(self, skills: list[str]) -> str:
         root = self.sandbox.root if self.sandbox is not None else self.repo
@@ -216,6 +244,7 @@ class AgentRun:
         if self.sandbox is not None and self.capability.sandbox is not SandboxMode.READ_ONLY:
             try:
                 diff = self.sandbox.collect_diff()
+                self.patch = diff.patch
                 update |= {"diff": diff.patch.decode("utf-8", "replace"),
                            "changed_files": [c.model_dump(mode="json") for c in diff.changed],
                            "excluded_files": [e.model_dump(mode="json") for e in diff.excluded]}
@@ -241,16 +270,30 @@ class AgentRun:
             }
         self.record = self.record.model_copy(update=update)
         write_run(self.settings.ledger, self.record,
-                  self.session.messages if self.session else [])
+                  self.session.messages if self.session else [], patch=self.patch)
         return self.record
 
     def close(self) -> None:
-        """Tear down retained children, then this agent's sandbox (diffs were captured)."""
+        """Tear down retained children, then this agent's sandbox (diffs were captured).
+
+        One failing teardown never keeps the others from running; the first
+        error is raised after all of them ran (what it left, ``corral gc`` cleans).
+        """
+        errors: list[SandboxError] = []
         for child in self.children.values():
-            child.close()
+            try:
+                child.close()
+            except SandboxError as exc:
+                errors.append(exc)
         if self.sandbox is not None:
-            self.sandbox.teardown()
-            self.sandbox = None
+            try:
+                self.sandbox.teardown()
+            except SandboxError as exc:
+                errors.append(exc)
+            finally:
+                self.sandbox = None
+        if errors:
+            raise errors[0]
 
     # -- delegation ------------------------------------------------------------------------
 
@@ -269,6 +312,9 @@ class AgentRun:
         """The ``delegate`` tool: start (or follow up with) a child; its result as text."""
         if child_id is not None:
             child = self._retained(child_id)
+            if child.contract.name != agent:  # the permission rules judged `agent`
+                raise ToolDenied(f"child {child_id!r} runs agent {child.contract.name!r}, "
+                                 f"not {agent!r}")
             return self._report(child, child.turn(prompt))
         contract = self.settings.registry.get(agent)
         if contract is None:
@@ -286,6 +332,9 @@ class AgentRun:
             raise ToolDenied(f"cannot resolve a model for {agent!r}: {exc.message}") from exc
         if self.sandbox is None:
             raise ToolDenied("this agent has no workspace to delegate from")
+        # The child's snapshot reads this workspace from the host: nothing of ours may
+        # still be running (a left-behind process could swap paths under the snapshot).
+        self.sandbox.stop_processes()
         remaining = self.deadline - time.monotonic() if self.deadline is not None else None
         child = AgentRun(self.settings, contract, derive_child(self.capability, contract), model,
                          repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,20 @@ class ToolContext:
     todos: list[dict[str, Any]] = field(default_factory=list)
     #: Resource use of the commands run so far: peak RSS (max) and CPU seconds (sum).
     resources: dict[str, float] = field(default_factory=dict)
+    #: The run's deadline (``time.monotonic()``); no command may outlive it.
+    deadline: float | None = None
+    #: permits(tool, path): may this result path be shown (search and find filter by it)?
+    permits: Callable[[str, str], bool] | None = None
+
+    def shown(self, tool: str, path: str) -> bool:
+        """Whether ``path`` may appear in ``tool``'s results."""
+        return self.permits is None or self.permits(tool, path)
+
+    def time_left(self, limit: float) -> float:
+        """``limit`` capped by what is left of the run's deadline (at least a moment)."""
+        if self.deadline is None:
+            return limit
+        return max(min(limit, self.deadline - time.monotonic()), 0.01)
 
 
 def truncate(text: str, limit: int, *, what: str, hint: str = "") -> str:

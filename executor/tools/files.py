@@ -120,7 +120,12 @@ class FindTool:
             found = context.sandbox.files.glob(pattern, limit=MAX_ENTRIES + 1)
         except SandboxError as exc:
             raise _fail(exc) from exc
+        hidden = len(found)
+        found = [path for path in found if context.shown(self.name, path)]
+        hidden -= len(found)
         text = "\n".join(found[:MAX_ENTRIES]) or "(no matches)"
+        if hidden:
+            text += f"\n[{hidden} path(s) hidden by permission rules]"
         if len(found) > MAX_ENTRIES:
             text += f"\n[truncated: showing the first {MAX_ENTRIES} matches; narrow the pattern]"
         return ToolOutput(text, data={"matches": min(len(found), MAX_ENTRIES)})

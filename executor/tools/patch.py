@@ -53,21 +53,31 @@ class FilePatch:
         return self.new or self.old or ""
 
 
-def _header_path(raw: str) -> str | None:
+def _header_name(raw: str) -> str | None:
     name = raw.split("\t", 1)[0].strip()
     if name == "/dev/null":
         return None
     if name.startswith('"'):
         raise ToolFailure(f"quoted paths are not supported in patches: {name}")
-    for prefix in ("a/", "b/"):
-        if name.startswith(prefix):
-            return name[len(prefix):]
     return name
+
+
+def _header_pair(old_raw: str, new_raw: str) -> tuple[str | None, str | None]:
+    """Both header paths; ``a/``/``b/`` are git's prefixes only when *both* sides carry
+    them (or ``/dev/null``), so a real directory named ``a`` keeps its name."""
+    old, new = _header_name(old_raw), _header_name(new_raw)
+    git_style = (old is None or old.startswith("a/")) and (new is None or new.startswith("b/"))
+    if git_style:
+        old = old[2:] if old is not None else None
+        new = new[2:] if new is not None else None
+    return old, new
 
 
 def parse_patch(text: str) -> list[FilePatch]:
     """Parse a unified diff; raise ToolFailure naming the line on anything unexpected."""
-    lines = text.splitlines()
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
     patches: list[FilePatch] = []
     i = 0
     while i < len(lines):
@@ -79,9 +89,13 @@ def parse_patch(text: str) -> list[FilePatch]:
             raise ToolFailure(f"line {i + 1}: {line.split(' ')[0]} changes are not supported; "
                               "use write_file and shell")
         if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            patch = FilePatch(old=_header_path(line[4:]), new=_header_path(lines[i + 1][4:]))
+            old, new = _header_pair(line[4:], lines[i + 1][4:])
+            patch = FilePatch(old=old, new=new)
             if patch.old is None and patch.new is None:
                 raise ToolFailure(f"line {i + 1}: both sides are /dev/null")
+            if any(p.path == patch.path for p in patches):
+                raise ToolFailure(f"the patch changes {patch.path} in two sections; put all its "
+                                  "hunks in one")
             patches.append(patch)
             i += 2
             continue
@@ -118,7 +132,13 @@ def parse_patch(text: str) -> list[FilePatch]:
 
 def apply_hunks(original: str | None, patch: FilePatch) -> str | None:
     """The new content of one file, or ``None`` for a deletion."""
-    source = [] if original is None else original.splitlines(keepends=True)
+    source: list[str] = []
+    if original:
+        pieces = original.split("\n")
+        source = [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    # A CRLF file keeps CRLF: context matches with or without the \r, added lines get it.
+    ended = [line for line in source if line.endswith("\n")]
+    newline = "\r\n" if ended and all(line.endswith("\r\n") for line in ended) else "\n"
     out: list[str] = []
     position = 0
     for number, hunk in enumerate(patch.hunks, start=1):
@@ -131,12 +151,13 @@ def apply_hunks(original: str | None, patch: FilePatch) -> str | None:
         for line in hunk.lines:
             if line.startswith("\\"):
                 if previous == "+" and out:
-                    out[-1] = out[-1].rstrip("\n")
+                    out[-1] = out[-1].rstrip("\n").removesuffix("\r")
                 continue
             tag, text = line[0], line[1:]
             if tag in " -":
                 actual = source[position] if position < len(source) else None
-                if actual is None or actual.rstrip("\n") != text:
+                if actual is None or actual.rstrip("\n").removesuffix("\r") != \
+                        text.removesuffix("\r"):
                     raise ToolFailure(
                         f"{patch.path}: hunk {number} does not apply at line {position + 1}: "
                         f"expected {text[:80]!r}, found "
@@ -146,7 +167,7 @@ def apply_hunks(original: str | None, patch: FilePatch) -> str | None:
                     out.append(actual)
                 position += 1
             else:
-                out.append(text + "\n")
+                out.append(text.removesuffix("\r") + newline)
             previous = tag
     out.extend(source[position:])
     if patch.new is None:

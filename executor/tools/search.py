@@ -1,19 +1,21 @@
 """search(pattern): regex search over the workspace's files.
 
-ripgrep does the work when it is installed: run on the host against the
-workspace directory, with no config file (``RIPGREP_CONFIG_PATH`` unset, an
-empty environment), never following symlinks (its default), hidden files
-included but ``.git`` excluded, and a timeout. Without ripgrep a pure-Python
-search walks the same files through the confined file API. Both report
-``path:line: text``, capped, with an explicit marker when cut.
+ripgrep does the work when the sandbox has it: it runs *inside* the sandbox
+(``sandbox.exec``), so it sees exactly what the child sees and a symlink the
+child swapped in can never lead it to the host's files; ``--no-config``,
+``--json`` (exact paths, whatever characters they hold), hidden files
+included, ``.git`` excluded, symlinks not followed (ripgrep's default), the
+sandbox's timeout and output cap. Without ripgrep a pure-Python search walks
+the same files through the confined file API. Both report ``path:line:
+text``, drop every result whose path the permission rules deny to ``search``
+or ``read_file``, and mark where they were cut.
 """
 
 from __future__ import annotations
 
+import json
 import re
-import shutil
-import subprocess
-from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -26,6 +28,8 @@ __all__ = ["SearchTool", "python_search", "ripgrep_search"]
 MAX_RESULTS = 200
 MAX_LINE = 300
 RG_TIMEOUT = 30.0
+RG_OUTPUT = 4 * 1024 * 1024
+_MISSING = 127  # the sandbox's exit code for a program that is not installed
 
 
 class SearchArgs(Args):
@@ -36,33 +40,44 @@ class SearchArgs(Args):
     max_results: int = Field(default=MAX_RESULTS, ge=1, le=1000)
 
 
-def ripgrep_search(rg: str, root: Path, directory: Path, args: SearchArgs,
-                   ) -> tuple[list[str], bool]:
-    """Matches as ``path:line: text`` relative to ``root``; ``True`` when cut."""
-    argv = [rg, "--no-config", "--no-heading", "--line-number", "--with-filename",
-            "--color", "never", "--hidden", "--glob", "!.git", "--max-columns", str(MAX_LINE),
-            "--max-columns-preview"]
+def ripgrep_search(context: ToolContext, args: SearchArgs) -> list[tuple[str, int, str]] | None:
+    """(path, line, text) matches from ripgrep inside the sandbox; None without ripgrep."""
+    argv = ["rg", "--no-config", "--json", "--hidden", "--glob", "!.git",
+            "--max-columns", str(MAX_LINE), "--max-columns-preview"]
     if args.ignore_case:
         argv.append("--ignore-case")
     if args.glob:
         argv += ["--glob", args.glob]
-    argv += ["--regexp", args.pattern, "--", str(directory.relative_to(root) or ".")]
+    argv += ["--regexp", args.pattern, "--", args.path]
     try:
-        done = subprocess.run(  # noqa: S603 - argv list, fixed binary, no shell, no env
-            argv, cwd=root, capture_output=True, timeout=RG_TIMEOUT, env={}, check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
+        result = context.sandbox.exec(argv, timeout=context.time_left(RG_TIMEOUT),
+                                      output_cap=RG_OUTPUT)
+    except SandboxError as exc:
+        raise ToolFailure(f"search failed: {exc.message}") from exc
+    if result.exit_code == _MISSING:
+        return None
+    if result.timed_out:
         raise ToolFailure(f"search took longer than {RG_TIMEOUT:.0f}s; narrow the path or "
-                          "the pattern") from exc
-    if done.returncode == 2 and not done.stdout:
-        message = done.stderr.decode(errors="replace").strip().splitlines()
+                          "the pattern")
+    if result.exit_code == 2 and not result.stdout:
+        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
         raise ToolFailure("search failed: " + (message[-1] if message else "ripgrep error"))
-    lines = done.stdout.decode(errors="replace").splitlines()
-    return [line.removeprefix("./") for line in lines[:args.max_results]], \
-        len(lines) > args.max_results
+    matches: list[tuple[str, int, str]] = []
+    for line in result.stdout.splitlines():
+        try:
+            event: dict[str, Any] = json.loads(line)
+        except ValueError:
+            continue  # a line cut by the output cap
+        if event.get("type") != "match":
+            continue
+        data = event["data"]
+        path = data["path"].get("text") or data["path"].get("bytes", "")
+        text = (data["lines"].get("text") or "").rstrip("\n")
+        matches.append((str(path).removeprefix("./"), int(data["line_number"]), text))
+    return matches
 
 
-def python_search(context: ToolContext, args: SearchArgs) -> tuple[list[str], bool]:
+def python_search(context: ToolContext, args: SearchArgs) -> list[tuple[str, int, str]]:
     """The same search without ripgrep, through the confined file API."""
     flags = re.IGNORECASE if args.ignore_case else 0
     try:
@@ -74,7 +89,7 @@ def python_search(context: ToolContext, args: SearchArgs) -> tuple[list[str], bo
     if not pattern.startswith("**") and "/" not in pattern:
         pattern = f"**/{pattern}"
     files = context.sandbox.files
-    out: list[str] = []
+    out: list[tuple[str, int, str]] = []
     for rel in files.glob(pattern if base in ("", ".") else f"{base}/{pattern}", limit=20000):
         try:
             data = files.read_bytes(rel, max_bytes=4 * 1024 * 1024)
@@ -82,12 +97,12 @@ def python_search(context: ToolContext, args: SearchArgs) -> tuple[list[str], bo
             continue  # directories, special files, big files: not searched
         if b"\0" in data[:8192]:
             continue
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+        for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
             if regex.search(line):
-                out.append(f"{rel}:{number}:{line[:MAX_LINE]}")
-                if len(out) > args.max_results:
-                    return out[:args.max_results], True
-    return out, False
+                out.append((rel, number, line[:MAX_LINE]))
+                if len(out) > 5 * args.max_results:
+                    return out
+    return out
 
 
 class SearchTool:
@@ -98,24 +113,28 @@ class SearchTool:
                    "lines (hidden files included, .git excluded).")
     args = SearchArgs
 
-    def __init__(self, rg: str | None = None, *, use_ripgrep: bool = True) -> None:
-        self.rg = (rg or shutil.which("rg")) if use_ripgrep else None
+    def __init__(self, *, use_ripgrep: bool = True) -> None:
+        self.use_ripgrep = use_ripgrep
 
     def subjects(self, args: SearchArgs) -> list[str | None]:
         return [args.path]
 
     def run(self, args: SearchArgs, context: ToolContext) -> ToolOutput:
         try:
-            directory = context.sandbox.files.resolve_dir(args.path)
+            context.sandbox.files.resolve_dir(args.path)
         except SandboxError as exc:
             raise ToolFailure(exc.message) from exc
-        if self.rg:
-            lines, cut = ripgrep_search(self.rg, context.sandbox.root, directory, args)
-        else:
-            lines, cut = python_search(context, args)
+        found = ripgrep_search(context, args) if self.use_ripgrep else None
+        engine = "rg"
+        if found is None:
+            found, engine = python_search(context, args), "python"
+        shown = [m for m in found if context.shown(self.name, m[0])]
+        hidden = len({m[0] for m in found} - {m[0] for m in shown})
+        lines = [f"{path}:{number}:{text}" for path, number, text in shown[:args.max_results]]
         text = "\n".join(lines) or "(no matches)"
-        if cut:
+        if hidden:
+            text += f"\n[{hidden} file(s) hidden by permission rules]"
+        if len(shown) > args.max_results:
             text += f"\n[truncated: showing the first {args.max_results} matches; narrow the " \
                     "search]"
-        return ToolOutput(text, data={"matches": len(lines), "engine": "rg" if self.rg else
-                                      "python"})
+        return ToolOutput(text, data={"matches": len(lines), "engine": engine})

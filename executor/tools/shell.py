@@ -41,7 +41,7 @@ class ShellTool:
     def run(self, args: ShellArgs, context: ToolContext) -> ToolOutput:
         sandbox = context.sandbox
         limit = sandbox.limits.timeout_seconds
-        timeout = min(args.timeout, limit) if args.timeout else limit
+        timeout = context.time_left(min(args.timeout, limit) if args.timeout else limit)
         try:
             result = sandbox.exec(["sh", "-c", args.command], timeout=timeout,
                                   output_cap=MAX_OUTPUT, cwd=args.cwd)

@@ -64,11 +64,45 @@ def test_patch_with_gitlink_rejected() -> None:
     assert any("gitlink" in p for p in problems(patch))
 
 
-def test_patch_with_binary_blob_requires_opt_in() -> None:
-    patch = ("diff --git a/b.bin b/b.bin\nnew file mode 100644\nindex 0000000..abc\n"
-             "GIT binary patch\nliteral 3\nKcmZQz\n\nliteral 0\nHcmV?d00001\n")
+def _git_patch(tmp_path: Path, files: dict[str, bytes]) -> bytes:
+    """A real ``git diff --binary`` adding ``files`` (symlinks when the value starts @)."""
+    work = tmp_path / "patchsrc"
+    work.mkdir()
+    git(work, "init", "-q")
+    for name, content in files.items():
+        target = work / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if content.startswith(b"@"):
+            target.symlink_to(content[1:].decode())
+        else:
+            target.write_bytes(content)
+    git(work, "add", "-A")
+    return subprocess.run(["git", "diff", "--cached", "--binary"], cwd=work,
+                          capture_output=True, check=True).stdout
+
+
+def test_patch_with_binary_blob_requires_opt_in(tmp_path: Path) -> None:
+    patch = _git_patch(tmp_path, {"b.bin": bytes(range(256))})
     assert any("binary" in p for p in problems(patch))
     assert problems(patch, allow_binary=True) == []
+
+
+def test_names_with_spaces_are_read_exactly(tmp_path: Path) -> None:
+    """A header git does not quote (spaces) is still read; the symlink and the second
+    file are both seen (the review's bypass: a symlink hidden by a name with a space)."""
+    patch = _git_patch(tmp_path, {"link": b"@/root/.bashrc", "z z.txt": b"x",
+                                  "dir with space/a b.md": b"y\n"})
+    plan = inspect_patch(patch)
+    assert sorted(f.path for f in plan.files) == ["dir with space/a b.md", "link", "z z.txt"]
+    assert [f.path for f in plan.files if f.new_mode == "120000"] == ["link"]
+    assert any("link: creates a symlink" in p for p in plan.problems)
+    assert inspect_patch(patch, allow_symlinks=True).problems == []
+
+
+def test_a_header_this_check_cannot_read_is_refused() -> None:
+    patch = ('diff --git "a/caf\\303\\251" "b/caf\\303\\251"\nnew file mode 100644\n'
+             '--- /dev/null\n+++ "b/caf\\303\\251"\n@@ -0,0 +1 @@\n+x\n')
+    assert problems(patch)
 
 
 def test_patch_over_byte_cap_refused() -> None:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from exec_support import agent_file
 
 from executor.cli import cli
+from executor.results import ledger_dir
 
 RUN_KEYS = {"run_id", "agent", "status", "final_text", "diff", "changed_files", "denied_calls"}
 
@@ -96,7 +97,7 @@ def test_run_user_errors_fail_before_side_effects(repo: Path, args: list[str],
                                       "--no-personal", "--backend", "host", *args, "go"])
     assert result.exit_code != 0
     assert message in (result.output + str(result.exception))
-    assert not (repo / ".git" / "corral").exists()  # nothing recorded
+    assert not ledger_dir(repo).exists()  # nothing recorded
 
 
 def test_foreign_model_needs_an_override(repo: Path) -> None:

@@ -23,8 +23,8 @@ VARIANTS = ["Write_File", "WRITE_FILE", "write_f\u0456le", "write_file ", "\twri
 
 
 def digest(repo: Path) -> str:
-    """The checkout and its git dir, without corral's run ledger (.git/corral/runs)."""
-    return tree_digest(repo, exclude=".git/corral")
+    """The checkout and its git dir, byte for byte (corral's ledger lives elsewhere)."""
+    return tree_digest(repo)
 
 
 def _script(name: str, args: dict[str, object]) -> list[dict[str, object]]:

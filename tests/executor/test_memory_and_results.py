@@ -94,21 +94,24 @@ def record(run_id: str, **fields: object) -> RunRecord:
     return RunRecord.model_validate(base | fields)
 
 
-def test_ledger_lives_in_the_common_git_dir(tmp_path: Path) -> None:
-    (tmp_path / ".git").mkdir()
-    assert ledger_dir(tmp_path / "sub") == tmp_path / ".git" / "corral" / "runs"
-    worktree = tmp_path / "wt"
-    admin = tmp_path / ".git" / "worktrees" / "wt"
+def test_ledger_is_per_repository_outside_the_repository(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    main = ledger_dir(tmp_path / "repo" / "sub", env=env)
+    assert main.is_relative_to(tmp_path / "state" / "corral" / "runs")
+    assert main.name.startswith("repo-")
+    # A linked worktree of the same repository shares its ledger.
+    admin = tmp_path / "repo" / ".git" / "worktrees" / "wt"
     admin.mkdir(parents=True)
     (admin / "commondir").write_text("../..\n")
+    worktree = tmp_path / "wt"
     worktree.mkdir()
     (worktree / ".git").write_text(f"gitdir: {admin}\n")
-    assert ledger_dir(worktree) == (tmp_path / ".git").resolve() / "corral" / "runs"
-
-
-def test_ledger_outside_git_uses_the_cache(tmp_path: Path) -> None:
-    where = ledger_dir(tmp_path / "plain", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
-    assert where.is_relative_to(tmp_path / "cache" / "corral" / "runs")
+    assert ledger_dir(worktree, env=env) == main
+    other = ledger_dir(tmp_path / "plain", env=env)
+    assert other != main and other.parent == main.parent
+    assert ledger_dir(tmp_path / "repo", env={"CORRAL_STATE_DIR": str(tmp_path / "x")}) \
+        .is_relative_to(tmp_path / "x")
 
 
 def test_write_find_list_and_transcript(tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def test_missing_or_ambiguous_skill_fails_the_start(run: Runner, repo: Path,
     zuno(repo, {"a": {"requiredSkills": ["dup"]}})
     with pytest.raises(RunError, match=message):
         run("a", [{"text": "ok"}])
-    assert not (repo / ".git" / "corral").exists()  # nothing started, nothing recorded
+    assert not ledger_dir(repo).exists()  # nothing started, nothing recorded
 
 
 def test_memory_strategy_shapes_the_requests_not_the_transcript(run: Runner,

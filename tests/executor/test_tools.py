@@ -132,6 +132,25 @@ def test_apply_patch_refuses_hostile_or_unsupported_patches(ctx: ToolContext, pa
         call(ctx, "apply_patch", patch=patch)
 
 
+def test_apply_patch_edge_cases(ctx: ToolContext) -> None:
+    files = ctx.sandbox.files
+    files.write_bytes("crlf.txt", b"one\r\ntwo\r\n")
+    call(ctx, "apply_patch", patch="--- a/crlf.txt\n+++ b/crlf.txt\n@@ -1,2 +1,2 @@\n one\n"
+         "-two\n+TWO\n")
+    assert files.read_bytes("crlf.txt") == b"one\r\nTWO\r\n"  # CRLF kept, added line too
+    files.write_text("odd.txt", "a\x0cb\nc\n")  # a form feed is not a line break
+    call(ctx, "apply_patch", patch="--- odd.txt\n+++ odd.txt\n@@ -1,2 +1,2 @@\n a\x0cb\n-c\n"
+         "+C\n")
+    assert files.read_text("odd.txt") == "a\x0cb\nC\n"
+    files.write_text("a/b.txt", "x\n")  # a real directory named a: no prefix stripping
+    call(ctx, "apply_patch", patch="--- a/b.txt\n+++ a/b.txt\n@@ -1 +1 @@\n-x\n+y\n")
+    assert files.read_text("a/b.txt") == "y\n"
+    twice = ("--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# Project\n+# One\n"
+             "--- a/README.md\n+++ b/README.md\n@@ -3 +3 @@\n-hello\n+bye\n")
+    with pytest.raises(ToolFailure, match="two sections"):
+        call(ctx, "apply_patch", patch=twice)
+
+
 def test_parse_patch_counts_lines() -> None:
     with pytest.raises(ToolFailure, match="wrong line counts"):
         parse_patch("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\n")
