@@ -73,13 +73,42 @@ class PatchPlan:
         return [f for f in self.files if f.flags]
 
 
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquote(token: str) -> str | None:
+    """git's C-style quoted path (``"caf\\303\\251"``) -> its text, or None when malformed."""
+    if len(token) < 2 or not (token.startswith('"') and token.endswith('"')):
+        return None
+    body, out, i = token[1:-1], bytearray(), 0
+    while i < len(body):
+        char = body[i]
+        if char != "\\":
+            out += char.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = body[i + 1:i + 2]
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif re.fullmatch(r"[0-7]{3}", body[i + 1:i + 4]):
+            out.append(int(body[i + 1:i + 4], 8))
+            i += 4
+        else:
+            return None
+    return out.decode("utf-8", "surrogateescape")
+
+
 def _clean(raw: str, prefix: str | None, plan: PatchPlan) -> str | None:
     text = raw.strip()
     if text == "/dev/null":
         return None
     if text.startswith('"'):
-        plan.problems.append(f"quoted path {text}: refusing paths with special characters")
-        return None
+        decoded = unquote(text)
+        if decoded is None:
+            plan.problems.append(f"malformed quoted path {text}")
+            return None
+        text = decoded
     if prefix and text.startswith(prefix):
         text = text[len(prefix):]
     if "\0" in text or any(ord(c) < 32 for c in text):
@@ -97,8 +126,12 @@ def _header(rest: str) -> tuple[str, str] | None:
     """The two paths of ``diff --git <rest>``. git does not quote spaces, so the
     header is read as ``a/P b/P`` (both sides equal) or split at its one `` b/``;
     anything else is unreadable (and refused)."""
-    if rest.startswith('"'):
-        return None
+    if rest.startswith('"'):  # quoted (special characters): "a/..." "b/..."
+        match = re.fullmatch(r'("(?:[^"\\]|\\.)*") ("(?:[^"\\]|\\.)*"|b/.*)', rest)
+        return (match[1], match[2]) if match else None
+    if rest.startswith("a/") and rest.endswith('"') and ' "b/' in rest:
+        left, right = rest.split(' "b/', 1)
+        return left, '"b/' + right
     if rest.startswith("a/") and len(rest) % 2 == 1:
         half = (len(rest) - 1) // 2
         left, gap, right = rest[:half], rest[half], rest[half + 1:]
@@ -200,6 +233,7 @@ def _cross_check(data: bytes, plan: PatchPlan) -> None:
         if not match:
             continue
         mode, path = (match[2], match[3]) if match[1] else (match[5], match[6])
+        path = unquote(path) or path
         item = by_path.get(path)
         seen = item is not None and mode in (item.new_mode, item.old_mode)
         if not seen:

@@ -99,9 +99,23 @@ def test_names_with_spaces_are_read_exactly(tmp_path: Path) -> None:
     assert inspect_patch(patch, allow_symlinks=True).problems == []
 
 
+def test_quoted_names_are_decoded_and_judged(tmp_path: Path) -> None:
+    """git quotes non-ASCII and control characters: those names are decoded, merged when
+    harmless, and still refused when they spell .git."""
+    patch = _git_patch(tmp_path, {"café/naïve.md": b"x\n", "tab\tname": b"y\n"})
+    plan = inspect_patch(patch)
+    assert sorted(f.path for f in plan.files) == ["café/naïve.md", "tab\tname"]
+    assert any("control characters" in p for p in plan.problems)  # the tab, not the accent
+    assert not any("café" in p for p in plan.problems)
+    hidden = ('diff --git "a/.g\\342\\200\\214it/config" "b/.g\\342\\200\\214it/config"\n'
+              'new file mode 100644\n--- /dev/null\n+++ "b/.g\\342\\200\\214it/config"\n'
+              '@@ -0,0 +1 @@\n+x\n')
+    assert any(".git" in p for p in problems(hidden))
+
+
 def test_a_header_this_check_cannot_read_is_refused() -> None:
-    patch = ('diff --git "a/caf\\303\\251" "b/caf\\303\\251"\nnew file mode 100644\n'
-             '--- /dev/null\n+++ "b/caf\\303\\251"\n@@ -0,0 +1 @@\n+x\n')
+    patch = ('diff --git "a/x\\q" "b/x\\q"\nnew file mode 100644\n'
+             '--- /dev/null\n+++ "b/x\\q"\n@@ -0,0 +1 @@\n+x\n')
     assert problems(patch)
 
 
