@@ -4,10 +4,18 @@
 an allowlist, serialises commands, freezes the sandbox while a diff is
 computed (stop every process first: threats B8.40), and tears down in the only
 safe order: stop, capture the diff, close the backend, remove the worktree.
+
+Every collection sweeps the writable workspace for setuid/setgid files first
+(:mod:`sandbox.setid`), and so does teardown of a workspace that stays (the
+user's checkout). The stored diff is always the latest one: a command or a
+file-API write after a collection marks it stale (in memory, and in the meta
+for gc), a failed collection clears it, and teardown collects again whenever
+the stored diff is missing or stale.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -19,10 +27,11 @@ from typing import ClassVar
 from policies.contract import SandboxMode
 from sandbox.config import BackendName, Limits
 from sandbox.diff import compute_diff
-from sandbox.errors import SandboxConfigError, SandboxStateError
+from sandbox.errors import SandboxConfigError, SandboxError, SandboxStateError
 from sandbox.files import ConfinedFiles
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
-from sandbox.state import SandboxMeta, SandboxState
+from sandbox.setid import clear_setid
+from sandbox.state import SandboxMeta, SandboxState, SandboxStatus
 from sandbox.workspace import Workspace, remove_tree
 
 __all__ = ["SANDBOX_PATH", "BaseSandbox", "ExecSpec"]
@@ -63,11 +72,14 @@ class BaseSandbox(ABC):
         self._meta = meta
         self._limits = limits
         self._files = ConfinedFiles(workspace.root, writable=workspace.writable,
-                                    owner=files_owner)
+                                    owner=files_owner, on_write=self._touched)
         self._cond = threading.Condition()
         self._busy = False
         self._freezing = 0
         self._diff: DiffResult | None = None
+        #: Something may have changed the workspace since ``_diff`` was computed.
+        self._dirty = False
+        self._setid_cleared: set[str] = set()
         self._report: TeardownReport | None = None
 
     # -- backend hooks ----------------------------------------------------------
@@ -159,6 +171,8 @@ class BaseSandbox(ABC):
             self._check_open()
             self._busy = True
         try:
+            if self._ws.writable:
+                self._touched()
             return self._run(spec)
         finally:
             with self._cond:
@@ -214,11 +228,39 @@ class BaseSandbox(ABC):
             self._check_open()
             return self._collect()
 
-    def _collect(self) -> DiffResult:
-        self._diff = compute_diff(self._ws, self._state, max_bytes=self._limits.max_diff_bytes)
-        self._meta = self._meta.model_copy(update={"status": "captured"})
+    def _set_status(self, status: SandboxStatus) -> None:
+        self._meta = self._meta.model_copy(update={"status": status})
         self._state.write_meta(self._meta)
-        return self._diff
+
+    def _touched(self) -> None:
+        """The workspace may change: the stored diff (if any) is no longer the latest."""
+        if self._dirty:
+            return
+        self._dirty = True
+        if self._meta.status == "captured":
+            self._set_status("active")  # a crash from here on: gc captures again
+
+    def _sweep(self) -> list[str]:
+        """Clear setuid/setgid bits in a writable workspace (processes must be stopped)."""
+        if not self._ws.writable:
+            return []
+        cleared = clear_setid(self._ws.root)
+        self._setid_cleared.update(cleared)
+        return cleared
+
+    def _collect(self) -> DiffResult:
+        """Sweep, then compute and persist the latest diff; a failure leaves no stored diff."""
+        self._diff = None
+        self._dirty = False
+        if self._meta.status == "captured":
+            self._set_status("active")
+        cleared = self._sweep()
+        diff = compute_diff(self._ws, self._state, max_bytes=self._limits.max_diff_bytes,
+                            setid_cleared=cleared)
+        self._diff = diff
+        if not self._dirty:  # a file-API write raced the collection: leave it stale
+            self._set_status("captured")
+        return diff
 
     def teardown(self, *, discard: bool = False) -> TeardownReport:
         """See :class:`sandbox.protocol.Sandbox`."""
@@ -227,16 +269,22 @@ class BaseSandbox(ABC):
         with self._frozen():
             if self._report is not None:
                 return self._report
+            stale = self._diff is None or self._dirty
             try:
-                if self._diff is None and self.mode is not SandboxMode.READ_ONLY and not discard:
+                if stale and self.mode is not SandboxMode.READ_ONLY and not discard:
                     self._collect()
+                self._close()
+                if self._ws.worktree is None:  # the user's checkout stays: sweep it last
+                    self._sweep()
             except BaseException:
                 self._close()
+                if self._ws.worktree is None:
+                    with contextlib.suppress(SandboxError):
+                        self._sweep()
                 # Hand the kept worktree to gc: nobody owns it any more.
                 self._meta = self._meta.model_copy(update={"owner_pid": None})
                 self._state.write_meta(self._meta)
                 raise
-            self._close()
             removed = [f"state:{self._state.dir}"]
             if self._ws.worktree is not None:
                 remove_tree(self._ws.worktree)
@@ -245,7 +293,7 @@ class BaseSandbox(ABC):
             self._report = TeardownReport(
                 sandbox_id=self.id, diff_captured=self._diff is not None,
                 patch_path=self._diff.patch_path if self._diff else None,
-                removed=tuple(removed),
+                removed=tuple(removed), setid_cleared=tuple(sorted(self._setid_cleared)),
             )
             return self._report
 

@@ -12,7 +12,11 @@ a directory file descriptor and a final name, with ``openat`` semantics
   refusing instead of clamping); an absolute target is refused;
 - an intermediate directory swapped for a symlink between the check and the
   open fails the open (``O_NOFOLLOW | O_DIRECTORY``) and is refused;
-- for writes, any spelling of ``.git`` on the way is refused.
+- any spelling of ``.git`` on the way (given, or reached through an in-root
+  symlink) is refused, for reads, stat, listing and a command's ``cwd`` as
+  much as for writes: the git directory holds the repository's configuration,
+  the child's private git state and the run ledger, none of which a tool may
+  read or change.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class Resolver:
         return parts
 
     def _resolve(
-        self, path: str, *, follow_last: bool, for_write: bool = False, make_dirs: bool = False
+        self, path: str, *, follow_last: bool, make_dirs: bool = False
     ) -> tuple[int, str | None, list[str]]:
         """Walk ``path`` from the root; return (parent dir fd, final name, realized names).
 
@@ -92,10 +96,11 @@ class Resolver:
                     os.close(fds.pop())
                     names.pop()
                     continue
-                if for_write and is_git_alias(name):
+                if is_git_alias(name):
                     raise PathDenied(
-                        f"{path}: .git (in any spelling) is never writable",
-                        code="path_protected", path=path,
+                        f"{path}: the git directory (.git, in any spelling) is not accessible "
+                        "through file tools", code="path_protected", path=path,
+                        hint="use git commands through the shell, where the sandbox allows them",
                     )
                 last = not todo
                 if last and not follow_last:

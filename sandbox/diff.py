@@ -17,17 +17,28 @@ pointer is never followed, and the parent's own configuration is never read):
 4. ``diff-index --cached -p --binary -M`` against the snapshot commit gives the
    patch, and ``--raw``/``--numstat`` the structured list.
 
-The result is persisted under ``results/<id>/`` before it is returned.
+The patch is streamed (:func:`sandbox.gitsafe.stream_git`): :func:`compute_diff`
+stops git as soon as the patch passes ``max_bytes`` (:class:`DiffTooLarge`,
+with at most the cap in memory), and :func:`persist_diff` (gc, no cap) writes
+it straight to ``results/<id>/diff.patch`` without holding it. Either way the
+result is persisted under ``results/<id>/`` before it is returned.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import secrets
 import shutil
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 from policies.contract import SandboxMode
 from sandbox.errors import DiffTooLarge
-from sandbox.gitsafe import git_env, run_git
+from sandbox.gitsafe import git_env, run_git, stream_git
 from sandbox.names import review_flags
 from sandbox.privategit import verify_private_git
 from sandbox.results import ChangedFile, ChangeStatus, DiffResult, ExcludedPath
@@ -35,7 +46,7 @@ from sandbox.scan import scan_tree
 from sandbox.state import SandboxState
 from sandbox.workspace import Workspace, pathspec_file, stage_tree
 
-__all__ = ["compute_diff"]
+__all__ = ["compute_diff", "persist_diff"]
 
 _STATUS: dict[str, ChangeStatus] = {
     "A": "added", "D": "deleted", "M": "modified", "R": "renamed", "T": "type_changed",
@@ -86,21 +97,33 @@ def _binary_paths(output: bytes) -> set[str]:
     return binary
 
 
-def _changed(entry: _RawEntry, binary: set[str]) -> ChangedFile:
+def _changed(entry: _RawEntry, binary: set[str], setid: Collection[str]) -> ChangedFile:
     old_mode = None if entry.old_mode == _NULL_MODE else entry.old_mode
     new_mode = None if entry.new_mode == _NULL_MODE else entry.new_mode
+    flags = review_flags(entry.path, old_mode=old_mode, new_mode=new_mode)
     return ChangedFile(
         path=entry.path, status=_STATUS.get(entry.status, "modified"), old_path=entry.old_path,
         old_mode=old_mode, new_mode=new_mode, binary=entry.path in binary,
-        flags=review_flags(entry.path, old_mode=old_mode, new_mode=new_mode),
+        flags=(*flags, "setid_cleared") if entry.path in setid else flags,
     )
 
 
-def compute_diff(ws: Workspace, state: SandboxState, *, max_bytes: int) -> DiffResult:
-    """Compute, persist and return the child's diff (processes must already be stopped)."""
+_PatchWriter = Callable[[BinaryIO, int | None], int | None]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything of a diff but the patch bytes, and how to stream them."""
+
+    result: DiffResult
+    write_patch: _PatchWriter
+
+
+def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Prepared | None:
+    """Stage the child's tree and list its changes (``None`` in read-only mode)."""
     if (ws.mode is SandboxMode.READ_ONLY or ws.base_commit is None or ws.baseline_index is None
             or ws.private_git is None):
-        return state.save_result(DiffResult(sandbox_id=state.id, base_commit=None, patch=b""))
+        return None
     git_dir = ws.private_git
     verify_private_git(git_dir, ws.git_files)
     index = state.dir / "collect.index"
@@ -130,18 +153,63 @@ def compute_diff(ws: Workspace, state: SandboxState, *, max_bytes: int) -> DiffR
                      for e in gitlinks]
         entries = _parse_raw(git("diff-index", *_DIFF_OPTIONS, "--raw", "-z", base))
     binary = _binary_paths(git("diff-index", *_DIFF_OPTIONS, "--numstat", "-z", base))
-    patch = git("diff-index", *_DIFF_OPTIONS, "-p", "--binary", "--src-prefix=a/",
-                "--dst-prefix=b/", base)
-    if len(patch) > max_bytes:
+
+    def write_patch(sink: BinaryIO, limit: int | None) -> int | None:
+        return stream_git(["diff-index", *_DIFF_OPTIONS, "-p", "--binary", "--src-prefix=a/",
+                           "--dst-prefix=b/", base], git_dir=git_dir, work_tree=ws.root,
+                          env=env, sink=sink, limit=limit, operation="collect_diff")
+
+    result = DiffResult(
+        sandbox_id=state.id, base_commit=base, patch=b"",
+        changed=tuple(_changed(entry, binary, setid) for entry in entries),
+        excluded=tuple(sorted(excluded, key=lambda e: e.path)),
+        setid_cleared=tuple(sorted(setid)),
+    )
+    return _Prepared(result, write_patch)
+
+
+def compute_diff(ws: Workspace, state: SandboxState, *, max_bytes: int,
+                 setid_cleared: Collection[str] = ()) -> DiffResult:
+    """Compute, persist and return the child's diff (processes must already be stopped).
+
+    Raises :class:`DiffTooLarge` as soon as the patch passes ``max_bytes``
+    (git is killed; nothing is persisted).
+    """
+    prepared = _prepare(ws, state, setid_cleared)
+    if prepared is None:
+        return state.save_result(DiffResult(sandbox_id=state.id, base_commit=None, patch=b""))
+    sink = io.BytesIO()
+    if prepared.write_patch(sink, max_bytes) is None:
         raise DiffTooLarge(
-            f"the child's diff is {len(patch)} bytes, over the {max_bytes}-byte cap",
-            operation="collect_diff", context={"files": len(entries)},
+            f"the child's diff is over the {max_bytes}-byte cap",
+            operation="collect_diff", context={"files": len(prepared.result.changed)},
             hint="raise limits.max_diff_bytes, or discard this child's work",
         )
-    result = DiffResult(
-        sandbox_id=state.id, base_commit=base, patch=patch,
-        changed=tuple(_changed(entry, binary) for entry in entries),
-        excluded=tuple(sorted(excluded, key=lambda e: e.path)),
-    )
-    return state.save_result(result)
+    return state.save_result(prepared.result.model_copy(update={"patch": sink.getvalue()}))
 
+
+def persist_diff(ws: Workspace, state: SandboxState, *,
+                 setid_cleared: Collection[str] = ()) -> Path:
+    """Capture the child's diff with no cap, streamed to disk (gc); return the patch's path.
+
+    The patch never passes through memory: it is written to a temporary file
+    next to ``results/<id>/diff.patch``, synced and renamed into place, then
+    the JSON description is written.
+    """
+    prepared = _prepare(ws, state, setid_cleared)
+    if prepared is None:
+        saved = state.save_result(DiffResult(sandbox_id=state.id, base_commit=None, patch=b""))
+        return saved.patch_path or state.patch_path
+    results = state.make_results_dir()
+    tmp = results / f".diff.patch.{secrets.token_hex(4)}.tmp"
+    try:
+        with tmp.open("wb") as sink:
+            prepared.write_patch(sink, None)
+            sink.flush()
+            os.fsync(sink.fileno())
+        tmp.replace(state.patch_path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    state.save_description(prepared.result.model_copy(update={"patch_path": state.patch_path}))
+    return state.patch_path

@@ -11,17 +11,24 @@ ALL``, ``no-new-privileges``, ``--pids-limit``, ``--memory`` (= swap),
 
 Users: commands run as a non-root uid (the workspace owner, or 1000 with a
 corral-made worktree chowned to it); the keep-alive process runs as another
-uid (65534). Each command runs as ``"$@"; kill -9 -1``: when it ends, every
-process it left (``setsid``, double fork) is killed, but not the keep-alive,
-which that uid may not signal. A timeout or :meth:`stop_processes` runs the
-same ``kill -9 -1`` in a second exec. Peak RSS is the container's memory
+uid (65534). After every command (normal end, timeout, engine error) a
+separate exec runs ``kill -9 -1`` as the command's uid and waits until no
+process of that uid is left: everything the command started (``setsid``,
+double fork, ``nohup``) dies before ``exec`` returns, even when the command
+killed its own wrapper (``kill -9 $PPID``), and the keep-alive survives
+because that uid may not signal it. The wrapper also runs ``"$@"; kill -9 -1``
+so a background process holding the output pipe cannot keep the exec open;
+that one is only an optimisation, the separate exec is the guarantee. A
+timeout or :meth:`stop_processes` runs the same kill exec. (Docker bind mounts
+cannot be made ``nosuid``; ``no-new-privileges`` keeps a setuid file the child
+makes inert inside the container, and :mod:`sandbox.setid` clears it on the
+host.) Peak RSS is the container's memory
 high-water mark (cgroup v1 only); CPU seconds are the container's usage
 during the command.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import threading
@@ -36,6 +43,7 @@ from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, DockerConfig
 from sandbox.errors import BackendUnavailable, SandboxConfigError, SandboxError
+from sandbox.limits import CgroupUsage
 from sandbox.process import DRAIN_GRACE_SECONDS, OutputCapture
 from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState
@@ -54,7 +62,26 @@ _RUN_WRAPPER = (
     '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc',
     "sh",
 )
-_KILL_ALL = ["/bin/sh", "-c", "kill -9 -1 2>/dev/null; true"]
+# Kills every process of the command's uid (never PID 1, the keep-alive's uid, or itself), then
+# waits until none is left alive (zombies are fine: docker-init reaps them); exit 1 if some
+# process survives 200 rounds (stuck in the kernel).
+_KILL_ALL = ["/bin/sh", "-c", """kill -9 -1 2>/dev/null
+n=0
+while :; do
+  left=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    if [ "$p" = "$$" ] || [ "$p" = 1 ] || ! [ -O "$d" ]; then continue; fi
+    read -r line < "$d/stat" 2>/dev/null || continue
+    state=${line##*) }
+    case $state in Z*|X*) ;; *) left=1 ;; esac
+  done
+  [ $left = 0 ] && exit 0
+  n=$((n + 1))
+  [ $n -ge 200 ] && exit 1
+  kill -9 -1 2>/dev/null
+  sleep 0.01
+done"""]
 _TMP, _HOME = "/tmp", "/tmp/home"  # noqa: S108 - the container's own tmpfs mounts
 _KEEPALIVE_UID = 65534
 _DEFAULT_UID = 1000
@@ -184,52 +211,6 @@ def plan_users(
     return user, chown
 
 
-class _CgroupStats:
-    """The container's cgroup files, read from the host (engine on this machine only).
-
-    ``docker stats`` takes up to a second per call; these reads take microseconds.
-    """
-
-    def __init__(self, memory: Path | None, cpu: Path | None) -> None:
-        self.memory = memory
-        self.cpu = cpu
-
-    @classmethod
-    def of_pid(cls, pid: int) -> _CgroupStats | None:
-        try:
-            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid else []
-        except OSError:
-            return None
-        memory = cpu = None
-        unified = Path("/sys/fs/cgroup/cgroup.controllers").exists()
-        for line in lines:
-            _, controllers, path = line.split(":", 2)
-            rel = path.lstrip("/")
-            if controllers == "" and unified:  # cgroup v2 only
-                base = Path("/sys/fs/cgroup", rel)
-                memory, cpu = base / "memory.peak", base / "cpu.stat"
-            elif "memory" in controllers.split(","):
-                memory = Path("/sys/fs/cgroup/memory", rel, "memory.max_usage_in_bytes")
-            elif "cpuacct" in controllers.split(","):
-                cpu = Path("/sys/fs/cgroup/cpuacct", rel, "cpuacct.usage")
-        return cls(memory, cpu)
-
-    def read(self) -> tuple[int | None, int | None]:
-        memory = cpu = None
-        with contextlib.suppress(OSError, ValueError):
-            if self.memory is not None:
-                memory = int(self.memory.read_text().split()[0])
-        with contextlib.suppress(OSError, ValueError):
-            if self.cpu is not None:
-                text = self.cpu.read_text()
-                if self.cpu.name == "cpu.stat":
-                    usage = dict(line.split() for line in text.splitlines())
-                    cpu = int(usage["usage_usec"]) * 1000
-                else:
-                    cpu = int(text)
-        return memory, cpu
-
-
 class DockerSandbox(BaseSandbox):
     """One long-lived container per child (see the module docstring)."""
 
@@ -250,7 +231,8 @@ class DockerSandbox(BaseSandbox):
         self._uid = user
         self._client: Any = None
         self._cpu_ns = 0
-        self._cgroup: _CgroupStats | None = None
+        self._cgroup: CgroupUsage | None = None
+        self._kill_lock = threading.Lock()
 
     def _translate(self, exc: BaseException, operation: str) -> SandboxError:
         return SandboxError(f"docker {operation} failed: {exc}", code="docker_failed",
@@ -293,7 +275,7 @@ class DockerSandbox(BaseSandbox):
             attrs = self._client.api.inspect_container(self.id)
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "inspect") from exc
-        self._cgroup = _CgroupStats.of_pid(int(attrs.get("State", {}).get("Pid") or 0))
+        self._cgroup = CgroupUsage.of_pid(int(attrs.get("State", {}).get("Pid") or 0))
         self._cpu_ns = self._stats()[1] or 0
 
     def _stats(self) -> tuple[int | None, int | None]:
@@ -301,6 +283,15 @@ class DockerSandbox(BaseSandbox):
         return self._cgroup.read() if self._cgroup else (None, None)
 
     def _run(self, spec: ExecSpec) -> ExecResult:
+        try:
+            return self._exec(spec)
+        finally:
+            # Its own exec: the command may have killed its wrapper (``kill -9 $PPID``) and
+            # with it the wrapper's kill; nothing of the command outlives this call.
+            self._kill_all()
+            self._cpu_ns = self._stats()[1] or self._cpu_ns  # the kill's own CPU is no one's
+
+    def _exec(self, spec: ExecSpec) -> ExecResult:
         api = self._client.api
         out, err = OutputCapture(spec.output_cap), OutputCapture(spec.output_cap)
         start = time.monotonic()
@@ -360,23 +351,36 @@ class DockerSandbox(BaseSandbox):
     _stop_requested = False
 
     def _stop(self) -> None:
-        if self._client is None:
-            return
         self._stop_requested = True
-        api = self._client.api
-        try:
-            stream = api.exec_start(api.exec_create(self.id, _KILL_ALL, user=self._user)["Id"],
-                                    stream=True)
-            sock = _stream_socket(stream)
+        self._kill_all()
+
+    def _kill_all(self) -> None:
+        """Run :data:`_KILL_ALL` in its own exec and wait for it (one at a time)."""
+        with self._kill_lock:
+            client = self._client
+            if client is None:
+                return
+            api = client.api
             try:
-                for _ in stream:
-                    pass
-            finally:
-                _close_stream(stream, sock)
-        except docker.errors.NotFound:
-            pass
-        except _ENGINE_ERRORS as exc:
-            raise self._translate(exc, "stop") from exc
+                exec_id = api.exec_create(self.id, _KILL_ALL, user=self._user)["Id"]
+                stream = api.exec_start(exec_id, stream=True)
+                sock = _stream_socket(stream)
+                try:
+                    for _ in stream:
+                        pass
+                finally:
+                    _close_stream(stream, sock)
+                code = api.exec_inspect(exec_id).get("ExitCode")
+            except docker.errors.NotFound:
+                return  # the container is gone, and every process with it
+            except _ENGINE_ERRORS as exc:
+                raise self._translate(exc, "stop") from exc
+        if code != 0:
+            raise SandboxError(
+                f"processes of the child survived kill -9 (exit {code})",
+                code="docker_kill_failed", operation="stop", context={"container": self.id},
+                hint="the container is removed at teardown; corral gc removes it after a crash",
+            )
 
     def _close(self) -> None:
         if self._client is None:

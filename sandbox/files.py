@@ -5,12 +5,15 @@ file descriptors, ``O_NOFOLLOW``, symlinks followed only inside the root), so
 nothing the child did to the tree can point it elsewhere (threats B1.1, B1.2,
 B1.6, B8.40). On top of that:
 
+- any spelling of ``.git`` (:func:`sandbox.names.is_git_alias`) is refused for
+  every call, reads included (``path_protected``); :meth:`ConfinedFiles.glob`
+  never descends into one;
 - reads open with ``O_NONBLOCK | O_NOFOLLOW`` and refuse anything that is not a
   regular file, so a FIFO never hangs them and a device is never read;
-- writes are refused in read-only mode and into any spelling of ``.git``
-  (:func:`sandbox.names.is_git_alias`), go to a temporary file first and are
+- writes are refused in read-only mode, go to a temporary file first and are
   renamed into place, so a concurrent swap can replace a link but never write
-  through it.
+  through it; they never set or keep setuid/setgid bits (a replaced file keeps
+  only its permission and sticky bits).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import contextlib
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
@@ -80,6 +84,8 @@ class ConfinedFiles(Resolver):
 
     ``owner`` (``uid``, ``gid``) is given to files and directories this API
     creates, so a container user that owns the worktree can keep editing them.
+    ``on_write`` is called before every write operation (the sandbox notes that
+    its last diff may be stale).
     """
 
     def __init__(
@@ -89,10 +95,12 @@ class ConfinedFiles(Resolver):
         writable: bool,
         owner: tuple[int, int] | None = None,
         max_read_bytes: int = 16 * 1024 * 1024,
+        on_write: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(root, owner=owner)
         self.writable = writable
         self.max_read_bytes = max_read_bytes
+        self._on_write = on_write
 
     # -- paths ---------------------------------------------------------------
 
@@ -241,7 +249,7 @@ class ConfinedFiles(Resolver):
                 if not stat.S_ISREG(existing.st_mode):
                     raise PathDenied(f"{path} is not a regular file",
                                      code="path_not_regular", path=path)
-                perms = stat.S_IMODE(existing.st_mode)
+                perms = stat.S_IMODE(existing.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
             self._replace(dir_fd, name, data, perms, keep_mode=existing is not None)
         finally:
             os.close(dir_fd)
@@ -277,7 +285,9 @@ class ConfinedFiles(Resolver):
         if not self.writable:
             raise PathDenied(f"{path}: the workspace is read-only", code="read_only_workspace",
                              path=path, hint="this agent runs in read-only mode")
-        dir_fd, name, _ = self._resolve(path, follow_last=follow_last, for_write=True,
+        if self._on_write is not None:
+            self._on_write()
+        dir_fd, name, _ = self._resolve(path, follow_last=follow_last,
                                         make_dirs=make_parents)
         if name is None:
             os.close(dir_fd)

@@ -4,10 +4,13 @@ For every ``sandboxes/<id>`` under the state root whose owner process is gone
 (pid *and* start time must match, so a reused pid does not keep state alive):
 
 1. stop it: remove its container, kill and remove its cgroup;
-2. capture its diff if it had a writable workspace and none was captured yet
-   (the same hardened computation as ``collect_diff``, persisted under
-   ``results/<id>/``); if that is refused (say the repository's config now
-   names a program), keep everything and report it, unless ``force``;
+2. clear setuid/setgid bits in its writable workspace (:mod:`sandbox.setid`),
+   then capture its diff unless the latest one was captured already (the meta's
+   status is ``captured`` only until the child may have changed something
+   again): the same hardened computation as ``collect_diff``, with no cap but
+   streamed to ``results/<id>/`` rather than held in memory. If either is
+   refused (say the repository's config now names a program), keep everything
+   and report it, unless ``force``;
 3. remove the worktree, then the private state (with the private git dir).
 
 Captured diffs under ``results/`` are never removed. Containers labelled by
@@ -22,16 +25,15 @@ from pathlib import Path
 
 from policies.contract import SandboxMode
 from sandbox.config import DockerConfig
-from sandbox.diff import compute_diff
+from sandbox.diff import persist_diff
 from sandbox.errors import BackendUnavailable, SandboxError
 from sandbox.limits import PidsCgroup, cgroup_group, find_pids_hierarchy
 from sandbox.results import GcEntry, GcReport
+from sandbox.setid import clear_setid
 from sandbox.state import SandboxMeta, SandboxState, default_state_root, owner_alive
 from sandbox.workspace import RepoInfo, Workspace, remove_tree
 
 __all__ = ["gc"]
-
-_GC_MAX_DIFF = 1 << 40  # gc keeps whatever the child made: no cap
 
 
 def gc(
@@ -79,30 +81,34 @@ def _clean(
         remove_container(_docker_config(meta, docker), meta.container)
     if meta.cgroup is not None and meta.cgroup.exists():
         PidsCgroup.attach(meta.cgroup).remove()
-    result = state.load_result()
+    patch_path = state.patch_path if state.has_result() else None
     detail = ""
+    cleared: list[str] = []
     writable = meta.mode is not SandboxMode.READ_ONLY
     baseline = state.dir / "baseline.index"
-    if result is None and writable and meta.base_commit and baseline.is_file():
-        workspace = Workspace(
-            repo=RepoInfo(top=meta.repo_top, git_dir=meta.git_dir, common_dir=meta.common_dir,
-                          head=None),
-            mode=meta.mode, root=meta.workspace, base_commit=meta.base_commit,
-            baseline_index=baseline, worktree=meta.worktree, private_git=meta.private_git,
-            git_files=meta.git_files,
-        )
-        try:
-            result = compute_diff(workspace, state, max_bytes=_GC_MAX_DIFF)
-        except SandboxError as exc:
-            if not force:
-                return GcEntry(sandbox_id=state.id, action="kept",
-                               detail=f"diff not captured ({exc.code}): {exc.message}")
-            detail = f"removed without its diff ({exc.code})"
+    try:
+        if writable:
+            cleared = clear_setid(meta.workspace)
+        stale = patch_path is None or meta.status != "captured"
+        if stale and writable and meta.base_commit and baseline.is_file():
+            workspace = Workspace(
+                repo=RepoInfo(top=meta.repo_top, git_dir=meta.git_dir,
+                              common_dir=meta.common_dir, head=None),
+                mode=meta.mode, root=meta.workspace, base_commit=meta.base_commit,
+                baseline_index=baseline, worktree=meta.worktree, private_git=meta.private_git,
+                git_files=meta.git_files,
+            )
+            patch_path = persist_diff(workspace, state, setid_cleared=cleared)
+    except SandboxError as exc:
+        if not force:
+            return GcEntry(sandbox_id=state.id, action="kept", setid_cleared=tuple(cleared),
+                           detail=f"diff not captured ({exc.code}): {exc.message}")
+        detail = f"removed without its latest diff ({exc.code})"
     if meta.worktree is not None:
         remove_tree(meta.worktree)
     state.remove_private()
-    return GcEntry(sandbox_id=state.id, action="cleaned",
-                   patch_path=result.patch_path if result else None, detail=detail)
+    return GcEntry(sandbox_id=state.id, action="cleaned", patch_path=patch_path,
+                   detail=detail, setid_cleared=tuple(cleared))
 
 
 def _orphan_containers(root: Path, alive: set[str], docker: DockerConfig | None) -> list[GcEntry]:

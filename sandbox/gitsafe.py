@@ -21,6 +21,10 @@ each override. That includes every filter, diff and merge *driver*
 system and global configuration off, the local configuration is the only place
 a driver can be defined, so refusing it there means no ``.gitattributes`` line
 (git 2.39 has no ``GIT_ATTR_SOURCE``) can select a driver that runs.
+
+:func:`stream_git` runs the same hardened command but hands its output to a
+sink chunk by chunk, and kills git as soon as the output passes a byte limit,
+so a child's huge diff never has to fit in the parent's memory.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from sandbox.errors import SandboxError, UnsafeRepository
 
@@ -42,6 +48,7 @@ __all__ = [
     "git_env",
     "git_executable",
     "run_git",
+    "stream_git",
     "unsafe_config_keys",
 ]
 
@@ -178,12 +185,7 @@ def run_git(
     the discovery of the parent's own repository passes ``git_dir=None`` and a
     ``cwd``.
     """
-    argv = [git_executable(), *HARDENING]
-    if git_dir is not None:
-        argv.append(f"--git-dir={git_dir}")
-    if work_tree is not None:
-        argv.append(f"--work-tree={work_tree}")
-    argv.extend(args)
+    argv = _argv(args, git_dir, work_tree)
     try:
         done = subprocess.run(  # noqa: S603 - fixed git argv with hardening flags and explicit dirs
             argv,
@@ -198,14 +200,86 @@ def run_git(
             f"could not run git: {exc}", code="git_failed", operation=operation
         ) from exc
     if check and done.returncode != 0:
-        stderr = done.stderr.decode("utf-8", "replace").strip()
-        raise SandboxError(
-            f"git {args[0]} failed: {stderr[:500] or f'exit {done.returncode}'}",
-            code="git_failed",
-            operation=operation,
-            context={"git_dir": git_dir, "args": " ".join(args)[:200]},
-        )
+        raise _git_failed(args, git_dir, done.returncode, done.stderr, operation)
     return done
+
+
+def _argv(args: Sequence[str], git_dir: Path | None, work_tree: Path | None) -> list[str]:
+    argv = [git_executable(), *HARDENING]
+    if git_dir is not None:
+        argv.append(f"--git-dir={git_dir}")
+    if work_tree is not None:
+        argv.append(f"--work-tree={work_tree}")
+    argv.extend(args)
+    return argv
+
+
+def _git_failed(args: Sequence[str], git_dir: Path | None, code: int, stderr_bytes: bytes,
+                operation: str) -> SandboxError:
+    stderr = stderr_bytes.decode("utf-8", "replace").strip()
+    return SandboxError(
+        f"git {args[0]} failed: {stderr[:500] or f'exit {code}'}",
+        code="git_failed",
+        operation=operation,
+        context={"git_dir": git_dir, "args": " ".join(args)[:200]},
+    )
+
+
+_STREAM_CHUNK = 1 << 16
+
+
+def stream_git(
+    args: Sequence[str],
+    *,
+    git_dir: Path,
+    work_tree: Path | None = None,
+    env: Mapping[str, str],
+    sink: BinaryIO,
+    limit: int | None,
+    operation: str = "git",
+) -> int | None:
+    """Run one hardened git command (as :func:`run_git`), writing its stdout to ``sink``.
+
+    Returns the number of bytes written, or ``None`` as soon as the output
+    passes ``limit``: git is killed then, and at most ``limit`` bytes (plus one
+    chunk) were ever held. ``limit=None`` streams everything. A failing git
+    raises :class:`SandboxError`.
+    """
+    argv = _argv(args, git_dir, work_tree)
+    with tempfile.TemporaryFile() as errors:
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - fixed git argv, hardening flags, explicit dirs
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
+                env=dict(env), cwd="/", close_fds=True,
+            )
+        except OSError as exc:
+            raise SandboxError(f"could not run git: {exc}", code="git_failed",
+                               operation=operation) from exc
+        if proc.stdout is None:  # pragma: no cover - stdout=PIPE above
+            raise RuntimeError("git stdout pipe missing")
+        total, over = 0, False
+        try:
+            fd = proc.stdout.fileno()
+            while chunk := os.read(fd, _STREAM_CHUNK):
+                total += len(chunk)
+                if limit is not None and total > limit:
+                    over = True
+                    break
+                sink.write(chunk)
+        except BaseException:
+            proc.kill()  # the sink failed: nothing more is wanted
+            raise
+        finally:
+            if over:
+                proc.kill()  # at the limit: git stops now, not after writing the rest
+            proc.stdout.close()
+            code = proc.wait()
+        if over:
+            return None
+        if code != 0:
+            errors.seek(0)
+            raise _git_failed(args, git_dir, code, errors.read(4096), operation)
+    return total
 
 
 def _is_harmless(section: str, leaf: str, value: str) -> bool:

@@ -17,6 +17,9 @@ cgroup, an unprivileged user gets ``RLIMIT_NPROC`` instead: inside the fresh
 user namespace bwrap creates, it counts only that sandbox's processes (kernel
 >= 5.14 per-namespace ucounts). Root without a writable cgroup cannot contain
 a fork bomb: the backend refuses to start unless ``limits.pids`` is ``None``.
+
+:class:`CgroupUsage` reads a docker container's memory high-water mark and CPU
+use from its cgroup files (the docker backend's resource figures).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Literal
 
 from sandbox.errors import BackendUnavailable
 
-__all__ = ["PidsCgroup", "cgroup_group", "find_pids_hierarchy", "prlimit_argv"]
+__all__ = ["CgroupUsage", "PidsCgroup", "cgroup_group", "find_pids_hierarchy", "prlimit_argv"]
 
 _SETTLE_SECONDS = 5.0
 
@@ -173,3 +176,52 @@ def prlimit_argv(
     if nproc is not None:
         options.append(f"--nproc={nproc}")
     return [prlimit, *options, "--"] if options else []
+
+
+class CgroupUsage:
+    """A container's memory high-water mark and CPU use, read from its cgroup files on the host
+    (docker engine on this machine only).
+
+    ``docker stats`` takes up to a second per call; these reads take microseconds.
+    """
+
+    def __init__(self, memory: Path | None, cpu: Path | None) -> None:
+        self.memory = memory
+        self.cpu = cpu
+
+    @classmethod
+    def of_pid(cls, pid: int) -> CgroupUsage | None:
+        """The cgroups of a host process (the container's init), or ``None``."""
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid else []
+        except OSError:
+            return None
+        memory = cpu = None
+        unified = Path("/sys/fs/cgroup/cgroup.controllers").exists()
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            rel = path.lstrip("/")
+            if controllers == "" and unified:  # cgroup v2 only
+                base = Path("/sys/fs/cgroup", rel)
+                memory, cpu = base / "memory.peak", base / "cpu.stat"
+            elif "memory" in controllers.split(","):
+                memory = Path("/sys/fs/cgroup/memory", rel, "memory.max_usage_in_bytes")
+            elif "cpuacct" in controllers.split(","):
+                cpu = Path("/sys/fs/cgroup/cpuacct", rel, "cpuacct.usage")
+        return cls(memory, cpu)
+
+    def read(self) -> tuple[int | None, int | None]:
+        """(memory high-water bytes, CPU nanoseconds), each ``None`` when unreadable."""
+        memory = cpu = None
+        with contextlib.suppress(OSError, ValueError):
+            if self.memory is not None:
+                memory = int(self.memory.read_text().split()[0])
+        with contextlib.suppress(OSError, ValueError):
+            if self.cpu is not None:
+                text = self.cpu.read_text()
+                if self.cpu.name == "cpu.stat":
+                    usage = dict(line.split() for line in text.splitlines())
+                    cpu = int(usage["usage_usec"]) * 1000
+                else:
+                    cpu = int(text)
+        return memory, cpu

@@ -85,13 +85,22 @@ class Sandbox(Protocol):
         """Kill every process of the child now (running commands return ``stopped``)."""
 
     def collect_diff(self) -> DiffResult:
-        """Stop the child's processes, then compute, persist and return its diff."""
+        """Stop the child's processes, clear setuid/setgid bits in the writable workspace,
+        then compute, persist and return its diff.
+
+        Each call computes the latest diff and replaces the stored one; a call
+        that fails leaves no stored diff, so teardown (or gc) collects again.
+        """
 
     def teardown(self, *, discard: bool = False) -> TeardownReport:
-        """Stop everything, capture the diff (unless ``discard``), then remove what was made.
+        """Stop everything, capture the latest diff (unless ``discard``), then remove what was
+        made.
 
-        A worktree is only removed after its diff was captured; if capturing
-        fails, the worktree is kept for :func:`sandbox.gc.gc` and the error raised.
+        The diff is collected again unless the stored one is still the latest
+        (no command and no file-API write since). A worktree is only removed
+        after its diff was captured; if capturing fails, the worktree is kept
+        for :func:`sandbox.gc.gc` and the error raised. A workspace that stays
+        (workspace-write) is swept for setuid/setgid files once the child is gone.
         """
 
     def __enter__(self) -> Sandbox:

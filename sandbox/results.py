@@ -94,7 +94,8 @@ class ChangedFile(BaseModel):
     new_mode: str | None = None
     binary: bool = False
     #: Review flags: ``symlink``, ``executable``, ``mode_change``, ``agent_config``,
-    #: ``ci_config``, ``git_metadata``, ``build_script``.
+    #: ``ci_config``, ``git_metadata``, ``build_script``, and ``setid_cleared`` (the child
+    #: made it setuid/setgid; corral cleared those bits, which a patch never carries).
     flags: tuple[str, ...] = ()
 
 
@@ -126,6 +127,9 @@ class DiffResult(BaseModel):
     excluded: tuple[ExcludedPath, ...] = ()
     #: Where the patch was persisted before anything was removed.
     patch_path: Path | None = None
+    #: Workspace files whose setuid/setgid bits were cleared just before this diff
+    #: (:mod:`sandbox.setid`); changed or not, a reviewer should know the child tried.
+    setid_cleared: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -147,6 +151,8 @@ class TeardownReport(BaseModel):
     diff_captured: bool
     patch_path: Path | None = None
     removed: tuple[str, ...] = ()
+    #: Every file whose setuid/setgid bits corral cleared during the sandbox's life.
+    setid_cleared: tuple[str, ...] = ()
 
 
 class GcEntry(BaseModel):
@@ -158,6 +164,8 @@ class GcEntry(BaseModel):
     action: Literal["cleaned", "in_use", "kept", "orphan_removed"]
     patch_path: Path | None = None
     detail: str = ""
+    #: Files whose setuid/setgid bits gc cleared in the abandoned workspace.
+    setid_cleared: tuple[str, ...] = ()
 
 
 class GcReport(BaseModel):

@@ -14,6 +14,15 @@ Layout under the state root (default ``$CORRAL_STATE_DIR``, else
 
 The worktree lives outside the repository's working tree (so it never shows in
 ``git status``) and outside its git directory, which corral never writes.
+The state root and the ``sandboxes``, ``worktrees`` and ``results``
+directories are ``0700`` (tightened if they already existed), and so is each
+sandbox's own directory and worktree: no other local user reaches a child's
+files, patches or private git state while it runs or after. A container
+sees its worktree through a bind mount, so these modes do not get in its way.
+
+``meta.json``'s ``status`` says whether the stored result is the latest:
+``captured`` only right after a collection, ``active`` again as soon as the
+child may have changed something, so gc knows when to capture once more.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from sandbox.results import DiffResult
 __all__ = [
     "SandboxMeta",
     "SandboxState",
+    "SandboxStatus",
     "atomic_write",
     "default_state_root",
     "new_sandbox_id",
@@ -86,6 +96,17 @@ def atomic_write(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+SandboxStatus = Literal["creating", "active", "captured"]
+_PRIVATE = 0o700
+
+
+def _private_dir(path: Path, *, parents: bool = False) -> None:
+    """Make ``path`` (or keep it) a directory only its owner can reach."""
+    path.mkdir(mode=_PRIVATE, parents=parents, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        path.chmod(_PRIVATE)
+
+
 class SandboxMeta(BaseModel):
     """What one sandbox created, written before each thing is created."""
 
@@ -110,7 +131,7 @@ class SandboxMeta(BaseModel):
     owner_pid: int | None = None
     owner_started: float | None = None
     created_at: float = 0.0
-    status: Literal["creating", "active", "captured"] = "creating"
+    status: SandboxStatus = "creating"
 
 
 class SandboxState:
@@ -140,11 +161,11 @@ class SandboxState:
         return self.results / "diff.json"
 
     def create(self) -> None:
-        """Make the directories (private to the user)."""
-        for path in (self.root, self.root / "sandboxes", self.root / "worktrees",
-                     self.root / "results"):
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.dir.mkdir(mode=0o700)
+        """Make the directories (``0700``: private to the user)."""
+        _private_dir(self.root, parents=True)
+        for name in ("sandboxes", "worktrees", "results"):
+            _private_dir(self.root / name)
+        self.dir.mkdir(mode=_PRIVATE)
 
     def write_meta(self, meta: SandboxMeta) -> None:
         """Persist ``meta`` atomically."""
@@ -162,14 +183,27 @@ class SandboxState:
             "created_at": time.time(), **fields,
         })
 
+    def make_results_dir(self) -> Path:
+        """``results/<id>`` (``0700``), made if needed."""
+        _private_dir(self.results, parents=True)
+        return self.results
+
     def save_result(self, result: DiffResult) -> DiffResult:
         """Persist a captured diff (patch, then JSON); return it with ``patch_path`` set."""
-        self.results.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.make_results_dir()
         atomic_write(self.patch_path, result.patch)
         saved = result.model_copy(update={"patch_path": self.patch_path})
-        description = saved.model_dump(mode="json", exclude={"patch"})
-        atomic_write(self.result_path, json.dumps(description, indent=2).encode())
+        self.save_description(saved)
         return saved
+
+    def save_description(self, result: DiffResult) -> None:
+        """Persist the JSON description of a result (never its patch bytes)."""
+        description = result.model_dump(mode="json", exclude={"patch"})
+        atomic_write(self.result_path, json.dumps(description, indent=2).encode())
+
+    def has_result(self) -> bool:
+        """Whether a captured diff was saved (without reading it)."""
+        return self.result_path.is_file() and self.patch_path.is_file()
 
     def load_result(self) -> DiffResult | None:
         """The captured diff, if one was saved."""

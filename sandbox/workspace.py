@@ -15,11 +15,21 @@ Modes:
   ``git status`` or ``git worktree list``), populated by a hardened
   ``read-tree -u`` (no hooks, no filters); its ``.git`` points at the private
   git directory. The parent's checkout is untouched.
+
+A child of a child (delegation) is opened on its parent's worktree, which the
+docker backend gave to the container's uid: git's discovery would refuse it
+("dubious ownership"). :func:`inspect_repo` recognises corral's own worktrees
+(``<state root>/worktrees/<id>`` whose sandbox metadata, owned by this user,
+names it) and allows exactly that directory (``-c safe.directory=<it>``) for
+the discovery command alone; every later command names its git directory
+explicitly, and the repository's configuration is still checked
+(:func:`sandbox.gitsafe.check_repository_config`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +40,14 @@ from sandbox.gitsafe import SNAPSHOT_IDENTITY, check_repository_config, git_env,
 from sandbox.privategit import create_private_git, object_dirs, read_tracked, set_head
 from sandbox.results import ExcludedPath
 from sandbox.scan import scan_tree
-from sandbox.state import SandboxState
+from sandbox.state import SandboxMeta, SandboxState
 
 __all__ = [
     "Mount",
     "RepoInfo",
     "Workspace",
     "chown_tree",
+    "corral_worktree",
     "create_workspace",
     "inspect_repo",
     "pathspec_file",
@@ -110,13 +121,43 @@ class Workspace:
         return sorted(unique.values(), key=lambda mount: len(mount.path.parts))
 
 
+_SANDBOX_ID = re.compile(r"corral-[0-9a-f]{12}")
+
+
+def corral_worktree(path: Path) -> Path | None:
+    """The corral worktree that contains ``path``, or ``None``.
+
+    That is a ``<root>/worktrees/<id>`` directory whose ``<root>/sandboxes/<id>/meta.json``
+    belongs to this user and records it as the sandbox's worktree.
+    """
+    try:
+        resolved = path.resolve(strict=True)
+    except OSError:
+        return None
+    for candidate in (resolved, *resolved.parents):
+        if candidate.parent.name != "worktrees" or not _SANDBOX_ID.fullmatch(candidate.name):
+            continue
+        meta_path = candidate.parent.parent / "sandboxes" / candidate.name / "meta.json"
+        try:
+            if meta_path.lstat().st_uid != os.geteuid():
+                return None
+            meta = SandboxMeta.model_validate_json(meta_path.read_bytes())
+            recorded = meta.worktree.resolve(strict=True) if meta.worktree else None
+        except (OSError, ValueError):
+            return None
+        return candidate if recorded == candidate else None
+    return None
+
+
 def inspect_repo(path: Path) -> RepoInfo:
     """Find the repository whose working tree contains ``path``."""
     if not path.is_dir():
         raise SandboxConfigError(f"{path} is not a directory", code="not_a_repository",
                                  operation="open_sandbox")
+    own = corral_worktree(path)  # possibly given to a container uid: allow it, and only it
+    trust = ["-c", f"safe.directory={own}"] if own is not None else []
     done = run_git(
-        ["rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir",
+        [*trust, "rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir",
          "--git-common-dir"],
         git_dir=None, cwd=path, check=False, operation="open_sandbox",
     )
@@ -205,7 +246,7 @@ def create_workspace(
         workspace.nested_git = tuple(nested)
         return workspace
     worktree = state.worktree
-    worktree.mkdir(mode=0o755)
+    worktree.mkdir(mode=0o700)  # the owner only (chowned to the container user below)
     (worktree / ".git").write_text(f"gitdir: {private_git}\n")
     env = git_env(index_file=baseline)
     run_git(["read-tree", "--reset", "-u", commit], git_dir=private_git, work_tree=worktree,

@@ -17,7 +17,7 @@ from sbx_support import OpenSandbox, backend_config, backends, git, sh
 
 from policies.contract import SandboxMode
 from sandbox.config import Limits
-from sandbox.errors import DiffTooLarge, UnsafeRepository
+from sandbox.errors import DiffTooLarge, PathDenied, UnsafeRepository
 from sandbox.factory import open_sandbox
 from sandbox.files import ConfinedFiles
 from sandbox.gc import gc
@@ -221,6 +221,30 @@ def test_unsafe_commondir_rejected(open_sb: OpenSandbox, state_root: Path) -> No
     assert gc(state_root).by_action("kept")[0].sandbox_id == sb.id
     [entry] = gc(state_root, force=True).by_action("cleaned")
     assert entry.patch_path is None and not sb.root.exists()
+
+
+@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("mode", [SandboxMode.READ_ONLY, SandboxMode.WORKTREE])
+def test_git_dir_not_readable_through_file_tools(open_sb: OpenSandbox, repo: Path,
+                                                 mode: SandboxMode) -> None:
+    """Found in review: the file tools refused writes into ``.git`` but not reads, so a
+    reviewer read ``.git/config`` and the run ledger under ``.git/corral`` (and a worktree
+    child its pointer to the private git dir). Every path through ``.git`` in any spelling is
+    now refused for reads, stat, listing and a command's ``cwd``."""
+    (repo / ".git" / "corral" / "runs").mkdir(parents=True)
+    (repo / ".git" / "corral" / "runs" / "run.json").write_text('{"secret": 1}\n')
+    sb = open_sb(mode)
+    fs = sb.files
+    for path in (".git", ".git/config", ".GIT/HEAD", ".git/corral/runs/run.json",
+                 f"{sb.root}/.git/config"):
+        for method in (fs.read_bytes, fs.stat, fs.list_dir, fs.exists):
+            with pytest.raises(PathDenied) as raised:
+                method(path)
+            assert raised.value.code == "path_protected", (path, method)
+            assert "not accessible through file tools" in raised.value.message
+    with pytest.raises(PathDenied):
+        sb.exec(["cat", "config"], cwd=".git")
+    assert not [p for p in fs.glob("**") if ".git" in p.lower()]
 
 
 # -- B2.12 / B2.13 nested repositories, gitlinks, .gitmodules ----------------------------------

@@ -272,3 +272,28 @@ def test_missing_image_names_the_build_script(backend: str, repo: Path, state_ro
         open_sandbox(config, repo=repo, mode=SandboxMode.WORKTREE, state_root=state_root)
     assert raised.value.code == "image_missing"
     assert "scripts/build_sandbox_image.sh" in (raised.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    "backend", backends(only=PROCESS_BACKENDS, host_not_run="the command's parent is the test "
+                        "process itself: kill -9 $PPID would kill pytest"), indirect=True)
+def test_no_survivors_after_command_kills_its_wrapper(open_sb: OpenSandbox) -> None:
+    """Found in review (docker): the exec wrapper killed what a command left only if the wrapper
+    itself survived; ``kill -9 $PPID`` killed it, and the double-forked processes lived on into
+    the next command (the reviewer raced a symlink swap against host-side reads with one).
+    Defences: docker runs the kill-all as its own exec after every command, and waits until no
+    process of the child's uid is left; bubblewrap's PID namespace dies with its PID 1."""
+    marker = f"1000.{uuid.uuid4().int % 10**6}"
+    sb = open_sb()
+    try:
+        result = sb.exec(["sh", "-c", f"(setsid sleep {marker} >/dev/null 2>&1 &); "
+                                      f"(sleep {marker}0 >/dev/null 2>&1 &); kill -9 $PPID"],
+                         timeout=30)
+        assert not result.timed_out
+        assert not pids_matching(f"sleep {marker}")  # gone when exec returns, not later
+        left = sb.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])
+        assert marker not in left.stdout.decode()
+    finally:
+        for pid in pids_matching(f"sleep {marker}"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

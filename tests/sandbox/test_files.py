@@ -6,6 +6,7 @@ import contextlib
 import os
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,46 @@ def test_writes_follow_in_root_links_and_keep_mode(root: Path) -> None:
     fs.write_text("new/deep/file.txt", "made\n")
     assert (root / "new" / "deep" / "file.txt").read_text() == "made\n"
     assert not list(root.rglob(".corral-write-*"))
+
+
+def test_writes_never_keep_setuid_or_setgid(root: Path) -> None:
+    """Found in review: ``write_bytes`` kept ``S_IMODE`` of the file it replaced, setuid and
+    setgid included, so an edit through the file tools re-armed a setuid binary the child had
+    planted. It keeps permission and sticky bits only."""
+    target = root / "src" / "pkg" / "mod.py"
+    target.chmod(0o6755)
+    fs = ConfinedFiles(root, writable=True)
+    fs.write_text("src/pkg/mod.py", "x = 2\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+    (root / "sticky").write_text("")
+    (root / "sticky").chmod(0o1644)
+    fs.write_text("sticky", "y\n")
+    assert stat.S_IMODE((root / "sticky").stat().st_mode) == 0o1644
+
+
+def test_git_dir_is_not_readable_through_file_tools(root: Path) -> None:
+    """Found in review: reads, stat and listing went through ``.git`` (any spelling), so a
+    reviewer read ``.git/config`` or the run ledger; only writes were refused."""
+    (root / ".git" / "corral" / "runs").mkdir(parents=True)
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / ".git" / "corral" / "runs" / "r.json").write_text("{}")
+    (root / "sub" / ".GIT").mkdir(parents=True)
+    (root / "sub" / ".GIT" / "x").write_text("")
+    (root / "cfg").symlink_to(".git/config")  # an in-root link into .git
+    fs = ConfinedFiles(root, writable=False)
+    for path in (".git", ".git/config", ".GIT/config", "./.git/corral/runs/r.json",
+                 f"{root}/.git/config", "sub/.GIT/x", "cfg", "git~1/config"):
+        methods: list[Callable[[str], object]] = [fs.read_bytes, fs.list_dir, fs.resolve_dir]
+        if path != "cfg":  # stat describes the link itself (lstat): nothing of .git is read
+            methods += [fs.stat, fs.exists]
+        for method in methods:
+            with pytest.raises(PathDenied) as raised:
+                method(path)
+            assert raised.value.code == "path_protected", (path, raised.value.code)
+            assert "not accessible through file tools" in raised.value.message
+    assert fs.stat("cfg").link_target == ".git/config"
+    assert ".git" in {entry.name for entry in fs.list_dir(".")}  # its name is no secret
+    assert fs.read_text("README.md") == "readme\n"
 
 
 def test_fifo_and_directory_reads_are_refused_without_blocking(root: Path) -> None:
