@@ -74,6 +74,8 @@ class RunRecord(BaseModel):
     diff: str = ""
     changed_files: list[dict[str, Any]] = Field(default_factory=list)
     excluded_files: list[dict[str, Any]] = Field(default_factory=list)
+    #: Files whose setuid/setgid bits the sandbox cleared after the child ran.
+    setid_cleared: list[str] = Field(default_factory=list)
     audit: list[dict[str, Any]] = Field(default_factory=list)
     denied_calls: list[dict[str, str]] = Field(default_factory=list)
     children: list[str] = Field(default_factory=list)
@@ -165,21 +167,26 @@ def _json(data: Any) -> str:
 
 
 def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
-              patch: bytes | None = None) -> Path:
+              patch: bytes | None = None, keep_transcript: bool = False) -> Path:
     """Write the record atomically; return its directory.
 
     ``patch`` is the exact diff (``diff.patch``, what ``corral apply`` merges);
     ``record.diff`` is its text for display, where bytes that are not UTF-8
-    are replaced.
+    are replaced. ``keep_transcript`` rewrites the record and keeps the
+    transcript already there.
     """
     ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
     final = ledger / record.run_id
     staging = ledger / f".tmp-{record.run_id}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
-        _write(staging / "transcript.jsonl",
-               "".join(json.dumps(_message_json(m), ensure_ascii=True) + "\n"
-                       for m in transcript))
+        previous = final / "transcript.jsonl"
+        if keep_transcript and previous.is_file():
+            _write(staging / "transcript.jsonl", previous.read_text(encoding="utf-8"))
+        else:
+            _write(staging / "transcript.jsonl",
+                   "".join(json.dumps(_message_json(m), ensure_ascii=True) + "\n"
+                           for m in transcript))
         (staging / "diff.patch").write_bytes(record.diff.encode("utf-8", "surrogateescape")
                                              if patch is None else patch)
         _write(staging / "record.json", _json(record.model_dump(mode="json")))

@@ -116,9 +116,18 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     run = AgentRun(settings, contract, capability, model, repo=settings.root, depth=0,
                    parent_run=None, deadline=deadline)
     try:
-        return run.turn(prompt)
-    finally:
+        record = run.turn(prompt)
+    except BaseException:
         run.close()
+        raise
+    try:
+        run.close()
+    except SandboxError as exc:  # the record exists: say what teardown could not do
+        record = record.model_copy(update={"notes": [
+            *record.notes, f"teardown failed ({exc.code}): {exc.message}; what it left, "
+            "`corral gc` cleans (captured diffs are kept)"]})
+        write_run(settings.ledger, record, [], patch=run.patch, keep_transcript=True)
+    return record
 
 
 def _deadline(*limits: float | None) -> float | None:
@@ -247,7 +256,8 @@ class AgentRun:
                 self.patch = diff.patch
                 update |= {"diff": diff.patch.decode("utf-8", "replace"),
                            "changed_files": [c.model_dump(mode="json") for c in diff.changed],
-                           "excluded_files": [e.model_dump(mode="json") for e in diff.excluded]}
+                           "excluded_files": [e.model_dump(mode="json") for e in diff.excluded],
+                           "setid_cleared": list(diff.setid_cleared)}
             except SandboxError as exc:
                 update |= {"status": RunStatus.FAILED, "error": exc.to_dict()}
         if self.session is not None:

@@ -175,3 +175,31 @@ def test_apply_command_is_not_fooled_by_the_display_text(repo: Path) -> None:
         diff="display"), [], patch=b"diff --git a/x b/x\n" + patch)
     out = CliRunner().invoke(cli, ["diff", run_id, "--root", str(repo)])
     assert out.stdout_bytes.startswith(b"diff --git a/x b/x\n")
+
+
+def test_a_diff_over_the_cap_fails_the_run_and_teardown_says_what_it_left(
+    repo: Path, tmp_path: Path,
+) -> None:
+    """The child's work is never silently dropped: the run fails with the cap's error, the
+    worktree is kept for `corral gc`, and the record says so."""
+    from executor.models import ScriptedModel
+    from executor.runner import RunSettings, run_agent
+    from policies.config import UserConfig
+    from policies.loader import Environment, discover
+    from sandbox.config import HostConfig, Limits
+    from sandbox.gc import gc
+
+    agent_file(repo, "a", "tools: [write_file]")
+    env = Environment(home=tmp_path / "h", xdg_config=tmp_path / "h/.c", pi_dir=tmp_path / "p")
+    settings = RunSettings(
+        root=repo, backend=HostConfig(limits=Limits(max_diff_bytes=200)), config=UserConfig(),
+        registry=discover(repo, trust_project=True, personal=False, env=env),
+        ledger=ledger_dir(repo), env=env, trust_project=True, state_root=tmp_path / "state",
+        script=ScriptedModel([call("write_file", path="big.txt", content="x" * 5000),
+                              {"text": "done"}]))
+    record = run_agent(settings, "a", "go")
+    assert record.status is RunStatus.FAILED and record.error is not None
+    assert record.error["code"] == "diff_too_large"
+    assert any("teardown failed" in note and "corral gc" in note for note in record.notes)
+    kept = gc(tmp_path / "state", force=True)
+    assert kept.entries  # what teardown left, gc found
