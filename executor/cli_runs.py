@@ -241,6 +241,7 @@ def apply_command(root: Path, yes: bool, allow_symlinks: bool, allow_binary: boo
     if not confirmed:
         raise MergeRefused(f"{len(plan.flagged)} file(s) are flagged for review",
                            hint="read them with `corral diff RUN`, then pass --yes")
-    apply_to_checkout(root.resolve(), patch, check_only=check_only)
+    apply_to_checkout(root.resolve(), patch, plan=plan, allow_symlinks=allow_symlinks,
+                      check_only=check_only)
     verb = "would apply" if check_only else "applied"
     click.echo(f"{verb} {len(plan.files)} file(s) from run {record.run_id}", err=True)

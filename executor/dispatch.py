@@ -243,10 +243,11 @@ class Dispatcher(Generic[ContextT]):
         return decision, "", output
 
     def permits(self, tool: str, path: str) -> bool:
-        """Whether a result path may be shown by ``tool`` (search, find): neither the
-        tool's own rules nor ``read_file``'s deny it, under any of its spellings."""
+        """Whether a result path may be shown by ``tool`` (search, find): the tool's own
+        rules and ``read_file``'s allow it outright under every spelling (a result that
+        would need approval is hidden: nobody is asked per result)."""
         spellings = self.paths(path)
-        return all(self.capability.decide(name, spelling) is not Action.DENY
+        return all(self.capability.decide(name, spelling) is Action.ALLOW
                    for name in {tool, "read_file"} for spelling in spellings)
 
     def _decide(self, tool: str, subjects: Sequence[str | None]) -> Action:

@@ -251,7 +251,32 @@ def _git_dir(root: Path) -> tuple[Path, Path]:
     return Path(git_dir), Path(top)
 
 
-def apply_to_checkout(root: Path, patch: bytes | str, *, check_only: bool = False) -> None:
+def _renamed_modes(git_dir: Path, top: Path, plan: PatchPlan, *,
+                   allow_symlinks: bool) -> None:
+    """A pure rename or copy carries no mode line: take the source's mode from the
+    checkout's index, and refuse a symlink or gitlink moved that way."""
+    sources = {f.old_path: f for f in plan.files
+               if f.status in ("renamed", "copied") and f.old_path and f.new_mode is None}
+    if not sources:
+        return
+    done = run_git(["ls-files", "-s", "-z", "--", *(f":(literal){p}" for p in sources)],
+                   git_dir=git_dir, work_tree=top, cwd=top, env=git_env(), check=False,
+                   operation="apply")
+    for entry in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        meta, _, path = entry.partition("\t")
+        item = sources.get(path)
+        if item is None or not meta:
+            continue
+        item.new_mode = meta.split()[0]
+        if item.new_mode == "160000":
+            raise MergeRefused(f"{item.path}: moves a gitlink (submodule); never merged")
+        if item.new_mode == "120000" and not allow_symlinks:
+            raise MergeRefused(f"{item.path}: moves a symlink (pass --allow-symlinks to merge "
+                               "symlinks)")
+
+
+def apply_to_checkout(root: Path, patch: bytes | str, *, plan: PatchPlan | None = None,
+                      allow_symlinks: bool = False, check_only: bool = False) -> None:
     """``git apply --check`` then ``git apply`` at the top of the checkout containing
     ``root``, hardened; all or nothing."""
     git_dir, top = _git_dir(root)
@@ -259,6 +284,8 @@ def apply_to_checkout(root: Path, patch: bytes | str, *, check_only: bool = Fals
         check_repository_config(git_dir)
     except SandboxError as exc:
         raise MergeRefused(exc.message, hint=exc.hint) from exc
+    if plan is not None:
+        _renamed_modes(git_dir, top, plan, allow_symlinks=allow_symlinks)
     data = patch.encode("utf-8", "surrogateescape") if isinstance(patch, str) else patch
     steps = [["apply", "--check", "-"]] + ([] if check_only else [["apply", "-"]])
     for args in steps:

@@ -244,6 +244,11 @@ class AgentRun:
         except KeyboardInterrupt:
             self._finish(prompt, RunStatus.CANCELLED, {"code": "cancelled"}, None)
             raise
+        except Exception as exc:  # unforeseen: keep the tree's record, then fail loudly
+            self._finish(prompt, RunStatus.FAILED,
+                         {"code": "internal", "message": f"{type(exc).__name__}: {exc}"[:500]},
+                         None)
+            raise
         return self._finish(prompt, status, error, outcome)
 
     def _finish(self, prompt: str, status: RunStatus, error: dict[str, Any] | None,

@@ -266,36 +266,41 @@ class BaseSandbox(ABC):
         """See :class:`sandbox.protocol.Sandbox`."""
         if self._report is not None:
             return self._report
-        with self._frozen():
-            if self._report is not None:
-                return self._report
-            stale = self._diff is None or self._dirty
-            try:
-                if stale and self.mode is not SandboxMode.READ_ONLY and not discard:
-                    self._collect()
+        try:
+            with self._frozen():
+                return self._teardown_frozen(discard)
+        except BaseException:
+            # Whatever failed (even stopping the child), nothing that runs the child
+            # stays, the user's checkout is swept, and what is kept goes to gc.
+            with contextlib.suppress(SandboxError):
                 self._close()
-                if self._ws.worktree is None:  # the user's checkout stays: sweep it last
+            if self._ws.worktree is None:
+                with contextlib.suppress(SandboxError):
                     self._sweep()
-            except BaseException:
-                self._close()
-                if self._ws.worktree is None:
-                    with contextlib.suppress(SandboxError):
-                        self._sweep()
-                # Hand the kept worktree to gc: nobody owns it any more.
-                self._meta = self._meta.model_copy(update={"owner_pid": None})
-                self._state.write_meta(self._meta)
-                raise
-            removed = [f"state:{self._state.dir}"]
-            if self._ws.worktree is not None:
-                remove_tree(self._ws.worktree)
-                removed.insert(0, f"worktree:{self._ws.worktree}")
-            self._state.remove_private()
-            self._report = TeardownReport(
-                sandbox_id=self.id, diff_captured=self._diff is not None,
-                patch_path=self._diff.patch_path if self._diff else None,
-                removed=tuple(removed), setid_cleared=tuple(sorted(self._setid_cleared)),
-            )
+            self._meta = self._meta.model_copy(update={"owner_pid": None})
+            self._state.write_meta(self._meta)
+            raise
+
+    def _teardown_frozen(self, discard: bool) -> TeardownReport:
+        if self._report is not None:
             return self._report
+        stale = self._diff is None or self._dirty
+        if stale and self.mode is not SandboxMode.READ_ONLY and not discard:
+            self._collect()
+        self._close()
+        if self._ws.worktree is None:  # the user's checkout stays: sweep it last
+            self._sweep()
+        removed = [f"state:{self._state.dir}"]
+        if self._ws.worktree is not None:
+            remove_tree(self._ws.worktree)
+            removed.insert(0, f"worktree:{self._ws.worktree}")
+        self._state.remove_private()
+        self._report = TeardownReport(
+            sandbox_id=self.id, diff_captured=self._diff is not None,
+            patch_path=self._diff.patch_path if self._diff else None,
+            removed=tuple(removed), setid_cleared=tuple(sorted(self._setid_cleared)),
+        )
+        return self._report
 
     def __enter__(self) -> BaseSandbox:
         return self
@@ -319,13 +324,24 @@ class _Frozen:
         sb = self._sandbox
         with sb._cond:
             sb._freezing += 1
-        sb._stop()
-        with sb._cond:
-            while sb._busy:
-                if not sb._cond.wait(_FREEZE_POLL_SECONDS):
-                    sb._stop()  # a command started just before the freeze
-            sb._busy = True
-        sb._stop()  # anything a finished command left behind
+        holding = False
+        try:
+            sb._stop()
+            with sb._cond:
+                while sb._busy:
+                    if not sb._cond.wait(_FREEZE_POLL_SECONDS):
+                        sb._stop()  # a command started just before the freeze
+                sb._busy = True
+                holding = True
+            sb._stop()  # anything a finished command left behind
+        except BaseException:
+            # A failed freeze must not leave later commands waiting forever.
+            with sb._cond:
+                if holding:
+                    sb._busy = False
+                sb._freezing -= 1
+                sb._cond.notify_all()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         sb = self._sandbox

@@ -11,7 +11,8 @@ from executor.errors import ModelError
 from executor.models.base import Message, ModelResponse, Sampling, ToolSchema
 from executor.models.http import HttpClient, RetryPolicy, Sleep
 
-__all__ = ["HttpModel", "decode_arguments", "nonneg_int", "protocol_error"]
+__all__ = ["MAX_DEPTH", "HttpModel", "decode_arguments", "nonneg_int", "protocol_error",
+           "too_deep"]
 
 
 class HttpModel:
@@ -51,17 +52,36 @@ class HttpModel:
         raise NotImplementedError
 
 
+#: Tool arguments nested deeper than this are refused (kept as raw text): every layer
+#: below (validation, the audit, the record) must be able to walk them.
+MAX_DEPTH = 64
+
+
+def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
+    """Whether a JSON value nests deeper than ``limit`` (checked without recursion)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return False
+
+
 def decode_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     """A tool call's arguments text -> (object, None), or ({}, text) when it is no JSON object."""
     if not text.strip():
         return {}, None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past any sane depth
         return {}, text
-    if isinstance(value, dict):
+    if isinstance(value, dict) and not too_deep(value):
         return value, None
-    return {}, text
+    return {}, text[:4096]
 
 
 def nonneg_int(value: object) -> int:

@@ -35,7 +35,14 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from executor.models._wire import HttpModel, decode_arguments, nonneg_int, protocol_error
+from executor.models._wire import (
+    MAX_DEPTH,
+    HttpModel,
+    decode_arguments,
+    nonneg_int,
+    protocol_error,
+    too_deep,
+)
 from executor.models.base import Message, ModelResponse, Sampling, ToolCall, ToolSchema, Usage
 from executor.models.http import RetryPolicy, Sleep
 
@@ -117,8 +124,10 @@ class AnthropicModel(HttpModel):
             raise protocol_error(self._provider, "a tool_use block without a name", data,
                                  secrets=self._secrets)
         given = block.get("input")
-        if isinstance(given, dict):
+        if isinstance(given, dict) and not too_deep(given):
             arguments, raw = given, None
+        elif isinstance(given, dict):
+            arguments, raw = {}, f"(arguments nested deeper than {MAX_DEPTH} levels)"
         elif isinstance(given, str):
             arguments, raw = decode_arguments(given)
         else:

@@ -146,7 +146,7 @@ class HttpClient:
         if 200 <= status < 300:
             try:
                 data = json.loads(text)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise _Failure(self._error(
                     "protocol", "the answer is not JSON", url, status=status, body=text)) from exc
             if not isinstance(data, dict):
@@ -212,7 +212,7 @@ def _error_detail(text: str) -> tuple[str, str | None]:
     """The message and type of an error body: OpenAI, Anthropic, vLLM and Ollama shapes."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _excerpt(text.strip()), None
     if not isinstance(data, dict):
         return "", None

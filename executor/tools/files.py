@@ -14,6 +14,7 @@ from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
 from sandbox.errors import SandboxError
 from sandbox.files import EntryKind
+from sandbox.names import has_git_alias
 
 __all__ = ["EditTool", "FindTool", "ListFilesTool", "ReadFileTool", "WriteFileTool"]
 
@@ -121,7 +122,8 @@ class FindTool:
         except SandboxError as exc:
             raise _fail(exc) from exc
         hidden = len(found)
-        found = [path for path in found if context.shown(self.name, path)]
+        found = [path for path in found
+                 if not has_git_alias(path) and context.shown(self.name, path)]
         hidden -= len(found)
         text = "\n".join(found[:MAX_ENTRIES]) or "(no matches)"
         if hidden:

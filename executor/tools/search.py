@@ -13,7 +13,9 @@ or ``read_file``, and mark where they were cut.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
 from typing import Any
 
@@ -22,6 +24,7 @@ from pydantic import Field
 from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
 from sandbox.errors import SandboxError
+from sandbox.names import has_git_alias
 
 __all__ = ["SearchTool", "python_search", "ripgrep_search"]
 
@@ -42,13 +45,15 @@ class SearchArgs(Args):
 
 def ripgrep_search(context: ToolContext, args: SearchArgs) -> list[tuple[str, int, str]] | None:
     """(path, line, text) matches from ripgrep inside the sandbox; None without ripgrep."""
-    argv = ["rg", "--no-config", "--json", "--hidden", "--glob", "!.git",
-            "--max-columns", str(MAX_LINE), "--max-columns-preview"]
+    argv = ["rg", "--no-config", "--json", "--hidden", "--max-columns", str(MAX_LINE),
+            "--max-columns-preview"]
     if args.ignore_case:
         argv.append("--ignore-case")
     if args.glob:
         argv += ["--glob", args.glob]
-    argv += ["--regexp", args.pattern, "--", args.path]
+    # Later globs win in ripgrep: the .git exclusions go last, after the model's glob.
+    argv += ["--glob", "!.git", "--glob", "!**/.git/**", "--regexp", args.pattern, "--",
+             args.path]
     try:
         result = context.sandbox.exec(argv, timeout=context.time_left(RG_TIMEOUT),
                                       output_cap=RG_OUTPUT)
@@ -71,10 +76,17 @@ def ripgrep_search(context: ToolContext, args: SearchArgs) -> list[tuple[str, in
         if event.get("type") != "match":
             continue
         data = event["data"]
-        path = data["path"].get("text") or data["path"].get("bytes", "")
-        text = (data["lines"].get("text") or "").rstrip("\n")
+        path = _rg_text(data["path"])
+        text = _rg_text(data["lines"]).rstrip("\n")
         matches.append((str(path).removeprefix("./"), int(data["line_number"]), text))
     return matches
+
+
+def _rg_text(field: dict[str, Any]) -> str:
+    """ripgrep's JSON gives text, or base64 ``bytes`` when it is not UTF-8."""
+    if "text" in field:
+        return str(field["text"])
+    return os.fsdecode(base64.b64decode(field.get("bytes", "")))
 
 
 def python_search(context: ToolContext, args: SearchArgs) -> list[tuple[str, int, str]]:
@@ -128,7 +140,8 @@ class SearchTool:
         engine = "rg"
         if found is None:
             found, engine = python_search(context, args), "python"
-        shown = [m for m in found if context.shown(self.name, m[0])]
+        shown = [m for m in found
+                 if not has_git_alias(m[0]) and context.shown(self.name, m[0])]
         hidden = len({m[0] for m in found} - {m[0] for m in shown})
         lines = [f"{path}:{number}:{text}" for path, number, text in shown[:args.max_results]]
         text = "\n".join(lines) or "(no matches)"

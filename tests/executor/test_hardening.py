@@ -203,3 +203,111 @@ def test_a_diff_over_the_cap_fails_the_run_and_teardown_says_what_it_left(
     assert any("teardown failed" in note and "corral gc" in note for note in record.notes)
     kept = gc(tmp_path / "state", force=True)
     assert kept.entries  # what teardown left, gc found
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_search_cannot_be_steered_into_git_metadata(run: Runner, repo: Path) -> None:
+    """Second review: ripgrep lets a later --glob win, so a model's glob '*' re-included
+    .git and read the token in .git/config. The .git exclusions now come last, and every
+    .git path is dropped from results."""
+    git(repo, "config", "remote.origin.url", "https://bob:ghp_SECRETTOKEN123@github.com/x/y")
+    agent_file(repo, "a", "tools: [search, find]")
+    record = run("a", [{"tool_calls": [
+        {"name": "search", "arguments": {"pattern": "ghp_", "glob": "*"}},
+        {"name": "search", "arguments": {"pattern": "ghp_", "glob": "**/config"}},
+        {"name": "find", "arguments": {"pattern": "**/config"}}]},
+        {"text": "done"}], mode=SandboxMode.READ_ONLY)
+    assert "SECRETTOKEN" not in json.dumps([a["result"] for a in record.audit])
+
+
+@pytest.mark.parametrize("backend", ["host"], indirect=True)
+def test_search_hides_results_a_rule_would_ask_about(run: Runner, repo: Path) -> None:
+    (repo / "secrets").mkdir()
+    (repo / "secrets" / "key").write_text("TOPSECRET=1\n")
+    zuno = repo / ".zuno/zuno.json"
+    zuno.parent.mkdir(parents=True)
+    zuno.write_text(json.dumps({"agents": {"a": {"tools": ["read_file", "search"], "permission": {
+        "rules": {"read_file": {"*": "allow", "./secrets/**": "ask"}}}}}}))
+    record = run("a", [call("search", pattern="TOPSECRET"), call("read_file", path="secrets/key"),
+                       {"text": "done"}])
+    assert "TOPSECRET=1" not in json.dumps([a["result"] for a in record.audit])
+    assert record.audit[1]["decision"] == "denied"  # ask, and no approver
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.id != "host"], indirect=True)
+def test_a_non_utf8_path_cannot_slip_past_the_search_filter(run: Runner, repo: Path) -> None:
+    path = repo / ".claude/agents/c.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("---\nname: c\ndescription: d\ntools: Grep, Bash\n"
+                    "disallowedTools: Read(secrets/**)\n---\nx\n")
+    record = run("c", [
+        call("shell", command="mkdir -p secrets && printf 'TOPSECRET=2' > \"secrets/old$(printf "
+             "'\\377')key\""),
+        call("search", pattern="TOPSECRET"), {"text": "done"}])
+    assert "TOPSECRET=2" not in record.audit[1]["result"]
+
+
+@pytest.mark.parametrize("backend", ["host"], indirect=True)
+def test_an_unforeseen_error_still_leaves_the_record(run: Runner, repo: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from executor.tools.files import ListFilesTool
+
+    def broken(self: object, args: object, context: object) -> object:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(ListFilesTool, "run", broken)
+    agent_file(repo, "a", "tools: [list_files]")
+    with pytest.raises(RecursionError):
+        run("a", [call("list_files"), {"text": "done"}])
+    from executor.results import list_runs
+
+    (record,) = list_runs(ledger_dir(repo))
+    assert record.status is RunStatus.FAILED and record.error is not None
+    assert record.error["code"] == "internal" and "RecursionError" in record.error["message"]
+
+
+def test_deeply_nested_tool_arguments_are_kept_raw() -> None:
+    from executor.models._wire import decode_arguments, too_deep
+
+    deep = "[" * 5000 + "]" * 5000
+    assert decode_arguments('{"path": ' + deep + "}")[0] == {}
+    nested: object = {}
+    for _ in range(100):
+        nested = {"x": nested}
+    assert too_deep(nested) and not too_deep({"a": [1, {"b": 2}]})
+
+
+def test_a_renamed_symlink_needs_allow_symlinks(repo: Path) -> None:
+    from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
+
+    (repo / "d1").mkdir()
+    (repo / "d1" / "lnk").symlink_to("../src")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
+    patch = (b"diff --git a/d1/lnk b/lnk\nsimilarity index 100%\nrename from d1/lnk\n"
+             b"rename to lnk\n")
+    plan = inspect_patch(patch)
+    assert plan.problems == []  # nothing in the patch itself says "symlink"
+    with pytest.raises(MergeRefused, match="moves a symlink"):
+        apply_to_checkout(repo, patch, plan=plan)
+    assert (repo / "d1" / "lnk").is_symlink() and not (repo / "lnk").exists()
+    apply_to_checkout(repo, patch, plan=inspect_patch(patch), allow_symlinks=True)
+    assert (repo / "lnk").is_symlink()
+
+
+def test_opencode_and_zuno_path_patterns_are_normalized(tmp_path: Path) -> None:
+    """Second review: subjects are normalized, so a rule written './secrets/**' never
+    matched; patterns are normalized the same way, and absolute ones reject."""
+    from policies.contract import AgentFormat, Scope
+    from policies.loader import load_file
+
+    good = tmp_path / "a.md"
+    good.write_text("---\ndescription: d\npermission:\n  read:\n"
+                    "    \"./secrets//**\": deny\n---\nx\n")
+    (contract,) = load_file(good, AgentFormat.OPENCODE, scope=Scope.PROJECT, display="a.md").agents
+    assert contract.permission.decide("read_file", "secrets/key").value == "deny"
+    bad = tmp_path / "b.md"
+    bad.write_text("---\ndescription: d\npermission:\n  edit:\n    \"/etc/**\": deny\n---\nx\n")
+    outcome = load_file(bad, AgentFormat.OPENCODE, scope=Scope.PROJECT, display="b.md")
+    assert outcome.status.value == "rejected"
+    assert any("absolute" in d.reason for d in outcome.diagnostics)

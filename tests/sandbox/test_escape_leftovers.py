@@ -142,3 +142,64 @@ def test_gc_clears_setuid_files_an_abandoned_child_left(open_sb: OpenSandbox, re
     [entry] = [e for e in gc(state_root).by_action("cleaned") if e.sandbox_id == sb.id]
     assert entry.setid_cleared == PLANTED
     assert _setid_files(repo) == []
+
+
+#: A leftover that kills every other process of its uid, over and over: it kills the
+#: command's wrapper and every reaper started as that uid inside the sandbox.
+REAPER_KILLER = (
+    "cp /bin/dash rootsh && chmod 4755 rootsh; python3 -c '\n"
+    "import os, threading, time\n"
+    "def spin():\n"
+    "    while True:\n"
+    "        try: os.kill(-1, 9)\n"
+    "        except OSError: pass\n"
+    "threading.Thread(target=spin, daemon=True).start()\n"
+    "while True:\n"
+    "    open(\"late.txt\", \"w\").write(str(time.time()))\n"
+    "    time.sleep(0.2)\n"
+    "' </dev/null >/dev/null 2>&1 & sleep 1; echo unreachable"
+)
+
+
+@pytest.mark.parametrize("backend", backends(only=("bubblewrap", "docker"), fake=False),
+                         indirect=True)
+def test_a_leftover_that_kills_the_reaper_is_stopped_from_outside(open_sb: OpenSandbox,
+                                                                  repo: Path) -> None:
+    """Found in the second review: a leftover looping on ``kill(-1, 9)`` killed the docker
+    kill-all exec (it runs as the child's uid), so the freeze failed, teardown removed
+    nothing, and the process kept writing the checkout after the run ended, next to a
+    setuid-root shell. Defence: when the in-sandbox reaper fails, the container is killed
+    from the engine (bubblewrap: the cgroup), and teardown always removes what runs the child
+    and sweeps the checkout. Without it ``late.txt`` keeps changing after teardown."""
+    sb = open_sb(SandboxMode.WORKSPACE_WRITE)
+    sh(sb, REAPER_KILLER)
+    diff = sb.collect_diff()  # must not fail: the child is stopped by force if need be
+    assert "rootsh" in diff.setid_cleared
+    sb.teardown(discard=True)
+    late = repo / "late.txt"
+    before = late.read_text() if late.exists() else ""
+    deadline = __import__("time").monotonic() + 2.0
+    while __import__("time").monotonic() < deadline:  # nothing may still be writing
+        assert (late.read_text() if late.exists() else "") == before
+    assert _setid_files(repo) == []
+
+
+@pytest.mark.parametrize("backend", backends(only=("host",)), indirect=True)
+def test_a_failed_freeze_never_blocks_later_commands(open_sb: OpenSandbox,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found in the second review: when stopping the child raised, the freeze left its
+    bookkeeping set and every later command waited forever (past any deadline)."""
+    sb = open_sb(SandboxMode.WORKTREE)
+    calls = {"n": 0}
+    real_stop = sb._stop
+
+    def failing_stop() -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise SandboxError("could not stop", code="test_stop_failed")
+        real_stop()
+
+    monkeypatch.setattr(sb, "_stop", failing_stop)
+    with pytest.raises(SandboxError, match="could not stop"):
+        sb.collect_diff()
+    assert sh(sb, "echo still works", timeout=10).stdout == b"still works\n"

@@ -18,6 +18,7 @@ both narrow: a tool turned off in ``tools`` is not turned back on by an
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from policies.loader.formats.common import build, json_document, key_line, markd
 from policies.loader.formats.foreign_keys import CLAUDE_KEYS, cross_harness
 from policies.loader.models import foreign_route
 from policies.loader.toolnames import resolve_tools
-from policies.permissions import Action, PermissionPolicy, PermissionRule
+from policies.permissions import PATH_TOOLS, Action, PermissionPolicy, PermissionRule
 
 __all__ = ["OpenCodeAdapter", "permission_rules"]
 
@@ -248,14 +249,32 @@ def permission_rules(reader: Reader, key: str, value: Any, *,
             if action:
                 rules.extend(PermissionRule(tool=t, action=action) for t in tools)
         elif isinstance(setting, dict):
-            for pattern, raw in setting.items():
+            for raw_pattern, raw in setting.items():
                 action = _action(reader, where, raw)
-                if action:
+                pattern = _path_pattern(reader, where, raw_pattern, tools)
+                if action and pattern is not None:
                     rules.extend(PermissionRule(tool=t, pattern=None if pattern == "*" else pattern,
                                                 action=action) for t in tools)
         else:
             reader.error(key, f"{tool_key}: must be an action or a map of pattern to action")
     return rules
+
+
+def _path_pattern(reader: Reader, where: str, pattern: str,
+                  tools: tuple[str, ...]) -> str | None:
+    """Path globs are matched against workspace-relative paths: ``./`` and doubled
+    slashes are normalized away; an absolute pattern could never match, so it rejects."""
+    if not any(tool in PATH_TOOLS for tool in tools):
+        return pattern
+    text = re.sub(r"/{2,}", "/", pattern)
+    while text.startswith("./"):
+        text = text[2:]
+    if text.startswith(("/", "~")):
+        reader.error(where.split(".", maxsplit=1)[0],
+                     f"{where}: path pattern {pattern!r} is absolute; patterns are relative to "
+                     "the workspace (write it without the leading / or ~)")
+        return None
+    return text or "*"
 
 
 def _external(reader: Reader, where: str, setting: Any) -> None:
@@ -302,6 +321,9 @@ def _v2_rules(reader: Reader) -> list[PermissionRule]:
         if tools is None:
             tools = tuple(sorted(resolve_tools(reader, "permissions", [action],
                                                AgentFormat.OPENCODE).tools))
+        resource = _path_pattern(reader, f"permissions.{index}", resource, tools)
+        if resource is None:
+            continue
         rules.extend(PermissionRule(tool=t, pattern=None if resource == "*" else resource,
                                     action=decided) for t in tools)
     return rules
