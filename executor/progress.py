@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.status import Status
 
 from executor.session import ProgressEvent
+from executor.text import printable
 
 __all__ = ["Progress"]
 
@@ -24,6 +25,7 @@ class Progress:
         self.console = Console(stderr=True)
         self.status: Status | None = None
         self.tools = 0
+        self.changed: set[str] = set()
 
     def __enter__(self) -> Progress:
         if self.enabled:
@@ -45,9 +47,12 @@ class Progress:
             self.status.update(f"{indent}{event.agent}: step {event.step}")
         elif event.kind == "tool":
             self.tools += 1
-            self.status.update(f"{indent}{event.agent}: step {event.step}: {event.detail}")
+            self.status.update(printable(f"{indent}{event.agent}: step {event.step}: "
+                                         f"{event.detail}"))
         elif event.kind == "tool_done":
-            self.console.log(f"{indent}{event.agent} [{event.step}] {event.detail}",
-                             highlight=False, markup=False)
+            self.changed.update(f"{event.agent}:{path}" for path in event.paths)
+            files = f" ({len(self.changed)} file(s) changed)" if self.changed else ""
+            self.console.log(printable(f"{indent}{event.agent} [{event.step}] {event.detail}"
+                                       f"{files}"), highlight=False, markup=False)
         elif event.kind == "final":
             self.status.update(f"{indent}{event.agent}: answered after {event.step} step(s)")

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from executor.dispatch import Dispatcher, render_arguments
 from executor.errors import ExecutorError
 from executor.memory import request_view
-from executor.models.base import Message, Model, Sampling, Usage
+from executor.models.base import Message, Model, Sampling, ToolCall, Usage
 from policies.contract import MemoryConfig
 
 __all__ = ["FINALIZE_PROMPT", "ProgressEvent", "RunTimeout", "Session", "SessionOutcome",
@@ -77,6 +77,8 @@ class ProgressEvent:
     step: int
     detail: str = ""
     depth: int = 0
+    #: Workspace paths a finished write tool changed (for the "files changed" count).
+    paths: tuple[str, ...] = ()
 
 
 @dataclass
@@ -129,9 +131,9 @@ class Session:
         self.total_steps = 0
 
     def _emit(self, kind: Literal["step", "tool", "tool_done", "final"], step: int,
-              detail: str = "") -> None:
+              detail: str = "", paths: tuple[str, ...] = ()) -> None:
         if self.progress is not None:
-            self.progress(ProgressEvent(kind, self.agent, step, detail, self.depth))
+            self.progress(ProgressEvent(kind, self.agent, step, detail, self.depth, paths))
 
     def _check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -173,7 +175,9 @@ class Session:
                 self._check_deadline()
                 self._emit("tool", step, f"{call.name} {render_arguments(call.arguments, 80)}")
                 self.messages.append(self.dispatcher.dispatch(call, step=step))
-                self._emit("tool_done", step, f"{call.name}: {self.dispatcher.audit[-1].decision}")
+                record = self.dispatcher.audit[-1]
+                self._emit("tool_done", step, f"{call.name}: {record.decision}",
+                           _written(call) if not record.is_error else ())
 
     def _finalize(self, step: int, why: Literal["steps", "shared_steps"],
                   notes: list[str]) -> SessionOutcome:
@@ -187,3 +191,14 @@ class Session:
         self._emit("final", step)
         return SessionOutcome(response.text, why, step, self.usage, self.requests,
                               self.model_seconds, notes)
+
+
+def _written(call: ToolCall) -> tuple[str, ...]:
+    """The paths a successful write tool call changed (progress display only)."""
+    if call.name in ("write_file", "edit") and isinstance(call.arguments.get("path"), str):
+        return (call.arguments["path"],)
+    if call.name == "apply_patch" and isinstance(call.arguments.get("patch"), str):
+        return tuple(line[4:].split("\t")[0].removeprefix("b/")
+                     for line in call.arguments["patch"].split("\n")
+                     if line.startswith("+++ ") and line[4:].strip() != "/dev/null")
+    return ()

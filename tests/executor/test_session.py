@@ -117,3 +117,24 @@ def test_agent_not_user_invocable_is_refused_before_anything(run: Runner, repo: 
     agent_file(repo, "plain", "user_invocable: false")
     with pytest.raises(RunError, match="not user-invocable"):
         run("plain", [{"text": "x"}])
+
+
+def test_progress_reports_steps_tools_and_files_changed(run: Runner, repo: Path) -> None:
+    from executor.progress import Progress
+    from executor.session import ProgressEvent
+
+    events: list[ProgressEvent] = []
+    zuno(repo, {"a": {}})
+    patch = "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+x\n"
+    run("a", [{"tool_calls": [
+        {"name": "write_file", "arguments": {"path": "a.txt", "content": "a"}},
+        {"name": "apply_patch", "arguments": {"patch": patch}},
+        {"name": "read_file", "arguments": {"path": "missing.txt"}}]},
+        {"text": "done"}], progress=events.append)
+    kinds = [e.kind for e in events]
+    assert kinds[:2] == ["step", "tool"] and kinds[-1] == "final"
+    done = [e for e in events if e.kind == "tool_done"]
+    assert [e.paths for e in done] == [("a.txt",), ("new.txt",), ()]
+    display = Progress(enabled=False)
+    for event in events:
+        display(event)  # disabled: renders nothing, never fails
