@@ -140,8 +140,10 @@ class SearchTool:
         engine = "rg"
         if found is None:
             found, engine = python_search(context, args), "python"
-        shown = [m for m in found
-                 if not has_git_alias(m[0]) and context.shown(self.name, m[0])]
+        # Judged once per file, not once per matching line.
+        allowed = {path for path in {m[0] for m in found}
+                   if not has_git_alias(path) and context.shown(self.name, path)}
+        shown = [m for m in found if m[0] in allowed]
         hidden = len({m[0] for m in found} - {m[0] for m in shown})
         lines = [f"{path}:{number}:{text}" for path, number, text in shown[:args.max_results]]
         text = "\n".join(lines) or "(no matches)"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,8 +16,8 @@ from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import Environment, discover
 from sandbox.config import BubblewrapConfig, DockerConfig, HostConfig, Limits
-from sandbox.errors import BackendUnavailable
-from sandbox.factory import probe
+from tests.backends import git as run_git
+from tests.backends import require_backend
 
 LIMITS = Limits(timeout_seconds=60, memory_bytes=1 << 30, pids=256)
 CONFIGS: dict[str, Any] = {"host": HostConfig, "bubblewrap": BubblewrapConfig,
@@ -27,34 +25,19 @@ CONFIGS: dict[str, Any] = {"host": HostConfig, "bubblewrap": BubblewrapConfig,
 BACKENDS = [pytest.param("host", id="host"),
             pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
             pytest.param("docker", id="docker", marks=pytest.mark.docker)]
-GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
-
-
-def required() -> set[str]:
-    """Backends CI demands: unavailable ones fail instead of skipping."""
-    return {b.strip() for b in os.environ.get("CORRAL_REQUIRE_BACKENDS", "").split(",")
-            if b.strip()}
 
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     """The backend under test (parametrized indirectly)."""
     name = str(request.param)
-    if name != "host":
-        try:
-            probe(CONFIGS[name](limits=LIMITS))
-        except BackendUnavailable as exc:
-            if name in required():
-                pytest.fail(f"{name} unavailable but required: {exc.message}")
-            pytest.skip(f"{name} unavailable: {exc.message}")
+    require_backend(name)
     return name
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, check=True,
-                          capture_output=True, text=True).stdout
+    """Run test git in ``repo``; its stdout."""
+    return run_git(repo, *args).stdout
 
 
 @pytest.fixture

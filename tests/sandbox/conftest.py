@@ -7,32 +7,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sbx_support import TEST_LIMITS, OpenSandbox, backend_config, make_repo, required_backends
+from sbx_support import TEST_LIMITS, OpenSandbox, backend_config, make_repo
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
 from sandbox.config import Limits
-from sandbox.errors import BackendUnavailable
-from sandbox.factory import open_sandbox, probe
-
-
-def _require(name: str) -> None:
-    if name not in ("bubblewrap", "docker"):
-        return
-    try:
-        probe(backend_config(name))
-    except BackendUnavailable as exc:
-        message = f"{name} backend unavailable: {exc.message}"
-        if name in required_backends():
-            pytest.fail(f"{message} (required by CORRAL_REQUIRE_BACKENDS)")
-        pytest.skip(message)
+from sandbox.factory import open_sandbox
+from tests.backends import require_backend
 
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     """The backend under test (parametrized indirectly); skips or fails when unavailable."""
     name = str(request.param)
-    _require(name)
+    require_backend(name)
     return name
 
 

@@ -8,7 +8,6 @@ never fixed sleeps. ``CORRAL_REQUIRE_BACKENDS`` (comma list, e.g.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from sandbox.fake import FakeSandbox
 from sandbox.files import ConfinedFiles
 from sandbox.protocol import Sandbox
 from sandbox.results import ExecResult
+from tests.backends import git
 
 #: Small limits so the attack tests stay fast.
 TEST_LIMITS = Limits(timeout_seconds=60, memory_bytes=1 << 30, pids=256,
@@ -41,16 +41,6 @@ BACKENDS = ("host", "bubblewrap", "docker", "fake")
 ISOLATING = ("bubblewrap", "docker")
 _BACKEND_MARKS = {"bubblewrap": [pytest.mark.bubblewrap], "docker": [pytest.mark.docker]}
 
-GIT_ENV = {
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_AUTHOR_NAME": "Parent",
-    "GIT_AUTHOR_EMAIL": "parent@example.com",
-    "GIT_COMMITTER_NAME": "Parent",
-    "GIT_COMMITTER_EMAIL": "parent@example.com",
-    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
-    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
-}
 
 
 def backends(
@@ -77,21 +67,6 @@ def backends(
             marks.append(pytest.mark.xfail(run=False, reason=f"host backend: {host_not_run}"))
         params.append(pytest.param(name, marks=marks, id=name))
     return params
-
-
-def required_backends() -> set[str]:
-    """Backends CI demands (``CORRAL_REQUIRE_BACKENDS``)."""
-    raw = os.environ.get("CORRAL_REQUIRE_BACKENDS", "")
-    return {name.strip() for name in raw.split(",") if name.strip()}
-
-
-def git(
-    repo: Path, *args: str, check: bool = True, **kwargs: Any
-) -> subprocess.CompletedProcess[str]:
-    """Plain git for test setup and checks (no user or system config)."""
-    env = {**os.environ, **GIT_ENV, **kwargs.pop("env", {})}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=check, capture_output=True,
-                          text=True, **kwargs)
 
 
 def make_repo(path: Path) -> Path:
