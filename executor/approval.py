@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from executor.dispatch import ApprovalHandler, ApprovalRequest
 from executor.errors import ExecutorError
-from executor.text import printable
+from executor.text import one_line, printable
 from policies.tools import check_tool_name
 
 __all__ = ["parse_approve", "policy_handler", "prompt_handler"]
@@ -34,12 +34,13 @@ def prompt_handler(ask: Callable[[str], bool]) -> ApprovalHandler:
     """Ask a person through ``ask`` (for example ``click.confirm``)."""
 
     def handler(request: ApprovalRequest) -> bool:
-        # In full and printable: nothing of the call may be hidden from the person asked.
-        subjects = "".join(f"\n  subject: {printable(s)}" for s in request.subjects)
+        # In full and escaped: nothing of the call may be hidden from the person asked, and
+        # no value may fake a line of the question (a newline in a subject is shown as \x0a).
+        subjects = "".join(f"\n  subject: {one_line(s)}" for s in request.subjects)
         arguments = printable(json.dumps(dict(request.arguments), ensure_ascii=False,
                                          indent=2, sort_keys=True))
-        return ask(f"[{printable(request.agent)}] wants to call {request.tool} "
-                   f"({request.reason}){subjects}\n  arguments: {arguments}\nallow?")
+        return ask(f"[{one_line(request.agent)}] wants to call {one_line(request.tool)} "
+                   f"({one_line(request.reason)}){subjects}\n  arguments: {arguments}\nallow?")
 
     return handler
 

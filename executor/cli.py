@@ -9,14 +9,17 @@ error (bad option, unknown agent, bad config), 3 an infrastructure failure,
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from executor.text import one_line, printable
 from executor.views import agent_json, list_json, render_show
 from executor.watch import watch_definitions
 from policies.capability import Capability
@@ -24,9 +27,19 @@ from policies.config import load_user_config
 from policies.errors import CorralError
 from policies.loader import Environment, LoadResult, Options, Severity, discover
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "echo", "main", "render_error"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` with every control character escaped (see :mod:`executor.text`).
+
+    Everything the CLI prints goes through here (or is JSON, which escapes
+    control characters itself): values inside a line should also be passed
+    through :func:`one_line`, so a newline in one cannot fake the next line.
+    """
+    click.echo(printable(text), err=err, nl=nl)
 
 
 def loader_options(func: F) -> F:
@@ -88,21 +101,21 @@ def agents_list(root: Path, trust_project: bool, config_file: Path | None, stric
         click.echo(json.dumps(list_json(result), indent=2))
         return
     if not result.agents:
-        click.echo("no agents found" + ("" if trust_project else
-                                        " (project agents need --trust-project)"))
+        echo("no agents found" + ("" if trust_project else
+                                  " (project agents need --trust-project)"))
     for name, contract in sorted(result.agents.items()):
         flags = "".join([
             "R" if contract.is_read_only else "-",
             "u" if contract.user_invocable else "-",
             "s" if contract.subagent_available else "-",
         ])
-        click.echo(f"{name:32} {flags} {contract.origin.format.value:11} "
-                   f"{contract.origin.source}")
+        echo(f"{one_line(name):32} {flags} {contract.origin.format.value:11} "
+             f"{one_line(contract.origin.source)}")
     problems = [d for d in result.diagnostics if d.severity is not Severity.INFO]
     if problems:
         rejected = sum(1 for d in problems if d.severity is Severity.ERROR)
-        click.echo(f"\n{len(problems)} diagnostic(s), {rejected} error(s): run "
-                   "`corral agents check` for details", err=True)
+        echo(f"\n{len(problems)} diagnostic(s), {rejected} error(s): run "
+             "`corral agents check` for details", err=True)
 
 
 @agents.command("show")
@@ -125,7 +138,7 @@ def agents_show(root: Path, trust_project: bool, config_file: Path | None, stric
     if as_json:
         click.echo(json.dumps(agent_json(contract, effective=_root_capability()), indent=2))
     else:
-        click.echo(render_show(contract, _root_capability()))
+        echo(render_show(contract, _root_capability()))
 
 
 @agents.command("check")
@@ -142,10 +155,9 @@ def agents_check(root: Path, trust_project: bool, config_file: Path | None, stri
             click.echo(json.dumps(list_json(result)))
         else:
             for diagnostic in result.diagnostics:
-                click.echo(diagnostic.render())
+                echo(one_line(diagnostic.render()))
             rejected = sum(1 for o in result.outcomes if o.status.value == "rejected")
-            click.echo(f"{len(result.agents)} agent(s) loaded, {rejected} definition(s) "
-                       "rejected")
+            echo(f"{len(result.agents)} agent(s) loaded, {rejected} definition(s) rejected")
         sys.stdout.flush()
         return result
 
@@ -157,25 +169,38 @@ def agents_check(root: Path, trust_project: bool, config_file: Path | None, stri
         sys.exit(1)
 
 
+def render_error(exc: CorralError) -> None:
+    """An error as text on stderr: message, context and hint, every value escaped (they
+    carry paths, names and reasons a child or a definition file chose)."""
+    echo(f"error: {one_line(exc.message)}", err=True)
+    for key, value in exc.context.items():
+        echo(f"  {one_line(str(key))}: {one_line(str(value))}", err=True)
+    if exc.hint:
+        echo("hint: " + printable(exc.hint).replace("\n", "\n  "), err=True)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI and render corral errors in one place."""
+    """Entry point: run the CLI and render errors in one place, escaped."""
     try:
         cli.main(args=argv, prog_name="corral", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        shown = io.StringIO()
+        exc.show(file=shown)  # usage errors quote what was typed, a file name included
+        echo(shown.getvalue(), err=True, nl=False)
         sys.exit(2)
     except CorralError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        for key, value in exc.context.items():
-            click.echo(f"  {key}: {value}", err=True)
-        if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
+        render_error(exc)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception:  # a bug: still never raw on the terminal (an OSError names a path)
+        echo(traceback.format_exc(), err=True, nl=False)
+        echo("error: internal error in corral (a bug): the traceback above says where",
+             err=True)
+        sys.exit(3)
 
 
 # The run commands live in their own module; importing it registers them on `cli`

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from executor.approval import parse_approve, policy_handler, prompt_handler
-from executor.cli import cli, load, loader_options
+from executor.cli import cli, echo, load, loader_options
 from executor.dispatch import ApprovalHandler
 from executor.errors import ExecutorError
 from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
@@ -26,7 +26,7 @@ from executor.results import (
     load_transcript,
 )
 from executor.runner import RunSettings, run_agent
-from executor.text import printable
+from executor.text import one_line, printable, printable_patch
 from policies.config import load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Environment
@@ -59,12 +59,16 @@ def run_json(record: RunRecord) -> dict[str, Any]:
     }
 
 
-def _approval(approve: str | None) -> ApprovalHandler | None:
+def _approval(approve: str | None, progress: Progress) -> ApprovalHandler | None:
     tools = parse_approve(approve)
     if tools is not None:
         return policy_handler(tools)
     if sys.stdin.isatty():
-        return prompt_handler(lambda text: click.confirm(text, default=False, err=True))
+        def ask(text: str) -> bool:
+            with progress.paused():  # the live status line would cover the question
+                return click.confirm(text, default=False, err=True)
+
+        return prompt_handler(ask)
     return None  # non-interactive and no policy: every 'ask' is denied
 
 
@@ -92,17 +96,18 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff."""
     if script is not None and model is not None:
         raise click.UsageError("--script and --model are exclusive")
+    ledger = ledger_dir(root)
     registry = load(root, trust_project, config_file, strict, no_personal)
     config = load_user_config()
     replay = ScriptedModel.from_file(script) if script is not None else None
     if backend == "host":
-        click.echo(f"warning: {HOST_WARNING}", err=True)
+        echo(f"warning: {HOST_WARNING}", err=True)
     progress = Progress(enabled=not as_json and sys.stderr.isatty())
     settings = RunSettings(
         root=root.resolve(), backend=BACKENDS[backend](), config=config, registry=registry,
-        ledger=ledger_dir(root), env=Environment.from_env(), trust_project=trust_project,
+        ledger=ledger, env=Environment.from_env(), trust_project=trust_project,
         mode_ceiling=SandboxMode(mode), model_override=model, script=replay,
-        approval=_approval(approve), progress=progress, timeout_seconds=timeout,
+        approval=_approval(approve, progress), progress=progress, timeout_seconds=timeout,
     )
     with progress:
         record = run_agent(settings, agent, prompt)
@@ -114,20 +119,23 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
 
 
 def _print_record(record: RunRecord) -> None:
-    click.echo(f"run {record.run_id}: agent {record.agent} {record.status.value} "
-               f"({record.backend} backend, {record.mode} mode, {record.steps} step(s))", err=True)
+    # A record is read back from the state dir: every field is escaped, ours included.
+    echo(f"run {one_line(record.run_id)}: agent {one_line(record.agent)} "
+         f"{record.status.value} ({one_line(record.backend)} backend, {one_line(record.mode)} "
+         f"mode, {record.steps} step(s))", err=True)
     if record.error:
         message = record.error.get("message") or record.error.get("code")
-        click.echo(f"error: {printable(str(message))}", err=True)
+        echo(f"error: {one_line(str(message))}", err=True)
     for denied in record.denied_calls:
-        click.echo(f"denied: {printable(denied['tool'])}: {printable(denied['reason'])}",
-                   err=True)
+        echo(f"denied: {one_line(denied['tool'])}: {one_line(denied['reason'])}", err=True)
+    for note in record.notes:
+        echo(f"note: {one_line(note)}", err=True)
     if record.final_text:
-        click.echo(printable(record.final_text))
+        echo(record.final_text)
     if record.diff:
-        click.echo(f"\n--- diff: {len(record.changed_files)} file(s) changed "
-                   f"(corral apply {record.run_id} merges it) ---", err=True)
-        click.echo(printable(record.diff), nl=not record.diff.endswith("\n"))
+        echo(f"\n--- diff: {len(record.changed_files)} file(s) changed "
+             f"(corral apply {one_line(record.run_id)} merges it) ---", err=True)
+        echo(record.diff, nl=not record.diff.endswith("\n"))
 
 
 @cli.command("runs")
@@ -141,11 +149,11 @@ def runs_command(root: Path, as_json: bool) -> None:
                               indent=2))
         return
     if not records:
-        click.echo("no runs recorded")
+        echo("no runs recorded")
     for r in records:
-        parent = f" (child of {r.parent_run})" if r.parent_run else ""
-        click.echo(f"{r.run_id}  {r.status.value:9} {r.agent:24} {r.mode:15} "
-                   f"{len(r.changed_files):3} file(s){parent}")
+        parent = f" (child of {one_line(r.parent_run)})" if r.parent_run else ""
+        echo(f"{one_line(r.run_id)}  {r.status.value:9} {one_line(r.agent):24} "
+             f"{one_line(r.mode):15} {len(r.changed_files):3} file(s){parent}")
 
 
 @cli.command("show")
@@ -162,36 +170,59 @@ def show_command(root: Path, as_json: bool, run_id: str) -> None:
                               indent=2))
         return
     _print_record(record)
-    click.echo(f"\nprompt: {printable(record.prompt)}\nmodel: {record.model}\ncontract: "
-               f"{record.agent_source} ({record.agent_format}, {record.contract_digest[:12]})")
-    click.echo(f"usage: {record.usage}  timings: {record.timings}  resources: "
-               f"{record.resources}")
-    click.echo("\ntool calls:")
+    echo(f"\nprompt: {one_line(record.prompt)}\nmodel: {one_line(str(record.model))}\n"
+         f"contract: {one_line(record.agent_source)} ({one_line(record.agent_format)}, "
+         f"{one_line(record.contract_digest[:12])})")
+    echo(f"usage: {one_line(str(record.usage))}  timings: {one_line(str(record.timings))}  "
+         f"resources: {one_line(str(record.resources))}")
+    if record.changed_files:
+        echo("\nchanged files:")
+        for change in record.changed_files:
+            flags = change.get("flags") or []
+            origin = change.get("old_path")
+            echo(f"  {one_line(str(change.get('status', '?'))):9} "
+                 f"{one_line(str(change.get('path', '?')))}"
+                 + (f" (from {one_line(str(origin))})" if origin else "")
+                 + (f"  [{one_line(', '.join(map(str, flags)))}]" if flags else ""))
+    echo("\ntool calls:")
     for call in record.audit:
-        reason = f" ({printable(call['reason'])})" if call["reason"] else ""
-        click.echo(f"  [{call['step']}] {printable(call['tool'])} "
-                   f"{printable(json.dumps(call['arguments']))} -> {call['decision']}{reason}")
+        reason = f" ({one_line(str(call['reason']))})" if call["reason"] else ""
+        echo(f"  [{one_line(str(call['step']))}] {one_line(str(call['tool']))} "
+             f"{one_line(json.dumps(call['arguments']))} -> {one_line(str(call['decision']))}"
+             f"{reason}")
         result = printable(str(call["result"]).strip())
         if result:
-            click.echo("      " + result[:400].replace("\n", "\n      "))
-    click.echo("\ntranscript:")
+            echo("      " + result[:400].replace("\n", "\n      "))
+    echo("\ntranscript:")
     for message in transcript:
         text = message["content"] or ""
-        calls = ", ".join(c["name"] for c in message.get("tool_calls") or [])
-        click.echo(f"  {message['role']:9} {printable(repr(text[:300]))}"
-                   + (f" calls: {printable(calls)}" if calls else ""))
+        calls = ", ".join(str(c["name"]) for c in message.get("tool_calls") or [])
+        echo(f"  {one_line(str(message['role'])):9} {one_line(repr(text[:300]))}"
+             + (f" calls: {one_line(calls)}" if calls else ""))
 
 
 @cli.command("diff")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.option("--escape", "force_escape", is_flag=True,
+              help="Escape control characters even when stdout is not a terminal "
+              "(for a pager such as `less -R`).")
 @click.argument("run_id")
-def diff_command(root: Path, run_id: str) -> None:
-    """Print a run's unified diff (apply it with `git apply`)."""
+def diff_command(root: Path, force_escape: bool, run_id: str) -> None:
+    """Print a run's unified diff: escaped on a terminal, the exact bytes through a pipe or
+    into a file (for `git apply`)."""
     ledger = ledger_dir(root)
     record = find_run(ledger, run_id)
     patch = load_patch(ledger, record.run_id)
     if not patch:
         raise ExecutorError(f"run {record.run_id} changed nothing", code="empty_diff")
+    if force_escape or sys.stdout.isatty():
+        text, escaped = printable_patch(patch)
+        click.echo(text, nl=not text.endswith("\n"))
+        if escaped:
+            echo(f"note: {escaped} control or invisible character(s) of this diff are shown "
+                 "as escapes (\\x1b, \\u202e, ...); through a pipe or into a file, "
+                 f"`corral diff {one_line(record.run_id)}` writes the exact bytes", err=True)
+        return
     sys.stdout.flush()
     sys.stdout.buffer.write(patch)
     sys.stdout.buffer.flush()
@@ -204,13 +235,13 @@ def gc_command(as_json: bool) -> None:
     from sandbox.gc import gc  # noqa: PLC0415 - keeps docker out of the other commands
 
     report = gc()
-    if as_json:
-        click.echo(report.model_dump_json(indent=2))
+    if as_json:  # ASCII JSON: a directory name cannot put raw controls on a terminal
+        click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
         return
     for entry in report.entries:
-        click.echo(f"{entry.action:10} {entry.sandbox_id}  {entry.detail}")
+        echo(f"{entry.action:10} {one_line(entry.sandbox_id)}  {one_line(entry.detail)}")
     if not report.entries:
-        click.echo("nothing to clean")
+        echo("nothing to clean")
 
 
 @cli.command("apply")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from executor.text import one_line, printable
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, restrict
 from policies.contract import AgentContract
 from policies.loader import Diagnostic, LoadResult
@@ -95,7 +96,12 @@ def list_json(result: LoadResult) -> dict[str, Any]:
 
 
 def render_show(contract: AgentContract, effective: Capability) -> str:
-    """The effective, resolved contract as text (like ``zuno debug agent``)."""
+    """The effective, resolved contract as text (like ``zuno debug agent``).
+
+    Every value a definition file chose is escaped (:func:`one_line`): a
+    description cannot carry terminal escapes, nor a newline that would fake
+    the ``tools`` or ``effective`` line after it. The instructions keep their lines.
+    """
     data = agent_json(contract, effective=effective)
     route = data["model_route"]
     if route["needs_override"]:
@@ -105,19 +111,24 @@ def render_show(contract: AgentContract, effective: Capability) -> str:
     else:
         model = " -> ".join(route["candidates"]) + (f" via {route['provider']}"
                                                     if route["provider"] else "")
+
+    def names(items: list[str]) -> str:
+        return ", ".join(one_line(item) for item in items)
+
     lines = [
-        f"agent        {contract.name}" + (f"  ({contract.display_name})"
-                                            if contract.display_name != contract.name else ""),
-        f"source       {data['source']}  [{data['format']}, {data['scope']}]",
-        f"description  {contract.description or '-'}",
-        f"model        {model}",
+        f"agent        {one_line(contract.name)}" + (
+            f"  ({one_line(contract.display_name)})"
+            if contract.display_name != contract.name else ""),
+        f"source       {one_line(data['source'])}  [{data['format']}, {data['scope']}]",
+        f"description  {one_line(contract.description or '-')}",
+        f"model        {one_line(model)}",
         f"mode         {data['mode']}",
         f"sandbox      {data['sandbox'] or 'inherit'} (effective: {data['effective']['sandbox']})",
-        "tools        " + ("inherit" if data["tools"] is None else ", ".join(data["tools"])
+        "tools        " + ("inherit" if data["tools"] is None else names(data["tools"])
                            or "(none)"),
-        "denied       " + (", ".join(data["denied_tools"]) or "-"),
-        "effective    " + (", ".join(data["effective"]["tools"]) or "(none)"),
-        "delegates    " + ("inherit" if data["delegates"] is None else ", ".join(data["delegates"])
+        "denied       " + (names(data["denied_tools"]) or "-"),
+        "effective    " + (names(data["effective"]["tools"]) or "(none)"),
+        "delegates    " + ("inherit" if data["delegates"] is None else names(data["delegates"])
                            or "(none)"),
         f"reachable    user: {'yes' if contract.user_invocable else 'no'}, "
         f"subagent: {'yes' if contract.subagent_available else 'no'}"
@@ -125,13 +136,17 @@ def render_show(contract: AgentContract, effective: Capability) -> str:
         f"steps        {contract.steps or 'unbounded'}",
         f"permission   mode {contract.permission.mode.value}",
     ]
-    lines += [f"  {rule.action.value:5} {rule.tool}" + (f"  {rule.pattern}" if rule.pattern else "")
+    lines += [f"  {rule.action.value:5} {one_line(rule.tool)}"
+              + (f"  {one_line(rule.pattern)}" if rule.pattern else "")
               for rule in contract.permission.rules]
     if data["effective"]["approval_required"]:
-        lines.append("approval     " + ", ".join(data["effective"]["approval_required"]))
+        lines.append("approval     " + names(data["effective"]["approval_required"]))
     if contract.required_skills:
-        lines.append("skills       " + ", ".join(contract.required_skills))
+        lines.append("skills       " + names(list(contract.required_skills)))
     if contract.extras:
-        lines.append("extras       " + ", ".join(sorted(contract.extras)))
-    lines += ["", "instructions", *("  " + line for line in contract.instructions.splitlines())]
+        lines.append("extras       " + names(sorted(contract.extras)))
+    # Split on newlines only: splitlines() would also break at \r, \x85 or U+2028 and
+    # hide them instead of showing them.
+    body = contract.instructions.removesuffix("\n")
+    lines += ["", "instructions", *("  " + printable(line) for line in body.split("\n") if body)]
     return "\n".join(lines)
