@@ -38,6 +38,7 @@ from sandbox.config import (
     DockerConfig,
     HostConfig,
 )
+from sandbox.state import check_state_dir, default_state_root
 
 __all__ = ["run_json"]
 
@@ -96,7 +97,7 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff."""
     if script is not None and model is not None:
         raise click.UsageError("--script and --model are exclusive")
-    ledger = ledger_dir(root)
+    ledger = ledger_dir(root)  # refuses a state dir a child could write, before anything
     registry = load(root, trust_project, config_file, strict, no_personal)
     config = load_user_config()
     replay = ScriptedModel.from_file(script) if script is not None else None
@@ -234,7 +235,9 @@ def gc_command(as_json: bool) -> None:
     """Clean sandboxes left behind by crashed runs (captured diffs are kept)."""
     from sandbox.gc import gc  # noqa: PLC0415 - keeps docker out of the other commands
 
-    report = gc()
+    state_root = default_state_root()
+    check_state_dir(state_root)
+    report = gc(state_root)
     if as_json:  # ASCII JSON: a directory name cannot put raw controls on a terminal
         click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
         return

@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from executor.errors import ExecutorError
 from executor.models.base import Message
+from sandbox.state import check_state_dir, default_state_root
 
 __all__ = [
     "RunRecord",
@@ -119,27 +121,28 @@ def _git_common_dir(root: Path) -> Path | None:
     return None
 
 
-def ledger_dir(root: Path, *, env: dict[str, str] | None = None) -> Path:
-    """Where the runs of the repository at ``root`` are recorded.
+def ledger_dir(root: Path, *, env: Mapping[str, str] | None = None) -> Path:
+    """Where the runs of the repository at ``root`` are recorded; refused when misplaced.
 
-    ``$XDG_STATE_HOME/corral/runs/<key>/`` (default ``~/.local/state``), keyed
-    by the repository's common git dir, so every worktree of one repository
-    shares one ledger. Outside git, the key is the root itself. The ledger is
-    deliberately outside the repository: corral never writes its ``.git``, and
-    no child (whose ``HOME`` is never the user's) can read other runs' records.
+    ``<state dir>/runs/<key>/`` (the state dir of
+    :func:`sandbox.state.default_state_root`), keyed by the repository's
+    common git dir, so every worktree of one repository shares one ledger.
+    Outside git, the key is the root itself. The ledger is deliberately outside
+    the repository: corral never writes its ``.git``, and no child may reach
+    other runs' records. So a state dir inside the repository at ``root``, inside
+    any git working tree or git dir, raises
+    :class:`sandbox.state.StateDirMisplaced` (a user error naming both places and
+    the fix) before anything is read or written: every command that uses the
+    ledger (``run``, ``runs``, ``show``, ``diff``, ``apply``) goes through here.
     """
-    env = dict(os.environ) if env is None else env
-    common = _git_common_dir(root.resolve())
-    key_path = common.resolve() if common is not None else root.resolve()
-    if env.get("CORRAL_STATE_DIR"):
-        base = Path(env["CORRAL_STATE_DIR"])
-    else:
-        state = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else Path(
-            env.get("HOME", str(Path.home()))) / ".local" / "state"
-        base = state / "corral"
+    root = root.resolve()
+    common = _git_common_dir(root)
+    key_path = common.resolve() if common is not None else root
     digest = hashlib.sha256(str(key_path).encode()).hexdigest()[:16]
     name = (key_path.parent.name if key_path.name == ".git" else key_path.name) or "repo"
-    return base / "runs" / f"{name}-{digest}"
+    ledger = default_state_root(env) / "runs" / f"{name}-{digest}"
+    check_state_dir(ledger, repositories=[root, key_path])
+    return ledger
 
 
 def _message_json(message: Message) -> dict[str, Any]:

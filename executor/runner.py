@@ -42,6 +42,7 @@ from sandbox.config import BackendConfig
 from sandbox.errors import SandboxConfigError, SandboxDenied, SandboxError
 from sandbox.factory import open_sandbox
 from sandbox.protocol import Sandbox
+from sandbox.state import check_state_dir, default_state_root
 from sandbox.workspace import inspect_repo
 
 __all__ = ["AgentRun", "RunSettings", "run_agent"]
@@ -105,9 +106,13 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     if refusal is not None:
         raise RunError(f"agent {agent!r} cannot be run: {refusal}", code="agent_not_runnable")
     try:
-        inspect_repo(settings.root)  # a user's mistake: before anything is created
+        info = inspect_repo(settings.root)  # a user's mistake: before anything is created
     except SandboxConfigError as exc:
         raise RunError(exc.message, code="not_a_repository", hint=exc.hint) from exc
+    # Neither the ledger nor the sandboxes' state may lie where a child could write them.
+    repository = [settings.root, info.top, info.git_dir, info.common_dir]
+    check_state_dir(settings.ledger, repositories=repository)
+    check_state_dir(settings.state_root or default_state_root(), repositories=repository)
     root = Capability.root(custom_tools=settings.config.custom_tools,
                            sandbox=settings.mode_ceiling, depth=settings.config.subagent_depth)
     capability = derive_child(root.model_copy(update={"depth": root.depth + 1}), contract)

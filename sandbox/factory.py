@@ -27,7 +27,13 @@ from sandbox.config import (
 from sandbox.errors import BackendUnavailable
 from sandbox.fake import FakeSandbox
 from sandbox.host import HostSandbox
-from sandbox.state import SandboxMeta, SandboxState, default_state_root, new_sandbox_id
+from sandbox.state import (
+    SandboxMeta,
+    SandboxState,
+    check_state_dir,
+    default_state_root,
+    new_sandbox_id,
+)
 from sandbox.workspace import Workspace, create_workspace, inspect_repo, remove_tree
 
 __all__ = ["ConcreteConfig", "clear_probe_cache", "open_sandbox", "probe", "resolve_backend"]
@@ -113,11 +119,18 @@ def open_sandbox(
     """Create a child's sandbox for ``repo`` in ``mode`` from the parent's current state.
 
     Everything created is recorded in the state dir before it is created, so a
-    crash at any point leaves state :func:`sandbox.gc.gc` can clean.
+    crash at any point leaves state :func:`sandbox.gc.gc` can clean. A state dir
+    the child could reach (inside the repository, any git working tree or git
+    dir, or the child's writable workspace) is refused first
+    (:func:`sandbox.state.check_state_dir`).
     """
     chosen = resolve_backend(config)
     info = inspect_repo(repo)
-    state = SandboxState(state_root or default_state_root(), new_sandbox_id())
+    root = state_root or default_state_root()
+    # A state dir the child could write would let it rewrite other runs' diffs: refused
+    # before anything is created (the workspace is the repository, or a worktree in it).
+    check_state_dir(root, repositories=[info.top, info.git_dir, info.common_dir])
+    state = SandboxState(root, new_sandbox_id())
     state.create()
     worktree = state.worktree if mode is SandboxMode.WORKTREE else None
     meta = state.new_meta(
@@ -136,6 +149,7 @@ def open_sandbox(
             owner = info.top.stat()
             user, chown = plan_users(chosen, (owner.st_uid, owner.st_gid), mode)
         workspace = create_workspace(info, mode, state, chown=chown)
+        check_state_dir(root, workspaces=[m.path for m in workspace.mounts() if m.writable])
         meta = meta.model_copy(update={
             "base_commit": workspace.base_commit, "git_files": workspace.git_files,
             "worktree_owner": chown, "status": "active",

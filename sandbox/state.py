@@ -33,6 +33,7 @@ import secrets
 import shutil
 import socket
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -40,13 +41,16 @@ import psutil
 from pydantic import BaseModel, ConfigDict
 
 from policies.contract import SandboxMode
+from sandbox.errors import SandboxConfigError
 from sandbox.results import DiffResult
 
 __all__ = [
     "SandboxMeta",
     "SandboxState",
     "SandboxStatus",
+    "StateDirMisplaced",
     "atomic_write",
+    "check_state_dir",
     "default_state_root",
     "new_sandbox_id",
     "owner_alive",
@@ -54,14 +58,99 @@ __all__ = [
 ]
 
 
-def default_state_root() -> Path:
-    """``$CORRAL_STATE_DIR``, else ``$XDG_STATE_HOME/corral``, else ``~/.local/state/corral``."""
-    explicit = os.environ.get("CORRAL_STATE_DIR")
+def default_state_root(env: Mapping[str, str] | None = None) -> Path:
+    """The state dir: ``$CORRAL_STATE_DIR``, else ``$XDG_STATE_HOME/corral``, else
+    ``~/.local/state/corral`` (``env`` defaults to ``os.environ``).
+
+    The one place that says where corral keeps state: sandboxes, worktrees,
+    results and the runs ledger (``runs/``) all live under it. A relative
+    ``XDG_STATE_HOME`` is ignored, as the XDG specification says; a relative
+    ``CORRAL_STATE_DIR`` is taken from the current directory. Before use, a
+    caller checks the place with :func:`check_state_dir`.
+    """
+    env = os.environ if env is None else env
+    explicit = env.get("CORRAL_STATE_DIR")
     if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "corral"
+        return _absolute(Path(explicit))
+    xdg = env.get("XDG_STATE_HOME")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "corral"
+    home = env.get("HOME") or str(Path.home())
+    return Path(home) / ".local" / "state" / "corral"
+
+
+class StateDirMisplaced(SandboxConfigError):
+    """The state dir lies where a child could write it (see :func:`check_state_dir`)."""
+
+    code = "state_dir_misplaced"
+
+
+_FIX = ("corral keeps its state in $CORRAL_STATE_DIR, else $XDG_STATE_HOME/corral, else "
+        "~/.local/state/corral: set CORRAL_STATE_DIR (or XDG_STATE_HOME) to a directory "
+        "outside every git repository and every workspace a child may write")
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` made absolute, ``..`` folded as written (no symlink resolved)."""
+    return Path(os.path.normpath(path.absolute()))
+
+
+def _is_git_dir(path: Path) -> bool:
+    """Whether ``path`` looks like a git directory (a bare repository or a ``.git``)."""
+    return ((path / "HEAD").is_file() and (path / "objects").is_dir()
+            and (path / "refs").is_dir())
+
+
+def _spellings(path: Path) -> list[Path]:
+    """``path`` absolute as written, and with every symlink resolved (deduplicated)."""
+    return list(dict.fromkeys([_absolute(path), Path(os.path.realpath(path))]))
+
+
+def check_state_dir(path: Path, *, repositories: Iterable[Path] = (),
+                    workspaces: Iterable[Path] = ()) -> None:
+    """Refuse a state dir (or a ledger inside one) that a child could reach.
+
+    Refused (:class:`StateDirMisplaced`, a user error) when the state dir, as
+    written or with its symlinks resolved, lies inside
+
+    * one of ``repositories`` (the repository being run on: its working tree, or
+      its git dirs), whatever git says about the path (ignored or not);
+    * one of ``workspaces``, the directories a child may write;
+    * any git working tree: a directory on the way up with a ``.git`` entry of any
+      kind (directory, ``gitdir:`` file, symlink), found on the filesystem, not by
+      asking git, which a ``.gitignore`` or a ceiling would silence;
+    * any git directory (a bare repository, or inside a ``.git``).
+
+    Both spellings count: a symlink on the way that lies in a working tree is a
+    symlink a child could replace. A working tree *inside* the state dir (the
+    worktrees corral makes) is fine. Nothing is created or changed.
+    """
+    spellings = _spellings(path)
+    places: list[tuple[str, Path]] = [("the repository being run on", p)
+                                      for p in repositories]
+    places += [("a workspace a child may write", p) for p in workspaces]
+    for what, place in places:
+        for inner in _spellings(place):
+            if any(s == inner or s.is_relative_to(inner) for s in spellings):
+                raise _misplaced(path, what, inner)
+    for spelling in spellings:
+        for directory in (spelling, *spelling.parents):
+            if os.path.lexists(directory / ".git"):
+                raise _misplaced(path, "the git working tree", directory)
+            if _is_git_dir(directory):
+                raise _misplaced(path, "the git directory", directory)
+
+
+def _misplaced(path: Path, what: str, place: Path) -> StateDirMisplaced:
+    resolved = Path(os.path.realpath(path))
+    context = {"state dir": str(path), "inside": str(place)}
+    if resolved != _absolute(path):
+        context["resolved"] = str(resolved)
+    return StateDirMisplaced(
+        f"corral's state dir {path} lies inside {what} {place}: a child working there "
+        "could rewrite other runs' diffs and read their transcripts",
+        operation="check_state_dir", context=context, hint=_FIX,
+    )
 
 
 def new_sandbox_id() -> str:
