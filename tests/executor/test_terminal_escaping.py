@@ -316,6 +316,10 @@ def test_json_output_is_ascii_and_carries_the_exact_text(run: Runner, repo: Path
     assert [c["path"] for c in data["show"]["changed_files"]] == [name]
     assert data["show"]["final_text"] == f"ok{OSC8}"
     assert data["agents show"]["display_name"] == f"Gem{OSC52}"
+    # The loader lets no control character into an agent's name (display names are free).
+    assert [a["name"] for a in data["agents list"]["agents"]] == ["gem", "ok"]
+    assert any(d["field"] == f"agents.z{OSC52}.name" and "invalid agent name" in d["reason"]
+               for d in data["agents check"]["diagnostics"])
     assert any(e["sandbox_id"] == f"corral-{BIDI}\u009b" for e in data["gc"]["entries"])
     gc_text = on_terminal("gc")
     assert raw_controls(gc_text.screen) == []

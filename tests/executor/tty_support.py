@@ -101,5 +101,5 @@ _RAW = [bytes([c]) for c in range(0x20) if c not in (0x09, 0x0A)] + [b"\x7f"] + 
 
 
 def raw_controls(data: bytes) -> list[bytes]:
-    """The raw control sequences of ``RAW`` found in ``data``."""
+    """The raw control sequences (of the list above) found in ``data``."""
     return [seq for seq in _RAW if seq in data]
