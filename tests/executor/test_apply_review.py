@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from executor.merge import inspect_patch
 from sandbox.names import git_dir_signature, review_flags
+
+
+def new_file(path: str, body: str = "x\n", mode: str = "100644") -> str:
+    lines = body.splitlines()
+    return (f"diff --git a/{path} b/{path}\nnew file mode {mode}\nindex 0000000..1111111\n"
+            f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n"
+            + "".join(f"+{line}\n" for line in lines))
 
 
 @pytest.mark.parametrize(("path", "flag"), [
@@ -57,3 +65,24 @@ def test_harmless_files_are_not_flagged(path: str) -> None:
 def test_git_dir_signature_follows_git_discovery(files: set[str], dirs: set[str],
                                                  is_git_dir: bool) -> None:
     assert bool(git_dir_signature(files, dirs)) is is_git_dir
+
+
+def test_a_patch_that_builds_a_git_directory_is_refused_without_the_flag() -> None:
+    patch = (new_file("docs/r/HEAD", "ref: refs/heads/main") + new_file("docs/r/config", "[core]")
+             + new_file("docs/r/refs/heads/.keep", "keep"))
+    problems = inspect_patch(patch).problems
+    assert any(p.startswith("docs/r: the patch makes it a git directory") for p in problems)
+    assert inspect_patch(patch, allow_git_dirs=True).problems == []
+
+
+@pytest.mark.parametrize("body", ["gitdir: /tmp/evil", "  GITDIR:../x"])
+def test_a_file_starting_with_gitdir_is_refused_without_the_flag(body: str) -> None:
+    problems = inspect_patch(new_file("notes/pointer", body + "\nmore")).problems
+    assert any("starts with 'gitdir:'" in p for p in problems)
+    assert inspect_patch(new_file("notes/pointer", "see gitdir: below")).problems == []
+    changed = ("diff --git a/p b/p\nindex 1111111..2222222 100644\n--- a/p\n+++ b/p\n"
+               "@@ -1,2 +1,2 @@\n-old\n+" + body + "\n keep\n")
+    assert any("gitdir:" in p for p in inspect_patch(changed).problems)
+    later = ("diff --git a/p b/p\nindex 1111111..2222222 100644\n--- a/p\n+++ b/p\n"
+             "@@ -5,2 +5,2 @@\n-old\n+" + body + "\n keep\n")
+    assert inspect_patch(later).problems == []  # not the first line: git never reads it
