@@ -77,7 +77,10 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
         verb = "would merge" if check_only else "merged"
         click.echo(printable(f"{verb} three ways: {', '.join(result.merged)}"), err=True)
     if result.status == "checked":
-        click.echo(f"would apply {len(plan.files)} file(s) from run {record.run_id}", err=True)
+        review = (f"; {len(plan.flagged)} flagged file(s) need --yes"
+                  if plan.flagged and not yes else "")
+        click.echo(f"would apply {len(plan.files)} file(s) from run {record.run_id}{review}",
+                   err=True)
         return
     if result.backup is not None:
         click.echo(f"backup of the previous versions: {result.backup}", err=True)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.gitsafe import run_git
+from sandbox.gitsafe import git_env, run_git
 from sandbox.names import git_dir_signature, is_git_alias, review_flags
 
 __all__ = ["Listing", "PatchFile", "PatchPlan", "git_dir_problems", "inspect_patch", "unquote"]
@@ -314,10 +314,12 @@ def _cross_check(data: bytes, plan: PatchPlan) -> None:
     if not data.strip():
         return
     with tempfile.TemporaryDirectory() as scratch:
+        # No repository: git must not discover one above the scratch directory.
+        env = git_env(extra={"GIT_CEILING_DIRECTORIES": str(Path(scratch).parent)})
         numstat = run_git(["apply", "--numstat", "-z", "-"], git_dir=None, cwd=Path(scratch),
-                          input_bytes=data, check=False, operation="apply")
+                          env=env, input_bytes=data, check=False, operation="apply")
         summary = run_git(["apply", "--summary", "-"], git_dir=None, cwd=Path(scratch),
-                          input_bytes=data, check=False, operation="apply")
+                          env=env, input_bytes=data, check=False, operation="apply")
     if numstat.returncode != 0:
         message = numstat.stderr.decode("utf-8", "replace").strip()
         plan.problems.append(f"git cannot read the patch: {message[:300]}")

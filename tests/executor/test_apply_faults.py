@@ -171,3 +171,22 @@ def test_an_apply_killed_halfway_blocks_new_ones_until_recovered(
     assert checkout_digest(repo) == expected
     code, output = corral(capsys, "apply", "--yes", record.run_id, "--root", str(repo))
     assert code == 0 and "applied" in output, output
+
+
+@pytest.mark.parametrize("backend", ["host"], indirect=True)
+def test_an_interrupt_after_git_wrote_restores_then_propagates(
+    run: Runner, repo: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    record = _scenario(run, repo, three_way=False)
+    expected = checkout_digest(repo)
+
+    def interrupt(name: str) -> None:
+        if name == "applied":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(merge_steps, "fault_hook", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        apply_run(repo, ledger_dir(repo), record.run_id, ApplyOptions(),
+                  confirm=lambda plan: True)
+    assert checkout_digest(repo) == expected
+    assert not list((ledger_dir(repo) / record.run_id / "apply-backup").glob("*/manifest.json"))
