@@ -103,11 +103,14 @@ class _Diagnosis:
     other: list[Conflict] = field(default_factory=list)
 
 
-def _diagnose(checkout: Checkout, plan: PatchPlan) -> _Diagnosis:
-    """Why each file's section does not apply, one file at a time."""
+def _diagnose(checkout: Checkout, plan: PatchPlan, *, skip: set[str]) -> _Diagnosis:
+    """Why each file's section does not apply, one file at a time (but those in ``skip``,
+    already explained)."""
     found = _Diagnosis()
     failing: list[tuple[PatchFile, str]] = []
     for item in plan.files[:_DIAGNOSED]:
+        if skip & {*item.sources, *item.targets}:
+            continue
         ok, why = _check(checkout, plan.section(item))
         if not ok:
             failing.append((item, why))
@@ -127,6 +130,19 @@ def _diagnose(checkout: Checkout, plan: PatchPlan) -> _Diagnosis:
         found.other.append(Conflict("...", f"{len(plan.files) - _DIAGNOSED} more file(s) "
                                     "were not diagnosed"))
     return found
+
+
+def _already_there(checkout: Checkout, plan: PatchPlan,
+                   conflicts: list[Conflict]) -> list[Conflict]:
+    """A file in the way that is exactly what the patch creates is said so."""
+    created = {item.path: item for item in plan.files if item.status == "added"}
+    out = []
+    for conflict in conflicts:
+        item = created.get(conflict.path)
+        there = item is not None and _check(checkout, plan.section(item), "-R")[0]
+        out.append(Conflict(conflict.path, "already has the child's version (the rest of "
+                            "the run does not)") if there else conflict)
+    return out
 
 
 def _refuse(conflicts: list[Conflict], *, hint: str) -> MergeRefused:
@@ -247,16 +263,13 @@ def _judge(checkout: Checkout, plan: PatchPlan, *, allow_git_dirs: bool, three_w
         return [], {}
     if _check(checkout, plan.data, "-R")[0]:
         return None, {}
-    if conflicts:
-        raise _refuse(conflicts, hint="move the paths named above out of the way (they are "
-                      "not part of the child's snapshot), then apply again")
-    found = _diagnose(checkout, plan)
-    blocked = list(found.other)
-    if not (found.other or found.changed or found.already):
+    found = _diagnose(checkout, plan, skip={c.path for c in conflicts})
+    blocked = _already_there(checkout, plan, conflicts) + found.other
+    if not (blocked or found.changed or found.already):
         blocked.append(Conflict("(the patch as a whole)", f"git cannot apply it: {why}"))
     merge: list[PatchFile] = []
     needed: dict[str, Path] = {}
-    if three_way:
+    if three_way and not conflicts:
         merge = found.changed + [f for f in plan.files if f.path in found.already]
         needed, missing = _preimages_needed(checkout, merge, preimages)
         blocked += missing
@@ -266,11 +279,18 @@ def _judge(checkout: Checkout, plan: PatchPlan, *, allow_git_dirs: bool, three_w
         blocked += [Conflict(path, "already has the child's version (the rest of the run "
                              "does not)") for path in found.already]
     if blocked:
-        hint = (f"`corral apply --3way {run_hint}` merges the child's changes into yours, "
-                "marking conflicts in the files" if found.changed and not three_way else
-                "bring those files back to the version the child started from (or commit or "
-                "stash your changes there), then apply again")
-        raise _refuse(sorted(blocked, key=lambda c: c.path), hint=hint)
+        hints = []
+        if conflicts:
+            hints.append("move the files in the way elsewhere (they are not part of the "
+                         "child's snapshot)")
+        if found.changed and not three_way:
+            hints.append(f"`corral apply --3way {run_hint}` merges the child's changes into "
+                         "yours, marking conflicts in the files")
+        elif not conflicts:
+            hints.append("bring the files named above back to the version the child started "
+                         "from (or commit or stash your changes there)")
+        raise _refuse(sorted(blocked, key=lambda c: c.path),
+                      hint="; ".join(hints) + ", then apply again")
     return sorted(item.path for item in merge), needed
 
 

@@ -213,8 +213,9 @@ class _Checker:
                              "writes into another repository")
                     return False
                 continue
-            if stat.S_ISREG(info.st_mode) and rel in self.removed:
-                return True  # the patch deletes that file and puts a directory there
+            if (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)) \
+                    and rel in self.removed:
+                return True  # the patch deletes that file or symlink, then makes a directory
             what = _kind(info.st_mode)
             self.add(path, f"its parent {rel} is {what} in the checkout, not a directory"
                      + (" (the patch would write beyond a symlink)"
@@ -276,22 +277,17 @@ class _Checker:
                         return left
         return left
 
-    def present(self, path: str, mode: str | None) -> None:
+    def present(self, path: str, mode: str | None, verb: str) -> None:
         """``path`` is read (changed, deleted, renamed or copied) by the patch."""
         info = _lstat(self.top / path)
         if info is None:
-            self.add(path, "the patch changes it, but it is not in the checkout (deleted or "
+            self.add(path, f"the patch {verb} it, but it is not in the checkout (deleted or "
                      "moved since the child's snapshot)")
             return
-        want_link = mode == "120000"
-        if stat.S_ISDIR(info.st_mode):
-            self.add(path, "the patch changes a file there, but the checkout has a directory")
-        elif want_link and not stat.S_ISLNK(info.st_mode):
-            self.add(path, f"the patch changes a symlink, but the checkout has "
-                     f"{_kind(info.st_mode)} there")
-        elif not want_link and not stat.S_ISREG(info.st_mode):
-            self.add(path, f"the patch changes a file, but the checkout has "
-                     f"{_kind(info.st_mode)} there")
+        want = "a symlink" if mode == "120000" else "a file"
+        have = _kind(info.st_mode)
+        if have != want:
+            self.add(path, f"the patch {verb} {want}, but the checkout has {have} there")
 
 
 def check_checkout(checkout: Checkout, plan: PatchPlan, *, allow_git_dirs: bool
@@ -301,9 +297,11 @@ def check_checkout(checkout: Checkout, plan: PatchPlan, *, allow_git_dirs: bool
     step("precheck")
     checker = _Checker(checkout, plan)
     for item in plan.files:
+        verb = {"deleted": "deletes", "renamed": "moves", "copied": "copies"}.get(
+            item.status, "changes")
         for source in item.sources:
             if checker.parents(source):
-                checker.present(source, item.old_mode or item.new_mode)
+                checker.present(source, item.old_mode or item.new_mode, verb)
         for target in item.targets:
             if target in item.sources:
                 continue

@@ -56,13 +56,14 @@ def test_a_partly_applied_run_is_named_file_by_file(
 ) -> None:
     agent_file(repo, "a", "tools: [shell]")
     record = run("a", [call("shell", command="echo more >> README.md && "
-                             "echo two >> src/app.py"), {"text": "ok"}])
+                             "echo two >> src/app.py && echo new > new.txt"), {"text": "ok"}])
     assert corral(capsys, "apply", record.run_id, "--root", str(repo))[0] == 0
     git(repo, "checkout", "--", "src/app.py")  # the user undoes one file by hand
     before = checkout_digest(repo)
     code, output = corral(capsys, "apply", record.run_id, "--root", str(repo))
     assert code == 4, output
     assert "README.md: already has the child's version" in output
+    assert "new.txt: already has the child's version" in output
     assert "src/app.py" not in output.split("conflicts:")[1]
     assert checkout_digest(repo) == before
 
@@ -167,3 +168,22 @@ def test_a_patch_git_cannot_apply_is_not_blamed_on_the_checkout(
     assert code == 4, output
     assert "README.md: git cannot apply it" in output
     assert "changed since" not in output and "--3way" not in output
+
+
+@HOST
+def test_a_tracked_symlink_the_child_replaced_by_a_directory_applies(
+    run: Runner, repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Not every symlink parent is an attack: the patch deletes this one first."""
+    (repo / "lnk").symlink_to("src")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
+    agent_file(repo, "a", "tools: [shell]")
+    record = run("a", [call("shell", command="rm lnk && mkdir lnk && echo x > lnk/x.txt"),
+                       {"text": "ok"}])
+    code, output = corral(capsys, "apply", "--allow-symlinks", record.run_id,
+                          "--root", str(repo))
+    assert code == 0, output
+    assert (repo / "lnk").is_dir() and not (repo / "lnk").is_symlink()
+    assert (repo / "lnk" / "x.txt").read_text() == "x\n"
+    assert not (repo / "src" / "x.txt").exists()
