@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from apply_support import call, checkout_digest, corral, record_patch
-from exec_support import Runner, agent_file, git
+from exec_support import BACKENDS, Runner, agent_file, git
 
 from executor.results import ledger_dir
 from tests.backends import git as plain_git
@@ -187,3 +187,19 @@ def test_a_tracked_symlink_the_child_replaced_by_a_directory_applies(
     assert (repo / "lnk").is_dir() and not (repo / "lnk").is_symlink()
     assert (repo / "lnk" / "x.txt").read_text() == "x\n"
     assert not (repo / "src" / "x.txt").exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_the_versions_a_child_started_from_are_kept_under_every_backend(
+    run: Runner, repo: Path, backend: str,
+) -> None:
+    """The preimages are rebuilt from the child's final files through the sandbox's file
+    API (a docker worktree belongs to the container user); each must hash to its id."""
+    _notes(repo)
+    agent_file(repo, "a", "tools: [shell]")
+    record = run("a", [call("shell", command="sed -i 's/^line 9$/line 9 (child)/' notes.txt"),
+                       {"text": "ok"}])
+    kept = list((ledger_dir(repo) / record.run_id / "preimages").iterdir())
+    assert [p.read_text() for p in kept] == [
+        LINES.replace("line 1\n", "line 1 (mine, uncommitted)\n")]
+    assert kept[0].name == git(repo, "hash-object", str(kept[0])).strip()
