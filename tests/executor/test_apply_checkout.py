@@ -166,3 +166,29 @@ def test_an_unreadable_checkout_fails_before_writing(repo: Path, tmp_path: Path,
     with pytest.raises(ApplyFailed, match="nothing was changed"):
         apply_to_checkout(repo, patch)
     assert not (repo / "x.txt").exists()
+
+
+def test_a_linked_worktree_of_the_user_is_applied_to_and_restored(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A linked worktree keeps its index and HEAD in .git/worktrees/<name>: the fingerprint
+    and the restore use those, and the main checkout is never touched."""
+    from executor import merge_steps
+
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", str(linked))
+    patch = make_patch(repo, tmp_path, lambda c: (c / "README.md").write_text("new\n"))
+    before, main_before = checkout_digest(linked), checkout_digest(repo)
+
+    def fail(name: str) -> None:
+        if name == "applied":
+            raise OSError(5, "injected")
+
+    monkeypatch.setattr(merge_steps, "fault_hook", fail)
+    with pytest.raises(ApplyFailed):
+        apply_to_checkout(linked / "src", patch)
+    assert checkout_digest(linked) == before
+    monkeypatch.setattr(merge_steps, "fault_hook", None)
+    assert apply_to_checkout(linked / "src", patch).status == "applied"
+    assert (linked / "README.md").read_text() == "new\n"
+    assert checkout_digest(repo) == main_before
