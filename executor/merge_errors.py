@@ -1,13 +1,14 @@
 """What ``corral apply`` refuses or fails with (stable codes, exit code families).
 
 - :class:`MergeRefused` (exit 4, a refusal): the patch is unsafe
-  (``merge_refused``), it conflicts with the checkout (``apply_conflict``), or
-  the record's diff is not the one the run wrote (``record_tampered``,
-  ``record_unverified``). Nothing was written.
-- :class:`ApplyFailed` (exit 3, infrastructure): a step failed after checks
-  passed; the checkout was restored from the backup and verified
-  byte-identical (``apply_failed``), or an earlier apply of the run was
-  interrupted and must be recovered first (``apply_interrupted``).
+  (``merge_refused``), it conflicts with the checkout (``apply_conflict``),
+  files flagged for review were not confirmed (``review_required``), the
+  record's diff is not the one the run wrote (``record_tampered``,
+  ``record_unverified``), or an earlier apply of the run was interrupted and
+  must be recovered first (``apply_interrupted``). Nothing was written.
+- :class:`ApplyFailed` (exit 3, infrastructure): a step failed; nothing was
+  written yet, or the checkout was restored from the backup and verified
+  byte-identical (``apply_failed``).
 - :class:`RestoreFailed` (exit 3): the restore could not be verified; the
   backup is kept and named, and ``corral apply --recover RUN`` retries it.
 """
