@@ -13,7 +13,6 @@ from executor.approval import parse_approve, policy_handler, prompt_handler
 from executor.cli import cli, echo, load, loader_options
 from executor.dispatch import ApprovalHandler
 from executor.errors import ExecutorError
-from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
 from executor.models import ScriptedModel
 from executor.progress import Progress
 from executor.results import (
@@ -210,7 +209,7 @@ def show_command(root: Path, as_json: bool, run_id: str) -> None:
 @click.argument("run_id")
 def diff_command(root: Path, force_escape: bool, run_id: str) -> None:
     """Print a run's unified diff: escaped on a terminal, the exact bytes through a pipe or
-    into a file (for `git apply`)."""
+    into a file (merge it with `corral apply RUN`, which checks it)."""
     ledger = ledger_dir(root)
     record = find_run(ledger, run_id)
     patch = load_patch(ledger, record.run_id)
@@ -245,37 +244,3 @@ def gc_command(as_json: bool) -> None:
         echo(f"{entry.action:10} {one_line(entry.sandbox_id)}  {one_line(entry.detail)}")
     if not report.entries:
         echo("nothing to clean")
-
-
-@cli.command("apply")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
-@click.option("--yes", is_flag=True, help="Merge even when files are flagged for review.")
-@click.option("--allow-symlinks", is_flag=True, help="Merge symlinks the child created.")
-@click.option("--allow-binary", is_flag=True, help="Merge binary changes.")
-@click.option("--check", "check_only", is_flag=True, help="Validate only; change nothing.")
-@click.argument("run_id")
-def apply_command(root: Path, yes: bool, allow_symlinks: bool, allow_binary: bool,
-                  check_only: bool, run_id: str) -> None:
-    """Validate a run's diff and merge it into the checkout (all or nothing)."""
-    ledger = ledger_dir(root)
-    record = find_run(ledger, run_id)
-    patch = load_patch(ledger, record.run_id)  # the exact bytes, not the display text
-    if not patch:
-        raise ExecutorError(f"run {record.run_id} changed nothing", code="empty_diff")
-    plan = inspect_patch(patch, allow_symlinks=allow_symlinks, allow_binary=allow_binary)
-    for item in plan.files:
-        flags = f"  [{', '.join(item.flags)}]" if item.flags else ""
-        origin = f" (from {item.old_path})" if item.old_path else ""
-        click.echo(printable(f"{item.status:9} {item.path}{origin}{flags}"), err=True)
-    if plan.problems:
-        raise MergeRefused("the diff is not safe to merge",
-                           context={"problems": "; ".join(plan.problems)})
-    confirmed = yes or check_only or not plan.flagged or (
-        sys.stdin.isatty() and click.confirm("merge the flagged files?", err=True))
-    if not confirmed:
-        raise MergeRefused(f"{len(plan.flagged)} file(s) are flagged for review",
-                           hint="read them with `corral diff RUN`, then pass --yes")
-    apply_to_checkout(root.resolve(), patch, plan=plan, allow_symlinks=allow_symlinks,
-                      check_only=check_only)
-    verb = "would apply" if check_only else "applied"
-    click.echo(f"{verb} {len(plan.files)} file(s) from run {record.run_id}", err=True)

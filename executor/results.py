@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -74,6 +75,9 @@ class RunRecord(BaseModel):
     error: dict[str, Any] | None = None
     final_text: str = ""
     diff: str = ""
+    #: sha256 of the exact ``diff.patch`` bytes, written by :func:`write_run`; ``corral
+    #: apply`` refuses a record whose patch does not match (None: a record from before).
+    diff_sha256: str | None = None
     changed_files: list[dict[str, Any]] = Field(default_factory=list)
     excluded_files: list[dict[str, Any]] = Field(default_factory=list)
     #: Files whose setuid/setgid bits the sandbox cleared after the child ran.
@@ -170,13 +174,16 @@ def _json(data: Any) -> str:
 
 
 def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
-              patch: bytes | None = None, keep_transcript: bool = False) -> Path:
+              patch: bytes | None = None, keep_transcript: bool = False,
+              preimages: Mapping[str, bytes] | None = None) -> Path:
     """Write the record atomically; return its directory.
 
     ``patch`` is the exact diff (``diff.patch``, what ``corral apply`` merges);
     ``record.diff`` is its text for display, where bytes that are not UTF-8
-    are replaced. ``keep_transcript`` rewrites the record and keeps the
-    transcript already there.
+    are replaced; the record stores the sha256 of the patch bytes
+    (``diff_sha256``). ``keep_transcript`` rewrites the record and keeps the
+    transcript already there. ``preimages`` ({blob id: bytes}, the versions
+    the child started from, for ``corral apply --3way``) go to ``preimages/``.
     """
     ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
     final = ledger / record.run_id
@@ -190,9 +197,14 @@ def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
             _write(staging / "transcript.jsonl",
                    "".join(json.dumps(_message_json(m), ensure_ascii=True) + "\n"
                            for m in transcript))
-        (staging / "diff.patch").write_bytes(record.diff.encode("utf-8", "surrogateescape")
-                                             if patch is None else patch)
-        _write(staging / "record.json", _json(record.model_dump(mode="json")))
+        data = record.diff.encode("utf-8", "surrogateescape") if patch is None else patch
+        (staging / "diff.patch").write_bytes(data)
+        for blob_id, content in (preimages or {}).items():
+            if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", blob_id):
+                (staging / "preimages").mkdir(exist_ok=True)
+                (staging / "preimages" / blob_id).write_bytes(content)
+        stored = record.model_copy(update={"diff_sha256": hashlib.sha256(data).hexdigest()})
+        _write(staging / "record.json", _json(stored.model_dump(mode="json")))
         if final.exists():  # a re-write (a retained child's follow-up): replace whole
             old = ledger / f".old-{record.run_id}-{secrets.token_hex(4)}"
             final.rename(old)

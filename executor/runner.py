@@ -28,6 +28,7 @@ from typing import Any
 
 from executor.dispatch import ApprovalHandler, Dispatcher, ToolDenied
 from executor.errors import ModelError, RunError
+from executor.merge_preimages import capture_preimages
 from executor.models import Model, Sampling, ScriptedModel, resolve_model
 from executor.results import RunRecord, RunStatus, new_run_id, now_iso, write_run
 from executor.session import ProgressEvent, RunTimeout, Session, SessionOutcome, SharedLimits
@@ -131,7 +132,8 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
         record = record.model_copy(update={"notes": [
             *record.notes, f"teardown failed ({exc.code}): {exc.message}; what it left, "
             "`corral gc` cleans (captured diffs are kept)"]})
-        write_run(settings.ledger, record, [], patch=run.patch, keep_transcript=True)
+        write_run(settings.ledger, record, [], patch=run.patch, keep_transcript=True,
+                  preimages=run.preimages)
     return record
 
 
@@ -157,6 +159,7 @@ class AgentRun:
         self.run_id = new_run_id()
         self.children: dict[str, AgentRun] = {}
         self.patch = b""
+        self.preimages: dict[str, bytes] = {}  # for `corral apply --3way`
         self.sandbox: Sandbox | None = None
         self.session: Session | None = None
         self.context: ToolContext | None = None
@@ -264,6 +267,7 @@ class AgentRun:
             try:
                 diff = self.sandbox.collect_diff()
                 self.patch = diff.patch
+                self.preimages = capture_preimages(diff.patch, self.sandbox.files.read_bytes)
                 update |= {"diff": diff.patch.decode("utf-8", "replace"),
                            "changed_files": [c.model_dump(mode="json") for c in diff.changed],
                            "excluded_files": [e.model_dump(mode="json") for e in diff.excluded],
@@ -290,7 +294,8 @@ class AgentRun:
             }
         self.record = self.record.model_copy(update=update)
         write_run(self.settings.ledger, self.record,
-                  self.session.messages if self.session else [], patch=self.patch)
+                  self.session.messages if self.session else [], patch=self.patch,
+                  preimages=self.preimages)
         return self.record
 
     def close(self) -> None:

@@ -1,0 +1,88 @@
+"""What `corral apply` makes a reviewer look at (review flags) and what it refuses outright
+(git directories, gitdir pointers), judged from the patch alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from executor.merge import inspect_patch
+from sandbox.names import git_dir_signature, review_flags
+
+
+def new_file(path: str, body: str = "x\n", mode: str = "100644") -> str:
+    lines = body.splitlines()
+    return (f"diff --git a/{path} b/{path}\nnew file mode {mode}\nindex 0000000..1111111\n"
+            f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n"
+            + "".join(f"+{line}\n" for line in lines))
+
+
+@pytest.mark.parametrize(("path", "flag"), [
+    (".bashrc", "shell_startup"), ("home/.zshenv", "shell_startup"),
+    (".profile", "shell_startup"), (".bash_profile", "shell_startup"),
+    (".envrc", "runs_on_open"), (".direnv/lib.sh", "runs_on_open"),
+    (".mise.toml", "runs_on_open"), (".tool-versions", "runs_on_open"),
+    (".vscode/tasks.json", "runs_on_open"), (".vscode/settings.json", "runs_on_open"),
+    (".vscode/launch.json", "runs_on_open"), (".idea/workspace.xml", "runs_on_open"),
+    (".devcontainer/devcontainer.json", "runs_on_open"), ("a.code-workspace", "runs_on_open"),
+    (".nvim.lua", "runs_on_open"), (".dir-locals.el", "runs_on_open"),
+    ("lib/evil.pth", "interpreter_startup"), ("sitecustomize.py", "interpreter_startup"),
+    ("src/usercustomize.py", "interpreter_startup"), (".Rprofile", "interpreter_startup"),
+    (".netrc", "credentials"), (".pypirc", "credentials"), (".ssh/config", "credentials"),
+    (".gnupg/gpg.conf", "credentials"), (".docker/config.json", "credentials"),
+    (".config/git/config", "user_config"), (".config/fish/config.fish", "user_config"),
+    ("Makefile", "build_script"), (".npmrc", "build_script"),
+    ("node_modules/.bin/eslint", "build_script"), (".cargo/config.toml", "build_script"),
+    ("sub/.cargo/config", "build_script"), ("rust-toolchain.toml", "build_script"),
+    (".yarnrc.yml", "build_script"), (".pnpmfile.cjs", "build_script"),
+    ("gradle/wrapper/gradle-wrapper.properties", "build_script"),
+    (".gitattributes", "git_metadata"), (".gitmodules", "git_metadata"),
+    (".gitignore", "git_metadata"), (".github/actions/x/action.yml", "ci_config"),
+])
+def test_files_that_run_code_when_a_tool_opens_the_folder_are_flagged(path: str,
+                                                                      flag: str) -> None:
+    assert flag in review_flags(path, old_mode=None, new_mode="100644")
+
+
+@pytest.mark.parametrize("path", [".editorconfig", ".nvmrc", ".python-version", "src/app.py",
+                                  "docs/config.md", "config/settings.yaml", "sub/.config/x"])
+def test_harmless_files_are_not_flagged(path: str) -> None:
+    assert review_flags(path, old_mode=None, new_mode="100644") == ()
+
+
+@pytest.mark.parametrize(("files", "dirs", "is_git_dir"), [
+    ({"HEAD", "config"}, {"objects", "refs"}, True),
+    ({"HEAD"}, {"objects", "refs"}, True),
+    ({"config"}, {"refs"}, True),
+    ({"head"}, {"OBJECTS"}, True),  # a case-folding filesystem
+    ({"HEAD", "commondir"}, set(), True),
+    ({"packed-refs"}, {"refs"}, True),
+    ({"gitdir"}, {"objects"}, True),
+    ({"HEAD"}, set(), False),
+    ({"commondir"}, set(), False),
+    ({"README.md", "config"}, {"src"}, False),
+    (set(), {"objects", "refs"}, False),
+])
+def test_git_dir_signature_follows_git_discovery(files: set[str], dirs: set[str],
+                                                 is_git_dir: bool) -> None:
+    assert bool(git_dir_signature(files, dirs)) is is_git_dir
+
+
+def test_a_patch_that_builds_a_git_directory_is_refused_without_the_flag() -> None:
+    patch = (new_file("docs/r/HEAD", "ref: refs/heads/main") + new_file("docs/r/config", "[core]")
+             + new_file("docs/r/refs/heads/.keep", "keep"))
+    problems = inspect_patch(patch).problems
+    assert any(p.startswith("docs/r: the patch makes it a git directory") for p in problems)
+    assert inspect_patch(patch, allow_git_dirs=True).problems == []
+
+
+@pytest.mark.parametrize("body", ["gitdir: /tmp/evil", "  GITDIR:../x"])
+def test_a_file_starting_with_gitdir_is_refused_without_the_flag(body: str) -> None:
+    problems = inspect_patch(new_file("notes/pointer", body + "\nmore")).problems
+    assert any("starts with 'gitdir:'" in p for p in problems)
+    assert inspect_patch(new_file("notes/pointer", "see gitdir: below")).problems == []
+    changed = ("diff --git a/p b/p\nindex 1111111..2222222 100644\n--- a/p\n+++ b/p\n"
+               "@@ -1,2 +1,2 @@\n-old\n+" + body + "\n keep\n")
+    assert any("gitdir:" in p for p in inspect_patch(changed).problems)
+    later = ("diff --git a/p b/p\nindex 1111111..2222222 100644\n--- a/p\n+++ b/p\n"
+             "@@ -5,2 +5,2 @@\n-old\n+" + body + "\n keep\n")
+    assert inspect_patch(later).problems == []  # not the first line: git never reads it
