@@ -17,7 +17,7 @@ import click
 from executor.cli import cli
 from executor.merge import ApplyOptions, PatchPlan, apply_run, recover_run
 from executor.results import RunRecord, ledger_dir
-from executor.text import printable
+from executor.text import one_line
 
 __all__ = ["apply_command"]
 
@@ -27,7 +27,7 @@ def _show(record: RunRecord, plan: PatchPlan) -> None:
     for item in plan.files:
         flags = f"  [{', '.join(item.flags)}]" if item.flags else ""
         origin = f" (from {item.old_path})" if item.old_path else ""
-        click.echo(printable(f"  {item.status:9} {item.path}{origin}{flags}"), err=True)
+        click.echo(one_line(f"  {item.status:9} {item.path}{origin}{flags}"), err=True)
 
 
 def _confirm(plan: PatchPlan) -> bool:
@@ -75,7 +75,7 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
         return
     if result.merged:
         verb = "would merge" if check_only else "merged"
-        click.echo(printable(f"{verb} three ways: {', '.join(result.merged)}"), err=True)
+        click.echo(one_line(f"{verb} three ways: {', '.join(result.merged)}"), err=True)
     if result.status == "checked":
         review = (f"; {len(plan.flagged)} flagged file(s) need --yes"
                   if plan.flagged and not yes else "")
@@ -85,7 +85,7 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
     if result.backup is not None:
         click.echo(f"backup of the previous versions: {result.backup}", err=True)
     if result.status == "conflicts":
-        click.echo(printable(f"applied run {record.run_id} with conflicts in "
+        click.echo(one_line(f"applied run {record.run_id} with conflicts in "
                              f"{len(result.conflicts)} file(s): {', '.join(result.conflicts)}"),
                    err=True)
         click.echo("resolve the conflict markers (<<<<<<< ours / >>>>>>> theirs) in those "

@@ -333,3 +333,19 @@ def test_an_unexpected_error_is_rendered_escaped_with_its_own_exit_code(repo: Pa
     assert raw_controls(broken.screen) == []
     assert "Traceback" in broken.text and "JSONDecodeError" in broken.text
     assert "error: internal error in corral" in broken.text
+
+
+@pytest.mark.parametrize("backend", ["host"], indirect=True)
+def test_apply_listing_keeps_a_path_with_a_newline_on_its_own_line(run: Runner,
+                                                                    repo: Path) -> None:
+    """A newline in a file name must not fake another listed file (one_line, not printable)."""
+    name = "notes.txt\n  added     harmless.txt"
+    agent_file(repo, "a", "tools: [write_file]")
+    done = run("a", [call("write_file", path=name, content="x\n"), {"text": "done"}])
+    assert [c["path"] for c in done.changed_files] == [name]
+    shown = on_terminal("apply", done.run_id, "--check", "--root", str(repo))
+    assert shown.code == 4, shown.text
+    assert raw_controls(shown.screen) == []
+    assert not any(line.strip().startswith("added     harmless.txt")
+                   for line in shown.text.splitlines()), shown.text
+    assert "notes.txt\\n  added     harmless.txt" in shown.text
