@@ -212,6 +212,7 @@ def inspect_patch(patch: bytes | str, *, allow_symlinks: bool = False,
                                  "follows to a repository (pass --allow-git-dirs to merge it)")
     if not allow_git_dirs:
         plan.problems += git_dir_problems(plan, None)
+    plan.problems = list(dict.fromkeys(plan.problems))  # a path read in 3 headers: say it once
     return plan
 
 
