@@ -1,4 +1,4 @@
-"""Escape suite, privileges (threats.md B6): what every sandboxed command holds.
+"""Escape suite, privileges (threats.md B6): what every sandboxed command holds and may change.
 
 A command must hold no capability in any set (inheritable, permitted,
 effective, bounding, ambient), run with ``no_new_privs``, and, on docker,
@@ -14,6 +14,10 @@ child keeps docker's default bounding set (``00000000a80425fb``), which a
 setuid binary or a uid-0 command turns into effective capabilities. The file
 test below performs that attack; the status test reads the sets directly,
 because a non-root command shows the missing drop only in ``CapBnd``.
+
+Two more ways to privileges: a nested user namespace (whose creator holds every
+capability inside it) is refused, and the system view (``/usr``, ``/etc``,
+``/``) is read-only in every mode, whatever uid the command has.
 
 The host backend runs commands as the user, with the user's capabilities and
 without ``no_new_privs``: a documented non-defence, a strict expected failure.
