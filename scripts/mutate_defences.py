@@ -172,6 +172,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{CAPS}::test_commands_hold_no_capabilities[docker-worktree]"],
         "a setuid binary in the image or the workspace raises the child's privileges"),
     mutation(
+        "docker-seccomp", "docker", "sandbox/docker_backend.py",
+        '"security_opt": ["no-new-privileges"],',
+        '"security_opt": ["no-new-privileges", "seccomp=unconfined"],',
+        [f"{CAPS}::test_no_nested_user_namespace[docker]",
+         f"{CAPS}::test_commands_hold_no_capabilities[docker-worktree]"],
+        "without the engine's seccomp filter the child makes user namespaces (and every "
+        "other syscall docker refuses)"),
+    mutation(
         "docker-read-only-root", "docker", "sandbox/docker_backend.py",
         '"read_only": True,', '"read_only": False,',
         [f"{CAPS}::test_system_is_read_only[docker-workspace-write]"],
