@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
 # Prepare a bare Debian 12 machine for corral's CI: bubblewrap, git, ripgrep,
-# debootstrap, a docker engine started by hand (no init system needed), and the
-# sandbox image built locally (no image registry needed). Idempotent: each step is
-# skipped when its result is already there. Run as root.
+# debootstrap, a docker engine started by hand (no init system needed) with a
+# default bridge network, and the sandbox image built locally (no image registry
+# needed). Idempotent: each step is skipped when its result is already there; an
+# engine left running without a bridge (a reused machine) is restarted with one.
+# Run as root.
 #
 #   CORRAL_SANDBOX_IMAGE           image to make sure exists (default corral-sandbox:latest)
 #   CORRAL_DOCKER_STORAGE_DRIVER   force a storage driver (default: probed, overlay2 else vfs)
 #   CORRAL_DOCKERD_LOG             dockerd log file (default /tmp/corral-dockerd.log)
+#   CORRAL_DOCKERD_SOCKET          the engine's socket    (default /var/run/docker.sock)
+#   CORRAL_DOCKERD_PIDFILE         its pid file           (default /var/run/docker.pid)
+#   CORRAL_DOCKERD_DATA_ROOT       its --data-root        (default /var/lib/docker)
+#   CORRAL_DOCKERD_EXEC_ROOT       its --exec-root        (default /var/run/docker)
+#   CORRAL_DOCKER_BIP              the bridge's address   (default: dockerd's, 172.17.0.1/16)
+# The socket, pid file and roots let this script manage a second, scratch engine (to
+# try it without touching the machine's engine); then every docker call goes there.
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 image=${CORRAL_SANDBOX_IMAGE:-corral-sandbox:latest}
 dockerd_log=${CORRAL_DOCKERD_LOG:-/tmp/corral-dockerd.log}
 dockerd_timeout=60
-data_root=/var/lib/docker
+socket=${CORRAL_DOCKERD_SOCKET:-/var/run/docker.sock}
+pidfile=${CORRAL_DOCKERD_PIDFILE:-/var/run/docker.pid}
+data_root=${CORRAL_DOCKERD_DATA_ROOT:-/var/lib/docker}
+exec_root=${CORRAL_DOCKERD_EXEC_ROOT:-/var/run/docker}
+bip=${CORRAL_DOCKER_BIP:-}
+if [[ $socket != /var/run/docker.sock ]]; then
+    export DOCKER_HOST="unix://$socket"
+fi
 
 log() { printf '[ci_setup] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -57,6 +73,16 @@ fi
 # --- docker engine ---------------------------------------------------------
 
 engine_up() { docker info >/dev/null 2>&1; }
+# The default bridge network: what lets a container that is not on network none reach
+# the host, so the escape suite can show that corral's containers cannot.
+has_bridge() { docker network inspect bridge >/dev/null 2>&1; }
+engine_pid() {
+    local pid
+    [[ -s $pidfile ]] || return 1
+    pid=$(cat "$pidfile")
+    kill -0 "$pid" 2>/dev/null || return 1
+    echo "$pid"
+}
 
 # overlay2 needs a working overlayfs on the filesystem holding data_root (fails on
 # some nested/VM setups, e.g. overlay-on-overlay); try a real mount there.
@@ -95,13 +121,16 @@ storage_driver_candidates() {
 # Start dockerd detached and wait (on state, not a fixed sleep) until it answers.
 start_dockerd() {
     local driver=$1 pid deadline
-    # --bridge=none: no docker0; containers get only loopback unless given
-    #   --network host, which image builds need (RUN apt-get has no network otherwise).
-    # --iptables/--ip6tables=false: with no bridge there are no NAT/forward rules to
-    #   manage, so keep dockerd off the host firewall (and independent of whether
-    #   iptables works in this VM); also disables ip-masq.
-    local flags=(--bridge=none --iptables=false --ip6tables=false
-        --storage-driver="$driver" --data-root="$data_root")
+    # The default bridge (docker0) stays: the network escape tests need an engine where
+    #   a container that is not on network none could reach the host (the gateway), or
+    #   they cannot fail when corral forgets network none. Image builds use --network host.
+    # --iptables/--ip6tables=false: no NAT or forward rules, so a bridged container
+    #   reaches the host's own addresses and nothing beyond; dockerd stays off the host
+    #   firewall (and independent of whether iptables works in this VM).
+    local flags=(--iptables=false --ip6tables=false --storage-driver="$driver"
+        --data-root="$data_root" --exec-root="$exec_root" --pidfile="$pidfile"
+        --host="unix://$socket")
+    [[ -z $bip ]] || flags+=(--bip="$bip")
     log "starting dockerd ${flags[*]} (log: $dockerd_log)"
     # setsid + nohup: own session, so dockerd outlives this script and its CI step shell.
     # (No job control in a script, so setsid execs rather than forks: $! is dockerd.)
@@ -128,11 +157,33 @@ start_dockerd() {
     return 1
 }
 
+# Stop the engine of $pidfile (SIGTERM: it stops its containers) and wait until it is gone.
+stop_dockerd() {
+    local pid deadline
+    if [[ -d /run/systemd/system ]] && systemctl is-active --quiet docker 2>/dev/null; then
+        die "the docker engine runs under systemd without a bridge network: remove" \
+            "\"bridge\": \"none\" (or --bridge=none) from its configuration, restart docker"
+    fi
+    pid=$(engine_pid) || die "the engine at $socket has no bridge network and no dockerd" \
+        "pid in $pidfile: stop it by hand, then run this script again"
+    log "stopping dockerd pid $pid: it has no bridge network"
+    kill -TERM "$pid"
+    deadline=$((SECONDS + dockerd_timeout))
+    while kill -0 "$pid" 2>/dev/null; do
+        (( SECONDS < deadline )) || die "dockerd pid $pid did not stop within ${dockerd_timeout}s"
+        sleep 0.5
+    done
+}
+
+if engine_up && ! has_bridge; then
+    # A reused machine: its engine was started without a bridge (the old --bridge=none).
+    stop_dockerd
+fi
 if engine_up; then
-    log "docker engine already answering"
-elif [[ -s /var/run/docker.pid ]] && kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+    log "docker engine already answering, with a bridge network"
+elif pid=$(engine_pid); then
     # A dockerd is running but not (yet) answering: never start a second one.
-    die "dockerd pid $(cat /var/run/docker.pid) is running but 'docker info' fails; see $dockerd_log"
+    die "dockerd pid $pid is running but 'docker info' fails; see $dockerd_log"
 else
     started=''
     for driver in $(storage_driver_candidates); do
@@ -175,12 +226,16 @@ if docker run --rm --network none "$image" true >/dev/null 2>&1; then
 else
     run_ok="FAILS"
 fi
+bridge_ok=$(python3 "$repo_root/scripts/bridge_probe.py" "$image" 2>&1) || true
 cat <<EOF
 corral CI setup summary
   bwrap:           $(bwrap --version 2>/dev/null || echo missing); sandbox probe $bwrap_ok
   docker server:   $(docker version -f '{{.Server.Version}}' 2>/dev/null), storage driver $(docker info -f '{{.Driver}}' 2>/dev/null)
   sandbox image:   $image $(docker image inspect -f '{{.Id}}' "$image"); docker run probe $run_ok
+  bridge network:  $bridge_ok
 EOF
-# The engine and image are this script's job, so a broken container run is fatal;
-# bwrap is only reported (its tests skip where user namespaces are unavailable).
+# The engine and image are this script's job, so a broken container run, or a bridge
+# that cannot show a leak, is fatal; bwrap is only reported here (the suite fails on it
+# through CORRAL_REQUIRE_BACKENDS).
 [[ $run_ok == works ]] || die "cannot run a container from $image; see $dockerd_log"
+[[ $bridge_ok == reached* ]] || die "the engine's bridge network cannot reach the host: $bridge_ok"

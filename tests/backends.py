@@ -1,15 +1,34 @@
-"""What every suite that runs real sandboxes shares: availability and test git.
+"""What every suite that runs real sandboxes shares: requirements and test git.
 
-``require_backend`` probes bubblewrap or docker for real and skips a test that
-needs a missing one, unless ``CORRAL_REQUIRE_BACKENDS`` (comma list, set by
-CI) names it: then the test fails, so a suite can never pass by skipping.
+A test that needs something the machine may lack (a backend, ripgrep, a
+docker engine with a default bridge network) asks for it by name, with
+``require(name)`` or the ``@pytest.mark.requires(name)`` marker (see
+``tests/conftest.py``). A missing requirement skips the test, unless CI named
+it in ``CORRAL_REQUIRE_BACKENDS`` or ``CORRAL_REQUIRE`` (comma lists; both are
+read, the first for backends only): then the test fails, so a suite can never
+pass by skipping. Requirements:
+
+- ``bubblewrap``, ``docker``: the backend is probed for real (the sandbox
+  image included for docker);
+- ``ripgrep``: ``rg`` is on ``PATH`` and runs;
+- ``docker-bridge``: the docker engine has a default ``bridge`` network whose
+  gateway is a host address a container on it could reach, so a container
+  that is not on ``network_mode: none`` would have somewhere to leak to.
+
 Imported as ``tests.backends`` (the repository root is on ``sys.path``).
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import json
 import os
+import shutil
+import socket
+import struct
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +38,18 @@ from sandbox.config import BubblewrapConfig, DockerConfig
 from sandbox.errors import BackendUnavailable
 from sandbox.factory import probe
 
-__all__ = ["GIT_ENV", "git", "require_backend", "required_backends"]
+__all__ = [
+    "GIT_ENV",
+    "REQUIREMENTS",
+    "bridge_gateway",
+    "git",
+    "host_ipv4_addresses",
+    "interface_ipv4",
+    "require",
+    "require_backend",
+    "required",
+    "required_backends",
+]
 
 #: A git with no user or system config, fixed identity and dates (reproducible commits).
 GIT_ENV = {
@@ -33,26 +63,120 @@ GIT_ENV = {
     "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
 }
 _ISOLATING: dict[str, Any] = {"bubblewrap": BubblewrapConfig, "docker": DockerConfig}
+_SIOCGIFADDR = 0x8915
+
+
+def _names(variable: str) -> set[str]:
+    return {name.strip() for name in os.environ.get(variable, "").split(",") if name.strip()}
 
 
 def required_backends() -> set[str]:
     """Backends CI demands (``CORRAL_REQUIRE_BACKENDS``)."""
-    raw = os.environ.get("CORRAL_REQUIRE_BACKENDS", "")
-    return {name.strip() for name in raw.split(",") if name.strip()}
+    return _names("CORRAL_REQUIRE_BACKENDS")
+
+
+def required() -> set[str]:
+    """Every requirement CI demands (``CORRAL_REQUIRE_BACKENDS`` and ``CORRAL_REQUIRE``)."""
+    return required_backends() | _names("CORRAL_REQUIRE")
+
+
+def _backend_missing(name: str) -> str | None:
+    try:
+        probe(_ISOLATING[name]())
+    except BackendUnavailable as exc:
+        return f"{name} backend unavailable: {exc.message}"
+    return None
+
+
+def _ripgrep_missing() -> str | None:
+    rg = shutil.which("rg")
+    if rg is None:
+        return "ripgrep (rg) is not installed"
+    done = subprocess.run([rg, "--version"], capture_output=True, check=False, timeout=30)
+    return None if done.returncode == 0 else f"rg --version failed (exit {done.returncode})"
+
+
+def interface_ipv4(name: str) -> str | None:
+    """The IPv4 address of host interface ``name`` (``SIOCGIFADDR``), or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe_socket:
+        try:
+            packed = fcntl.ioctl(probe_socket.fileno(), _SIOCGIFADDR,
+                                 struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def host_ipv4_addresses() -> dict[str, str]:
+    """Interface name -> IPv4 address, for every host interface that has one."""
+    found = {}
+    for _, name in socket.if_nameindex():
+        address = interface_ipv4(name)
+        if address is not None:
+            found[name] = address
+    return found
+
+
+@functools.cache
+def bridge_gateway() -> tuple[str, str] | str:
+    """(bridge interface, gateway address) of the engine's default ``bridge`` network, or
+    the reason there is none. The engine is the one ``docker`` (``DOCKER_HOST``) talks to."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return "the docker CLI is not installed"
+    done = subprocess.run([docker, "network", "inspect", "bridge"], capture_output=True,
+                          text=True, check=False, timeout=60)
+    if done.returncode != 0:
+        return ("the docker engine has no default bridge network (dockerd runs with "
+                f"--bridge=none?): {done.stderr.strip()[:200]}")
+    [network] = json.loads(done.stdout)
+    interface = network.get("Options", {}).get("com.docker.network.bridge.name", "docker0")
+    gateway = next((c["Gateway"] for c in (network.get("IPAM", {}).get("Config") or [])
+                    if c.get("Gateway")), None) or interface_ipv4(interface)
+    if gateway is None:
+        return f"the bridge network's interface {interface} has no IPv4 address on this host"
+    return interface, gateway
+
+
+def _bridge_missing() -> str | None:
+    missing = _backend_missing("docker")
+    if missing is not None:
+        return missing
+    found = bridge_gateway()
+    return found if isinstance(found, str) else None
+
+
+#: Requirement name -> a check returning why it is missing (None when it is there).
+REQUIREMENTS: dict[str, Callable[[], str | None]] = {
+    "bubblewrap": lambda: _backend_missing("bubblewrap"),
+    "docker": lambda: _backend_missing("docker"),
+    "ripgrep": _ripgrep_missing,
+    "docker-bridge": _bridge_missing,
+}
+
+
+def require(name: str, missing: str | None = None) -> None:
+    """Skip (or, when CI requires ``name``, fail) unless requirement ``name`` is met.
+
+    ``missing`` is a reason found by the caller (a requirement only the test can
+    check); without it the named check of :data:`REQUIREMENTS` runs.
+    """
+    if missing is None:
+        check = REQUIREMENTS.get(name)
+        if check is None:
+            raise ValueError(f"unknown requirement {name!r}; known: {', '.join(REQUIREMENTS)}")
+        missing = check()
+    if missing is None:
+        return
+    if name in required():
+        pytest.fail(f"{missing} (required by CORRAL_REQUIRE_BACKENDS / CORRAL_REQUIRE)")
+    pytest.skip(missing)
 
 
 def require_backend(name: str) -> None:
     """Skip (or, when required, fail) unless backend ``name`` really works here."""
-    config = _ISOLATING.get(name)
-    if config is None:
-        return  # host and fake need nothing
-    try:
-        probe(config())
-    except BackendUnavailable as exc:
-        message = f"{name} backend unavailable: {exc.message}"
-        if name in required_backends():
-            pytest.fail(f"{message} (required by CORRAL_REQUIRE_BACKENDS)")
-        pytest.skip(message)
+    if name in _ISOLATING:
+        require(name)  # host and fake need nothing
 
 
 def git(repo: Path, *args: str, check: bool = True,

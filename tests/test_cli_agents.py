@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from executor.cli import cli
+from executor.cli import cli, main
 from executor.watch import watch_definitions
 from policies.loader import Environment
 
@@ -93,9 +93,29 @@ def test_show_text_is_the_effective_contract(repo: Path) -> None:
     assert "fixer" in out and "effective" in out and "inherit (the parent's model)" in out
 
 
-def test_show_unknown_agent_is_a_user_error(repo: Path) -> None:
-    result = CliRunner().invoke(cli, ["agents", "show", "nope", "--root", str(repo)])
-    assert result.exit_code != 0
+def main_exit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the real entry point (errors are rendered by ``main``): exit code, stdout, stderr."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    out, err = capsys.readouterr()
+    assert isinstance(exited.value.code, int)
+    return exited.value.code, out, err
+
+
+def test_show_unknown_agent_is_a_user_error(repo: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 2 (a user error: not a crash, a rejection or a denial), naming the agent, the
+    agents that exist and how to get the project's ones."""
+    code, out, err = main_exit(capsys, "agents", "show", "nope", "--root", str(repo),
+                               "--no-personal")
+    assert (code, out) == (2, "")
+    assert err == ("error: no agent named 'nope'\n  known agents: none\n"
+                   "hint: project agents need --trust-project\n")
+    code, out, err = main_exit(capsys, "agents", "show", "fixe", "--root", str(repo),
+                               "--trust-project", "--no-personal")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: no agent named 'fixe'\n  known agents: fixer, research, "
+                          "scout\n"), err
 
 
 def test_check_exits_1_and_prints_file_line_field_reason(repo: Path) -> None:

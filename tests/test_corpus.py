@@ -1,9 +1,13 @@
 """Every corpus file loads or is rejected with a diagnostic naming file, field and reason.
 
-The outcome of each file is pinned in a snapshot, so a change in behaviour
-shows up in review (``pytest --snapshot-update`` rewrites it). Set
+The outcome of each file is pinned twice. A syrupy snapshot holds the whole
+outcome, so a change in behaviour shows up in review (``pytest
+--snapshot-update`` rewrites it). Because that flag rewrites the snapshot
+wholesale, what each file *grants* (status, tools, denied tools, delegates,
+mode, sandbox, permission rules, the fields that rejected it) is also pinned in
+``tests/corpus_authority.tsv``, a file edited only by hand, line by line. Set
 ``CORRAL_CORPUS`` to check another corpus of the same layout: then the
-crash-and-diagnostic checks run, and the snapshot is compared only for the
+crash-and-diagnostic checks run, and the pins are compared only for the
 bundled corpus.
 """
 
@@ -102,9 +106,47 @@ def test_corpus_outcomes_snapshot(outcomes: dict[str, FileOutcome],
 
 @pytest.mark.skipif(CORPUS != BUNDLED, reason="counts pin the bundled corpus only")
 def test_corpus_counts(outcomes: dict[str, FileOutcome]) -> None:
-    """A coarse pin that reads well in a failure: how many files load per status."""
+    """A coarse pin that reads well in a failure: how many files end in each status."""
     counts: dict[str, int] = {}
     for outcome in outcomes.values():
         counts[outcome.status.value] = counts.get(outcome.status.value, 0) + 1
-    assert sum(counts.values()) == 286
-    assert counts["loaded"] > counts["rejected"]
+    assert counts == {"loaded": 193, "rejected": 77, "skipped": 16}
+
+
+AUTHORITY_PINS = Path(__file__).parent / "corpus_authority.tsv"
+
+
+def _authority(agent: AgentContract) -> str:
+    rules = ";".join(f"{r.action.value} {r.tool} {r.pattern or '*'}"
+                     for r in agent.permission.rules)
+    return " | ".join([
+        agent.name, agent.mode.value, agent.sandbox.value if agent.sandbox else "-",
+        ",".join(sorted(agent.tools)) if agent.tools is not None else "inherit",
+        ",".join(sorted(agent.denied_tools)) or "-",
+        ",".join(sorted(agent.delegates)) if agent.delegates is not None else "any",
+        agent.permission.mode.value, rules or "-",
+    ])
+
+
+def _pin_line(saved: str, outcome: FileOutcome) -> str:
+    errors = sorted({f"{d.field}:{d.code}" for d in outcome.diagnostics
+                     if d.severity is Severity.ERROR})
+    agents = " || ".join(_authority(agent) for agent in outcome.agents)
+    return "\t".join([saved, outcome.status.value, agents or "-", " ".join(errors) or "-"])
+
+
+@pytest.mark.skipif(CORPUS != BUNDLED, reason="the pins hold for the bundled corpus only")
+def test_corpus_authority_pins(outcomes: dict[str, FileOutcome]) -> None:
+    """Every file's status and granted authority equal its hand-kept line; a new or lost
+    file is a difference too. No flag rewrites the pins."""
+    expected = {line.split("\t", 1)[0]: line
+                for line in AUTHORITY_PINS.read_text(encoding="utf-8").splitlines()
+                if line and not line.startswith("#")}
+    actual = {saved: _pin_line(saved, outcome) for saved, outcome in outcomes.items()}
+    changed = [f"- {expected.get(saved, f'{saved} (not pinned)')}\n"
+               f"+ {actual.get(saved, f'{saved} (gone from the corpus)')}"
+               for saved in sorted(expected.keys() | actual.keys())
+               if expected.get(saved) != actual.get(saved)]
+    assert not changed, (f"{len(changed)} corpus outcome(s) differ from {AUTHORITY_PINS.name} "
+                         "(edit the pinned lines if the change is intended):\n"
+                         + "\n".join(changed))

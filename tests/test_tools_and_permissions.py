@@ -16,7 +16,7 @@ from policies.permissions import (
     glob_matches,
     shell_segments,
 )
-from policies.tools import NATIVE_TOOLS, ToolGroup, check_tool_name, group_of
+from policies.tools import CUSTOM_TOOL_RE, NATIVE_TOOLS, ToolGroup, check_tool_name, group_of
 
 # --- names ------------------------------------------------------------------------------
 
@@ -61,13 +61,58 @@ def test_custom_names_and_patterns() -> None:
     assert group_of("shell") is ToolGroup.EXEC
 
 
+#: Well-formed custom tool names (the catalog's grammar), generated directly.
+custom_names = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.:/-]{0,30}\Z").filter(
+    lambda name: name.casefold() not in {native.casefold() for native in NATIVE_TOOLS})
+#: Characters that look like, fold to or hide inside an ASCII tool name.
+LOOKALIKES = ["\u0430", "\u0435", "\u043e", "\u0455", "\u0131", "\u017f", "\u212a",
+              "\u200b", "\u200d", "\u202e", "\ufeff", "\u00a0", " ", "\t", "\n", "\x00",
+              "ｓ", "ｈ", "ｅ", "ｌ"]
+
+
+@st.composite
+def disguised_natives(draw: st.DrawFn) -> tuple[str, str]:
+    """(native name, a spelling of it that must be refused): another case, or a lookalike /
+    invisible / whitespace character replacing or joining its letters."""
+    native = draw(st.sampled_from(sorted(NATIVE_TOOLS)))
+    if draw(st.booleans()):
+        flips = draw(st.lists(st.booleans(), min_size=len(native), max_size=len(native)))
+        spelled = "".join(c.upper() if flip else c for c, flip in zip(native, flips, strict=True))
+        if spelled != native:
+            return native, spelled
+    at = draw(st.integers(0, len(native)))
+    replace = draw(st.booleans()) and at < len(native)
+    return native, native[:at] + draw(st.sampled_from(LOOKALIKES)) + native[at + replace:]
+
+
+@given(st.one_of(st.sampled_from(sorted(NATIVE_TOOLS)), custom_names))
+def test_well_formed_names_are_accepted_exactly(name: str) -> None:
+    assert check_tool_name(name) == name
+    assert name.isascii() and not any(c.isspace() for c in name)
+
+
+@given(disguised_natives())
+def test_disguised_native_names_are_refused(case: tuple[str, str]) -> None:
+    """Generated directly, so every example is a near miss of a real tool (the old property
+    drew random text and reached its assertion in 9 of 100 examples)."""
+    native, spelled = case
+    with pytest.raises(ToolNameError) as raised:
+        check_tool_name(spelled)
+    if spelled.isascii() and spelled.casefold() == native:
+        assert f"differs only by case from {native!r}" in str(raised.value)
+
+
 @given(st.text(max_size=20))
-def test_every_accepted_name_is_ascii_and_nfkc_stable(name: str) -> None:
+def test_any_accepted_text_is_plain_ascii(name: str) -> None:
+    """Whatever the text: accepted means ASCII, NFKC-stable, no whitespace, native or in the
+    custom grammar; refused means a ToolNameError (never another exception)."""
     try:
         accepted = check_tool_name(name)
-    except ToolNameError:
+    except ToolNameError as exc:
+        assert str(exc)
         return
-    assert accepted.isascii() and accepted == name and not any(c.isspace() for c in name)
+    assert accepted == name and name.isascii() and not any(c.isspace() for c in name)
+    assert name in NATIVE_TOOLS or CUSTOM_TOOL_RE.fullmatch(name)
 
 
 # --- shell segments ------------------------------------------------------------------------

@@ -72,9 +72,13 @@ VARIANTS = ["Shell", "SHELL", "sh\u0435ll", "ｓｈｅｌｌ", "shell ", " shell
 def test_variants_of_a_real_name_are_denied_and_nothing_runs(name: str) -> None:
     d, tools = dispatcher(Capability.root())
     result = d.dispatch(ToolCall(id="1", name=name, arguments={"command": "ls", "path": "x"}))
-    assert result.is_error and "not available" in result.content
-    assert "read_file" in result.content and "shell" in result.content  # names what exists
+    assert result.is_error
     assert d.audit[-1].decision is Decision.DENIED
+    # The name layer refused it (not a permission rule, not argument validation), and the
+    # error names exactly the tools that exist.
+    assert d.audit[-1].reason == f"tool {name!r} is not available to this agent"
+    assert result.content.endswith(
+        "; the tools you can use are: read_file, shell, write_file"), result.content
     assert all(not t.calls for t in tools.values())
 
 
@@ -86,6 +90,10 @@ def test_a_hidden_tool_is_denied_and_its_twin_allowed(name: str) -> None:
     denied = d.dispatch(ToolCall(id="1", name=name, arguments=args))
     assert denied.is_error and tools[name].calls == []
     assert d.denied[0].tool == name
+    # Refused by the first layer (exact name among the visible tools), before any rule.
+    assert d.denied[0].reason == f"tool {name!r} is not available to this agent"
+    assert denied.content == (f"error: tool {name!r} is not available to this agent; "
+                              "the tools you can use are: read_file")
     allowed_d, allowed_tools = dispatcher(Capability.root())
     assert not allowed_d.dispatch(ToolCall(id="1", name=name, arguments=args)).is_error
     assert len(allowed_tools[name].calls) == 1
@@ -145,3 +153,40 @@ def test_tool_failure_is_an_error_result_and_audited() -> None:
     result = d.dispatch(ToolCall(id="1", name="shell", arguments={"command": "boom"}))
     assert result.is_error and "it broke" in result.content
     assert d.audit[-1].decision is Decision.FAILED
+
+
+@pytest.mark.parametrize("name", ["shell", "write_file"])
+def test_a_hidden_tool_is_refused_by_every_layer_on_its_own(name: str) -> None:
+    """Which layer denies a hidden tool: the dispatcher's name check, even when every
+    permission layer would allow it (``allow_all``, an explicit allow rule); and the
+    capability on its own (its ``decide``) denies it too, so removing either leaves the
+    other, and each is pinned here."""
+    lenient = PermissionPolicy(mode="allow_all", rules=(
+        PermissionRule(tool=name, action=Action.ALLOW),))
+    capability = restrict(Capability.root(policy=lenient),
+                          contract(tools=frozenset({"read_file"})))
+    assert name not in capability.tools
+    assert capability.decide(name, "anything") is Action.DENY
+    assert capability.decide(name) is Action.DENY
+    d, tools = dispatcher(capability)
+    args = {"command": "ls"} if name == "shell" else {"path": "a.txt"}
+    result = d.dispatch(ToolCall(id="1", name=name, arguments=args))
+    assert result.is_error and not tools[name].calls
+    assert d.audit[-1].decision is Decision.DENIED
+    assert d.audit[-1].reason == f"tool {name!r} is not available to this agent"
+
+
+def test_deferred_tools_are_uncallable_until_activated() -> None:
+    tools = {"shell": Recorder("shell", ShellArgs, "command"),
+             "read_file": Recorder("read_file", PathArgs, "path")}
+    d: Dispatcher[Any] = Dispatcher(agent="a", capability=Capability.root(), tools=tools,
+                                    context=None, deferred=frozenset({"shell"}))
+    assert [s.name for s in d.schemas()] == ["read_file"]
+    call = ToolCall(id="1", name="shell", arguments={"command": "ls"})
+    result = d.dispatch(call)
+    assert result.is_error and not tools["shell"].calls
+    assert d.audit[-1].reason == "tool 'shell' is not available to this agent"
+    assert result.content.endswith("the tools you can use are: read_file")
+    assert d.activate(["shell", "write_file"]) == ["shell"]
+    assert not d.dispatch(call).is_error
+    assert len(tools["shell"].calls) == 1

@@ -42,19 +42,21 @@ ISOLATING = ("bubblewrap", "docker")
 _BACKEND_MARKS = {"bubblewrap": [pytest.mark.bubblewrap], "docker": [pytest.mark.docker]}
 
 
-
 def backends(
     *,
     only: Iterable[str] = BACKENDS,
     host_xfail: str | None = None,
+    host_raises: type[BaseException] | tuple[type[BaseException], ...] = AssertionError,
     host_not_run: str | None = None,
     fake: bool = True,
 ) -> list[Any]:
     """Parameters for the ``backend`` fixture (use with ``indirect=True``).
 
     ``host_xfail`` marks the host backend as a strict expected failure (the
-    defence is missing there by design); ``host_not_run`` does the same without
-    running the attack on the machine (a fork bomb, a memory hog).
+    defence is missing there by design) that must fail with ``host_raises``
+    (an assertion about the attack's outcome, by default: a crash or a setup
+    error is a real failure, not the expected one); ``host_not_run`` does the
+    same without running the attack on the machine (a fork bomb, a memory hog).
     """
     params = []
     for name in only:
@@ -62,7 +64,8 @@ def backends(
             continue
         marks = list(_BACKEND_MARKS.get(name, []))
         if name == "host" and host_xfail:
-            marks.append(pytest.mark.xfail(strict=True, reason=f"host backend: {host_xfail}"))
+            marks.append(pytest.mark.xfail(strict=True, raises=host_raises,
+                                           reason=f"host backend: {host_xfail}"))
         if name == "host" and host_not_run:
             marks.append(pytest.mark.xfail(run=False, reason=f"host backend: {host_not_run}"))
         params.append(pytest.param(name, marks=marks, id=name))

@@ -26,6 +26,7 @@ from policies.contract import SandboxMode
 from sandbox.config import AutoConfig, BubblewrapConfig, DockerConfig
 from sandbox.errors import BackendUnavailable
 from sandbox.factory import clear_probe_cache, open_sandbox
+from sandbox.gc import gc
 
 NO_OS_ISOLATION = "commands run on the host as the user"
 PROCESS_BACKENDS = ("host", "bubblewrap", "docker")
@@ -62,7 +63,10 @@ def test_host_home_not_visible(open_sb: OpenSandbox) -> None:
     (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY canary\n")
     sb = open_sb()
     result = sb.exec(["cat", str(home / ".ssh" / "id_rsa")])
-    assert result.exit_code != 0 and b"canary" not in result.stdout
+    assert b"canary" not in result.stdout
+    # Not "permission denied": the path does not exist in the child's view at all.
+    assert (result.exit_code, result.stderr) == (
+        1, f"cat: {home / '.ssh' / 'id_rsa'}: No such file or directory\n".encode())
 
 
 @pytest.mark.parametrize("backend", backends(only=PROCESS_BACKENDS, host_xfail=NO_OS_ISOLATION),
@@ -107,11 +111,18 @@ def test_network_none_blocks_tcp_udp_dns(open_sb: OpenSandbox, listeners: tuple[
         "import socket\n"
         "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
         f"u.sendto(b'x', ('127.0.0.1', {udp_port}))\n"
-        f"socket.create_connection(('127.0.0.1', {tcp_port}), timeout=3)\n"))
-    assert result.exit_code != 0, result.stdout
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {tcp_port}), timeout=3)\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+        "else:\n"
+        "    print('connected')\n"))
+    # The child's own loopback: up, but nobody listens there.
+    assert (result.exit_code, result.stdout) == (0, b"ConnectionRefusedError\n"), result.stderr
     interfaces = sb.exec(["cat", "/proc/net/dev"]).stdout.decode()
     assert [line.split(":")[0].strip() for line in interfaces.splitlines()[2:]] == ["lo"]
-    assert sb.exec(["getent", "hosts", "example.com"]).exit_code != 0
+    lookup = sb.exec(["getent", "hosts", "example.com"])
+    assert (lookup.exit_code, lookup.stdout) == (2, b"")  # 2: not found (no resolver reachable)
 
 
 @pytest.mark.parametrize("backend", backends(only=PROCESS_BACKENDS, host_xfail=NO_OS_ISOLATION),
@@ -128,10 +139,18 @@ def test_no_host_sockets_reachable(open_sb: OpenSandbox, tmp_path: Path) -> None
         abstract.bind(f"\0{name}")
         abstract.listen()
         sb = open_sb()
-        for target in (repr(str(tmp_path / "agent.sock")), repr(f"\0{name}"),
-                       repr("/var/run/docker.sock")):
-            result = sb.exec(_py(f"import socket; socket.socket(socket.AF_UNIX).connect({target})"))
-            assert result.exit_code != 0, target
+        # A path socket is not in the child's mount namespace at all; an abstract one is
+        # looked up in the child's own network namespace, where nobody listens.
+        expected = {str(tmp_path / "agent.sock"): "FileNotFoundError",
+                    f"\0{name}": "ConnectionRefusedError",
+                    "/var/run/docker.sock": "FileNotFoundError"}
+        for target, error in expected.items():
+            result = sb.exec(_py(
+                "import socket\n"
+                f"try: socket.socket(socket.AF_UNIX).connect({target!r})\n"
+                "except OSError as exc: print(type(exc).__name__)\n"
+                "else: print('connected')\n"))
+            assert (result.exit_code, result.stdout.decode()) == (0, f"{error}\n"), target
     finally:
         path_sock.close()
         abstract.close()
@@ -184,7 +203,11 @@ def test_memory_limit_kills_child_not_parent(open_sb: OpenSandbox) -> None:
     may pick the parent)."""
     sb = open_sb(limits=TEST_LIMITS.model_copy(update={"memory_bytes": 256 << 20}))
     result = sb.exec(_py("x = b'a' * (1 << 30)\nprint(len(x))"), timeout=60)
-    assert result.exit_code not in (0, None) and not result.timed_out
+    assert not result.timed_out and result.stdout == b""
+    if sb.backend == "bubblewrap":  # RLIMIT_AS: the allocation itself fails
+        assert result.exit_code == 1 and result.stderr.endswith(b"MemoryError\n"), result.stderr
+    else:  # the container's memory cgroup: the kernel's OOM killer sends SIGKILL
+        assert result.exit_code == 128 + signal.SIGKILL, result.stderr
     assert sb.exec(["true"]).ok
 
 
@@ -197,11 +220,14 @@ def test_disk_fill_stops_at_quota(open_sb: OpenSandbox) -> None:
                                             "tmp_size_bytes": 8 << 20})
     sb = open_sb(limits=limits)
     big = sb.exec(["sh", "-c", "head -c 16777216 /dev/zero > big.bin"])
-    assert big.exit_code != 0
-    assert (sb.root / "big.bin").stat().st_size <= 4 << 20
+    # RLIMIT_FSIZE: SIGXFSZ kills the writer at the limit.
+    assert (big.exit_code, big.stderr) == (128 + signal.SIGXFSZ, b"File size limit exceeded\n")
+    assert (sb.root / "big.bin").stat().st_size == 4 << 20
     tmp = sb.exec(["sh", "-c", 'for i in 1 2 3; do head -c 4000000 /dev/zero > "$TMPDIR/f$i" '
                                "|| exit 1; done"])
-    assert tmp.exit_code != 0
+    # The size-capped tmpfs: ENOSPC before the third file is complete.
+    assert tmp.exit_code == 1
+    assert tmp.stderr == b"head: error writing 'standard output': No space left on device\n"
 
 
 @pytest.mark.parametrize("backend", backends(only=PROCESS_BACKENDS), indirect=True)
@@ -235,6 +261,100 @@ def test_no_survivors_after_timeout(open_sb: OpenSandbox) -> None:
 
 
 @pytest.mark.parametrize("backend", backends(only=("bubblewrap", "docker")), indirect=True)
+def test_process_limit_stops_forks(open_sb: OpenSandbox) -> None:
+    """The bounded version of the fork bomb, safe to run without the defence: 64 sleeping
+    children under a limit of 32. Without the pids cgroup (bubblewrap) or ``pids_limit``
+    (docker) all 64 start."""
+    sb = open_sb(limits=TEST_LIMITS.model_copy(update={"pids": 32}))
+    result = sb.exec(_py(
+        "import os, time\n"
+        "started = 0\n"
+        "for _ in range(64):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError as exc:\n"
+        "        print('fork failed:', exc.strerror)\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "    started += 1\n"
+        "print('started', started)\n"), timeout=60)
+    assert result.exit_code == 0, result.stderr
+    failed, started = result.stdout.decode().splitlines()
+    assert failed == "fork failed: Resource temporarily unavailable"
+    assert 20 <= int(started.split()[1]) < 32, started
+
+
+@pytest.mark.parametrize("backend", backends(only=PROCESS_BACKENDS), indirect=True)
+def test_command_session_leader_is_inside_the_sandbox(open_sb: OpenSandbox) -> None:
+    """``--new-session`` (bubblewrap; the runner's own new session backs it, so the TIOCSTI
+    test alone cannot see it go): the command's session leader is a process of the sandbox.
+    Without it the session belongs to a process outside bubblewrap's PID namespace, which
+    the child sees as session 0 (and shares with whatever corral's runner started)."""
+    sb = open_sb()
+    result = sb.exec(_py("import os\nsid = os.getsid(0)\n"
+                         "print(sid, sid > 0 and os.path.exists(f'/proc/{sid}'))"))
+    assert result.exit_code == 0, result.stderr
+    session, visible = result.stdout.decode().split()
+    assert int(session) > 0 and visible == "True", result.stdout  # a process the child sees
+
+
+def _exact_command(argv: list[str]) -> list[int]:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if proc.info["cmdline"] == argv:
+            found.append(proc.pid)
+    return found
+
+
+_OPEN_AND_WAIT = """
+import sys
+from pathlib import Path
+from policies.contract import SandboxMode
+from sandbox.config import BubblewrapConfig
+from sandbox.factory import open_sandbox
+sb = open_sandbox(BubblewrapConfig(), repo=Path(sys.argv[1]), mode=SandboxMode.WORKTREE,
+                  state_root=Path(sys.argv[2]))
+print("opened", flush=True)
+sb.exec(["sleep", sys.argv[3]], timeout=120)
+"""
+
+
+@pytest.mark.parametrize("backend", backends(only=("bubblewrap",)), indirect=True)
+def test_sandbox_dies_with_corral(backend: str, repo: Path, state_root: Path) -> None:
+    """corral killed (SIGKILL: no cleanup runs) while a command runs. Without
+    ``--die-with-parent`` bwrap and the command live on, orphaned, for as long as the
+    command likes. (Docker keeps its container until ``corral gc``, by design.)"""
+    marker = f"1000.{uuid.uuid4().int % 10**6}"
+    proc = subprocess.Popen([sys.executable, "-c", _OPEN_AND_WAIT, str(repo), str(state_root),
+                             marker], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "opened\n"
+        # The command itself, not bwrap or the namespace's PID 1 (whose command lines hold
+        # the same words): once it runs, bwrap's setup (die-with-parent included) is done.
+        assert wait_for(lambda: bool(_exact_command(["sleep", marker])), timeout=30)
+        proc.kill()
+        proc.wait(timeout=30)
+        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=10), \
+            "the sandboxed command outlived corral"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        for pid in pids_matching(f"sleep {marker}"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        gc(state_root)  # the crashed run's worktree and cgroup
+
+
+@pytest.mark.parametrize("backend", backends(only=("bubblewrap", "docker")), indirect=True)
 def test_memory_and_cpu_are_recorded(open_sb: OpenSandbox) -> None:
     sb = open_sb()
     result = sb.exec(_py("x = b'a' * (64 << 20)\nsum(range(3_000_000))"))
@@ -252,9 +372,10 @@ def test_backend_unavailable_refuses_to_run(repo: Path, state_root: Path) -> Non
     clear_probe_cache()
     broken_bwrap = BubblewrapConfig(bwrap="/bin/false")
     no_engine = DockerConfig(base_url="unix:///nonexistent/docker.sock")
-    for config in (broken_bwrap, no_engine):
-        with pytest.raises(BackendUnavailable):
+    for config, code in ((broken_bwrap, "bwrap_unavailable"), (no_engine, "docker_unavailable")):
+        with pytest.raises(BackendUnavailable) as failed:
             open_sandbox(config, repo=repo, mode=SandboxMode.WORKTREE, state_root=state_root)
+        assert failed.value.code == code
     with pytest.raises(BackendUnavailable) as raised:
         open_sandbox(AutoConfig(bubblewrap=broken_bwrap, docker=no_engine), repo=repo,
                      mode=SandboxMode.WORKTREE, state_root=state_root)

@@ -1,0 +1,758 @@
+#!/usr/bin/env python3
+"""Mutation audit of corral's defences: remove each defence, its tests must fail.
+
+Every entry of :data:`MUTATIONS` is one plausible bug in one defence (a flag
+dropped, a check weakened, a set narrowed): the exact text it changes (an
+*anchor* that must occur exactly once in its file), the replacement, the tests
+that must catch it, and why it matters. For each mutant the script writes the
+change into a scratch copy of the repository (the files git tracks, plus the
+untracked ones it does not ignore), runs only the catching tests there
+(``pytest -x -q -p no:cacheprovider``) and restores the file. A mutant
+*survives* when those tests pass: then a defence can be deleted without any
+test noticing, and the run fails.
+
+An anchor that is missing or not unique is an error before anything runs (the
+list must follow the code: re-anchor, never delete, a mutation whose code moved).
+A baseline run of every catching test on the unmutated copy comes first, so a
+mutant is never "caught" by a test that fails anyway. Mutants run in parallel,
+one scratch copy per worker (default: the number of CPUs, at most 2).
+
+    .venv/bin/python scripts/mutate_defences.py            # the whole audit (CI runs this)
+    .venv/bin/python scripts/mutate_defences.py --list     # the mutations, nothing run
+    .venv/bin/python scripts/mutate_defences.py --only bwrap-cap-drop,docker-network-none
+
+Exit status: 0 when every mutant is caught, 1 when one survives or a run errs
+(a test id that does not exist, a timeout, a broken baseline), 2 when an anchor
+is stale or the list itself is invalid. The tests see the environment as given
+(``CORRAL_REQUIRE_BACKENDS``, ``CORRAL_REQUIRE``, ``DOCKER_HOST``): run it where
+the whole suite runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``anchor`` (exactly one occurrence) in ``file`` by ``replacement``."""
+
+    file: str
+    anchor: str
+    replacement: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One plausible bug in one defence, and the tests that must notice it."""
+
+    name: str
+    area: str
+    edits: tuple[Edit, ...]
+    tests: tuple[str, ...]
+    why: str
+
+
+def mutation(name: str, area: str, file: str, anchor: str, replacement: str,
+             tests: Sequence[str], why: str) -> Mutation:
+    """A mutation of one place."""
+    return Mutation(name, area, (Edit(file, anchor, replacement),), tuple(tests), why)
+
+
+# Test ids, shortened below.
+CAPS = "tests/sandbox/test_escape_caps.py"
+NET = "tests/sandbox/test_escape_network.py"
+PROC = "tests/sandbox/test_escape_process.py"
+FS = "tests/sandbox/test_escape_fs.py"
+GIT = "tests/sandbox/test_escape_git.py"
+LEFT = "tests/sandbox/test_escape_leftovers.py"
+CONF = "tests/sandbox/test_conformance.py"
+FILES = "tests/sandbox/test_files.py"
+NAMES = "tests/test_tools_and_permissions.py"
+DISPATCH = "tests/executor/test_dispatch.py"
+CAPABILITY = "tests/test_capability.py"
+APPLY = "tests/executor/test_apply.py"
+SPEC = "tests/spec/test_discovery_spec.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # -- bubblewrap options ---------------------------------------------------------------
+    mutation(
+        "bwrap-cap-drop", "bubblewrap", "sandbox/bwrap.py",
+        '"--disable-userns", "--cap-drop", "ALL",', '"--disable-userns",',
+        [f"{CAPS}::test_commands_hold_no_capabilities[bubblewrap-worktree]",
+         f"{CAPS}::test_unreadable_file_stays_unreadable[bubblewrap-worktree]"],
+        "bwrap run as root leaves the child every capability (CapEff 000001fffeffffff)"),
+    mutation(
+        "bwrap-unshare-net", "bubblewrap", "sandbox/bwrap.py",
+        '"--unshare-all", "--unshare-user",',
+        '"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", '
+        '"--unshare-cgroup-try",',
+        [f"{NET}::test_child_cannot_reach_the_host[bubblewrap-worktree]"],
+        "the namespaces listed one by one, the network one forgotten: the host is reachable"),
+    mutation(
+        "bwrap-die-with-parent", "bubblewrap", "sandbox/bwrap.py",
+        '"--die-with-parent", "--new-session",', '"--new-session",',
+        [f"{PROC}::test_sandbox_dies_with_corral[bubblewrap]"],
+        "a command outlives a corral that was killed"),
+    mutation(
+        "bwrap-disable-userns", "bubblewrap", "sandbox/bwrap.py",
+        '"--unshare-user", "--disable-userns",', '"--unshare-user",',
+        [f"{CAPS}::test_no_nested_user_namespace[bubblewrap]"],
+        "the child creates a user namespace and holds every capability inside it"),
+    Mutation(
+        "bwrap-clearenv", "bubblewrap",
+        (Edit("sandbox/bwrap.py", '"--new-session", "--clearenv",', '"--new-session",'),
+         Edit("sandbox/bwrap.py", 'env={"PATH": os.defpath}, cwd=Path("/"),',
+              'env=dict(os.environ), cwd=Path("/"),')),
+        (f"{PROC}::test_child_env_is_allowlist_only[bubblewrap]",),
+        "the parent's environment (tokens, SSH_AUTH_SOCK) reaches the child; --clearenv and "
+        "the runner's fixed environment each suffice alone, so both go"),
+    mutation(
+        "bwrap-usr-writable", "bubblewrap", "sandbox/bwrap.py",
+        '"--ro-bind", "/usr", "/usr"]', '"--bind", "/usr", "/usr"]',
+        [f"{CAPS}::test_system_is_read_only[bubblewrap-workspace-write]"],
+        "a root child writes the host's /usr"),
+    mutation(
+        "bwrap-workspace-ro-bind", "bubblewrap", "sandbox/bwrap.py",
+        'args += ["--bind" if mount.writable else "--ro-bind", str(mount.path), '
+        'str(mount.path)]',
+        'args += ["--bind", str(mount.path), str(mount.path)]',
+        [f"{CONF}::test_read_only_stays_read_only[bubblewrap]"],
+        "read-only mode and the git dirs become writable"),
+    mutation(
+        "bwrap-remount-ro", "bubblewrap", "sandbox/bwrap.py",
+        'args += ["--chdir", str(spec.cwd), "--remount-ro", "/", "--as-pid-1",',
+        'args += ["--chdir", str(spec.cwd), "--as-pid-1",',
+        [f"{CAPS}::test_system_is_read_only[bubblewrap-worktree]"],
+        "the sandbox's root (its /etc among it) becomes writable"),
+    mutation(
+        "bwrap-new-session", "bubblewrap", "sandbox/bwrap.py",
+        '"--die-with-parent", "--new-session",', '"--die-with-parent",',
+        [f"{PROC}::test_command_session_leader_is_inside_the_sandbox[bubblewrap]"],
+        "the command shares a session with a process outside the sandbox (TIOCSTI, CVE-2017-5226)"),
+    mutation(
+        "bwrap-pids-cgroup", "bubblewrap", "sandbox/bwrap.py",
+        "prefix = self._cgroup.join_argv()", "prefix = []",
+        [f"{PROC}::test_process_limit_stops_forks[bubblewrap]"],
+        "the pids cgroup is made but never joined: no process limit (fork bomb)"),
+    mutation(
+        "runner-new-session", "processes", "sandbox/process.py",
+        "env=dict(env), cwd=cwd, start_new_session=True,", "env=dict(env), cwd=cwd,",
+        [f"{PROC}::test_tiocsti_ioctl_fails_in_child[host]"],
+        "host commands keep corral's controlling terminal and push keystrokes into it"),
+    # -- docker options -------------------------------------------------------------------
+    mutation(
+        "docker-cap-drop", "docker", "sandbox/docker_backend.py",
+        '"cap_drop": ["ALL"], ', "",
+        [f"{CAPS}::test_commands_hold_no_capabilities[docker-worktree]"],
+        "docker's default capabilities stay in the bounding set (CapBnd 00000000a80425fb)"),
+    mutation(
+        "docker-network-none", "docker", "sandbox/docker_backend.py",
+        '"network_mode": "none", ', "",
+        [f"{NET}::test_container_is_on_network_none[docker-worktree]",
+         f"{NET}::test_child_cannot_reach_the_host[docker-worktree]"],
+        "the container joins the engine's default bridge and reaches the host"),
+    mutation(
+        "docker-no-new-privileges", "docker", "sandbox/docker_backend.py",
+        '"security_opt": ["no-new-privileges"],', '"security_opt": [],',
+        [f"{CAPS}::test_commands_hold_no_capabilities[docker-worktree]"],
+        "a setuid binary in the image or the workspace raises the child's privileges"),
+    mutation(
+        "docker-seccomp", "docker", "sandbox/docker_backend.py",
+        '"security_opt": ["no-new-privileges"],',
+        '"security_opt": ["no-new-privileges", "seccomp=unconfined"],',
+        [f"{CAPS}::test_no_nested_user_namespace[docker]",
+         f"{CAPS}::test_commands_hold_no_capabilities[docker-worktree]"],
+        "without the engine's seccomp filter the child makes user namespaces (and every "
+        "other syscall docker refuses)"),
+    mutation(
+        "docker-read-only-root", "docker", "sandbox/docker_backend.py",
+        '"read_only": True,', '"read_only": False,',
+        [f"{CAPS}::test_system_is_read_only[docker-workspace-write]"],
+        "the container's root filesystem is writable (a uid-0 child rewrites /usr)"),
+    mutation(
+        "docker-user", "docker", "sandbox/docker_backend.py",
+        "user = (_DEFAULT_UID, _DEFAULT_UID) if root else (os.getuid(), os.getgid())",
+        "user = (0, 0) if root else (os.getuid(), os.getgid())",
+        ["tests/sandbox/test_backends_api.py::test_docker_users"],
+        "worktree children run as root inside the container"),
+    mutation(
+        "docker-pids-limit", "docker", "sandbox/docker_backend.py",
+        'options["pids_limit"] = limits.pids + 2', 'options["pids_limit"] = -1',
+        [f"{PROC}::test_process_limit_stops_forks[docker]"],
+        "no process limit in the container (fork bomb)"),
+    mutation(
+        "docker-memory-limit", "docker", "sandbox/docker_backend.py",
+        'options["mem_limit"] = options["memswap_limit"] = limits.memory_bytes',
+        "pass  # the limit is forgotten",
+        [f"{PROC}::test_memory_limit_kills_child_not_parent[docker]"],
+        "no memory cap: the child takes the host's memory"),
+    # -- confinement of the file tools ----------------------------------------------------
+    mutation(
+        "confine-dotdot", "confinement", "sandbox/confine.py",
+        '        if ".." in parts:\n', '        if ".." in parts[:1]:\n',
+        [f"{FILES}::test_escapes_are_refused", f"{FS}::test_tool_path_rejects_parent_traversal"],
+        "'src/../../secret' leaves the workspace"),
+    mutation(
+        "confine-absolute-symlink", "confinement", "sandbox/confine.py",
+        "if target.startswith(\"/\") or hops > _MAX_SYMLINKS:", "if hops > _MAX_SYMLINKS:",
+        [f"{FILES}::test_escapes_are_refused"],
+        "a symlink to /etc is followed"),
+    mutation(
+        "confine-symlink-clamp", "confinement", "sandbox/confine.py",
+        'if len(fds) == 1:\n                        raise PathDenied(f"{path}: a symlink leads',
+        'if len(fds) == 1:\n                        continue\n'
+        '                        raise PathDenied(f"{path}: a symlink leads',
+        [f"{FILES}::test_escapes_are_refused"],
+        "a link's '..' past the root is clamped (RESOLVE_IN_ROOT) instead of refused"),
+    mutation(
+        "confine-git-alias", "confinement", "sandbox/confine.py",
+        "                if is_git_alias(name):\n", "                if name == \".git\":\n",
+        [f"{FILES}::test_git_dir_is_not_readable_through_file_tools"],
+        ".GIT, git~1 and friends reach the git directory"),
+    mutation(
+        "names-ntfs-folding", "confinement", "sandbox/names.py",
+        'folded = folded.split(":", 1)[0].rstrip(" .")', "folded = folded",
+        [f"{FILES}::test_every_spelling_of_dot_git_is_an_alias"],
+        "'.git.' and '.git::$INDEX_ALLOCATION' are not seen as .git"),
+    mutation(
+        "names-hfs-ignorable", "confinement", "sandbox/names.py",
+        'folded = "".join(ch for ch in name if ord(ch) not in _HFS_IGNORABLE).casefold()',
+        "folded = name.casefold()",
+        [f"{FILES}::test_every_spelling_of_dot_git_is_an_alias"],
+        "'.g\\u200cit' (HFS+ ignores the joiner) is not seen as .git"),
+    mutation(
+        "files-keep-setuid", "confinement", "sandbox/files.py",
+        "perms = stat.S_IMODE(existing.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)",
+        "perms = stat.S_IMODE(existing.st_mode)",
+        [f"{FILES}::test_writes_never_keep_setuid_or_setgid"],
+        "an edit through the file tools re-arms a planted setuid binary"),
+    mutation(
+        "files-symlink-escape", "confinement", "sandbox/files.py",
+        'target.startswith("/") or level < 0:', 'target.startswith("/"):',
+        [f"{FILES}::test_write_operations"],
+        "the file API creates a symlink '../../x' pointing out of the workspace"),
+    mutation(
+        "files-read-only", "confinement", "sandbox/files.py",
+        "        if not self.writable:\n            raise PathDenied(",
+        "        if not self.writable and self.root is None:\n            raise PathDenied(",
+        [f"{FILES}::test_read_only_refuses_every_write"],
+        "a read-only workspace accepts writes through the file API"),
+    # -- exact tool names -----------------------------------------------------------------
+    mutation(
+        "toolname-nfkc", "tool names", "policies/tools.py",
+        '    if unicodedata.normalize("NFKC", name) != name:\n        raise',
+        '    if unicodedata.normalize("NFKC", name) != name:\n'
+        '        name = unicodedata.normalize("NFKC", name)\n    if False:\n        raise',
+        [f"{NAMES}::test_disguised_native_names_are_refused"],
+        "fullwidth and compatibility spellings are folded into a real tool name"),
+    mutation(
+        "toolname-case", "tool names", "policies/tools.py",
+        "    if folded is not None:\n        raise ToolNameError(",
+        "    if folded is not None:\n        return folded\n        raise ToolNameError(",
+        [f"{NAMES}::test_disguised_native_names_are_refused"],
+        "'Read_File' is taken as read_file (a fuzzy match grants a misspelled deny's tool)"),
+    mutation(
+        "dispatch-exact-name", "tool names", "executor/dispatch.py",
+        "tool = self.tools.get(call.name) if call.name not in self.deferred else None",
+        "tool = self.tools.get(call.name.strip().lower()) if call.name not in self.deferred "
+        "else None",
+        [f"{DISPATCH}::test_variants_of_a_real_name_are_denied_and_nothing_runs"],
+        "the dispatcher normalizes names: 'SHELL' and 'shell\\n' run the shell"),
+    mutation(
+        "dispatch-hidden-tools", "tool names", "executor/dispatch.py",
+        "self.tools = {name: tool for name, tool in tools.items() if name in visible}",
+        "self.tools = dict(tools)",
+        [f"{DISPATCH}::test_a_hidden_tool_is_refused_by_every_layer_on_its_own"],
+        "tools the child does not hold are offered and reach the permission layer"),
+    mutation(
+        "dispatch-deferred", "tool names", "executor/dispatch.py",
+        "tool = self.tools.get(call.name) if call.name not in self.deferred else None",
+        "tool = self.tools.get(call.name)",
+        [f"{DISPATCH}::test_deferred_tools_are_uncallable_until_activated"],
+        "a deferred tool is callable before tool_search activated it"),
+    # -- narrowing ------------------------------------------------------------------------
+    mutation(
+        "narrow-allowlist", "narrowing", "policies/capability.py",
+        "        tools = _select(contract.tools, tools)\n",
+        "        tools = _select(contract.tools, tools | set(NATIVE_TOOLS))\n",
+        [f"{CAPABILITY}::test_allowlist_naming_a_tool_the_parent_never_had_grants_nothing"],
+        "an allowlist naming a tool the parent never had grants it"),
+    mutation(
+        "narrow-deny-patterns", "narrowing", "policies/capability.py",
+        "tools -= _select(contract.denied_tools, tools)", "tools -= set(contract.denied_tools)",
+        [f"{CAPABILITY}::test_mcp_prefix_patterns_select_installed_tools_only"],
+        "a deny pattern (mcp__github__*) removes nothing"),
+    mutation(
+        "narrow-sandbox", "narrowing", "policies/capability.py",
+        "sandbox = SandboxMode.strictest(parent.sandbox, contract.sandbox) or parent.sandbox",
+        "sandbox = contract.sandbox or parent.sandbox",
+        [f"{CAPABILITY}::test_child_is_never_wider_than_parent"],
+        "a child's definition picks a wider sandbox mode than its parent's"),
+    mutation(
+        "narrow-reviewer-custom-tools", "narrowing", "policies/capability.py",
+        "READ_ONLY_REMOVED_GROUPS = frozenset({ToolGroup.WRITE, ToolGroup.EXEC, "
+        "ToolGroup.CUSTOM})",
+        "READ_ONLY_REMOVED_GROUPS = frozenset({ToolGroup.WRITE, ToolGroup.EXEC})",
+        [f"{CAPABILITY}::test_reviewer_loses_write_exec_and_custom_tools"],
+        "a reviewer keeps installed custom (MCP) tools, which may write anywhere"),
+    mutation(
+        "narrow-layers", "narrowing", "policies/capability.py",
+        "layers = (*layers, contract.permission)", "layers = (contract.permission,)",
+        [f"{CAPABILITY}::test_allow_all_cannot_lift_a_deny"],
+        "a child's permission layer replaces its parent's rules instead of adding to them"),
+    mutation(
+        "narrow-delegates", "narrowing", "policies/capability.py",
+        "delegates = contract.delegates if delegates is None else delegates & "
+        "contract.delegates",
+        "delegates = contract.delegates",
+        [f"{CAPABILITY}::test_child_is_never_wider_than_parent"],
+        "a child may delegate to agents its parent could not"),
+    mutation(
+        "narrow-depth", "narrowing", "policies/capability.py",
+        'update={"depth": max(parent.depth - 1, 0)}', 'update={"depth": parent.depth}',
+        [f"{CAPABILITY}::test_delegation_allowlist_and_depth"],
+        "delegation never runs out of depth"),
+    # -- permission layering --------------------------------------------------------------
+    mutation(
+        "permissions-strictest-wins", "permissions", "policies/permissions.py",
+        "        if _SEVERITY[action] > _SEVERITY[result]:\n            result = action",
+        "        result = action",
+        [f"{NAMES}::test_layers_combine_strictest_first"],
+        "the last layer wins, so a child's allow overrides an ancestor's deny"),
+    mutation(
+        "permissions-allow-all-lifts-deny", "permissions", "policies/permissions.py",
+        "if found is Action.ASK and self.mode is PermissionMode.ALLOW_ALL:",
+        "if found is not Action.ALLOW and self.mode is PermissionMode.ALLOW_ALL:",
+        [f"{NAMES}::test_modes"],
+        "allow_all lifts an explicit deny (deny must be terminal in every mode)"),
+    mutation(
+        "permissions-custom-side-effects", "permissions", "policies/tools.py",
+        "return spec is None or spec.side_effect is not SideEffect.NONE",
+        "return spec is not None and spec.side_effect is not SideEffect.NONE",
+        [f"{NAMES}::test_modes"],
+        "strict mode lets unknown custom tools through as if they had no effect"),
+    mutation(
+        "capability-decide-held", "permissions", "policies/capability.py",
+        "        if tool not in self.tools:\n            return Action.DENY\n", "",
+        [f"{DISPATCH}::test_a_hidden_tool_is_refused_by_every_layer_on_its_own"],
+        "the capability decides by rules alone; a tool it does not hold is allowed"),
+    # -- strict YAML ----------------------------------------------------------------------
+    mutation(
+        "yaml-duplicates", "strict YAML", "policies/loader/yamlstrict.py",
+        "            if key in seen:\n", "            if key in seen and key == \"name\":\n",
+        [f"{SPEC}::test_duplicate_yaml_keys_rejected"],
+        "'tools' written twice silently keeps the last one"),
+    Mutation(
+        "yaml-anchors-aliases", "strict YAML",
+        (Edit("policies/loader/yamlstrict.py",
+              "        if isinstance(event, yaml.events.AliasEvent):\n", "        if False:\n"),
+         Edit("policies/loader/yamlstrict.py",
+              "        if anchor is not None:\n", "        if False:\n")),
+        (f"{SPEC}::test_yaml_aliases_rejected",),
+        "aliases (billion laughs, one value silently shared) load; an alias needs an anchor, "
+        "so either check alone refuses it and both go"),
+    mutation(
+        "yaml-scalar-anchors", "strict YAML", "policies/loader/yamlstrict.py",
+        "        if anchor is not None:\n",
+        "        if anchor is not None and not isinstance(event, yaml.events.ScalarEvent):\n",
+        [f"{SPEC}::test_yaml_aliases_rejected"],
+        "an anchor on a scalar is accepted (only collections were thought to matter)"),
+    mutation(
+        "yaml-tags", "strict YAML", "policies/loader/yamlstrict.py",
+        "        explicit = tag is not None and (",
+        "        explicit = tag is not None and tag.startswith(\"!!python\") and (",
+        [f"{SPEC}::test_explicit_yaml_tags_rejected"],
+        "explicit tags other than !!python (!!binary, local tags) are accepted"),
+    mutation(
+        "loader-claude-grep-alias", "loader", "policies/aliases.py",
+        '"Glob": _FIND, "Grep": _SEARCH, "LS": _LIST,',
+        '"Glob": _FIND, "Grep": _SEARCH | _SHELL, "LS": _LIST,',
+        ["tests/test_corpus.py::test_corpus_authority_pins"],
+        "a Claude agent allowed Grep gets the shell; the hand-kept corpus pins see it even "
+        "after --snapshot-update"),
+    # -- apply validation (executor/merge.py as on main; re-anchor after the apply rewrite) --
+    mutation(
+        "apply-dotdot", "apply", "executor/merge.py",
+        "    elif \"..\" in text.split(\"/\"):\n", "    elif False:\n",
+        [f"{APPLY}::test_apply_rejects_parent_traversal",
+         f"{APPLY}::test_apply_rejects_rename_target_outside"],
+        "a patch writes ../outside"),
+    mutation(
+        "apply-git-alias", "apply", "executor/merge.py",
+        "elif any(is_git_alias(part) for part in text.split(\"/\")):",
+        "elif \".git\" in text.split(\"/\"):",
+        [f"{APPLY}::test_apply_rejects_dot_git_variants"],
+        "a patch writes .GIT/hooks (an alias of .git on case-insensitive filesystems)"),
+    mutation(
+        "apply-gitlink", "apply", "executor/merge.py",
+        'if "160000" in (item.new_mode, item.old_mode):', 'if item.old_mode == "160000":',
+        [f"{APPLY}::test_patch_with_gitlink_rejected"],
+        "a patch adds a gitlink (submodule)"),
+    mutation(
+        "apply-symlink", "apply", "executor/merge.py",
+        '        if item.new_mode == "120000" and not allow_symlinks:\n'
+        '            plan.problems.append(',
+        '        if item.new_mode == "120000" and allow_symlinks:\n'
+        '            plan.problems.append(',
+        [f"{APPLY}::test_patch_symlink_mode_rejected_by_policy"],
+        "a patch creates a symlink without --allow-symlinks"),
+    mutation(
+        "apply-beyond-symlink", "apply", "executor/merge.py",
+        "        if parents & links:\n", "        if item.path in links and parents & links:\n",
+        [f"{APPLY}::test_apply_beyond_symlink_rejected"],
+        "a patch writes through a symlink it creates (lnk -> /tmp, then lnk/x)"),
+    # -- setuid sweep ---------------------------------------------------------------------
+    mutation(
+        "setid-setgid", "setuid sweep", "sandbox/setid.py",
+        "_SETID = stat.S_ISUID | stat.S_ISGID", "_SETID = stat.S_ISUID",
+        [f"{LEFT}::test_setuid_file_left_in_checkout_is_cleared[fake]"],
+        "setgid files the child planted stay armed in the checkout"),
+    mutation(
+        "setid-nested-git", "setuid sweep", "sandbox/setid.py",
+        'if not prefix and entry.name == ".git":', 'if entry.name == ".git":',
+        ["tests/sandbox/test_setid_sweep.py::test_setuid_file_hidden_in_a_nested_git_dir"],
+        "a setuid file hidden in sub/.git/ is never cleared"),
+    # -- git hardening --------------------------------------------------------------------
+    mutation(
+        "gitsafe-fsmonitor-key", "git hardening", "sandbox/gitsafe.py",
+        '("core", "fsmonitor"), ("core", "hookspath"), ("core", "pager"),',
+        '("core", "hookspath"), ("core", "pager"),',
+        [f"{GIT}::test_parent_refuses_repo_with_executable_local_config[core.fsmonitor]"],
+        "a repository whose config sets core.fsmonitor is accepted (it runs on git status)"),
+    mutation(
+        "gitsafe-subsection", "git hardening", "sandbox/gitsafe.py",
+        'leaf = rest.rpartition(".")[2]', "leaf = rest",
+        [f"{GIT}::test_parent_refuses_repo_with_executable_local_config"],
+        "filter.<any>.clean is not matched, so a filter driver runs on git add"),
+    mutation(
+        "gitsafe-hooks-path", "git hardening", "sandbox/gitsafe.py",
+        '    "-c", "core.hooksPath=/dev/null",\n', "",
+        [f"{GIT}::test_worktree_creation_runs_no_hooks_or_filters"],
+        "corral's own git runs the repository's hooks"),
+)
+
+
+# -- running ----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What running one mutant (or one baseline chunk) gave."""
+
+    name: str
+    status: str  # caught, survived, error, passed (baseline)
+    seconds: float
+    detail: str = ""
+    output: str = field(default="", repr=False)
+
+
+def check_list(root: Path, mutations: Iterable[Mutation]) -> list[str]:
+    """Problems of the list against the code: stale anchors, duplicates, broken mutants."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for mut in mutations:
+        if mut.name in seen:
+            problems.append(f"{mut.name}: duplicate name")
+        seen.add(mut.name)
+        if not mut.tests:
+            problems.append(f"{mut.name}: no catching tests")
+        texts: dict[str, str] = {}
+        for edit in mut.edits:
+            path = root / edit.file
+            if edit.file not in texts:
+                if not path.is_file():
+                    problems.append(f"{mut.name}: {edit.file} does not exist")
+                    continue
+                texts[edit.file] = path.read_text(encoding="utf-8")
+            count = texts[edit.file].count(edit.anchor)
+            if count != 1:
+                problems.append(f"{mut.name}: anchor found {count} times in {edit.file} "
+                                f"(must be exactly once): {edit.anchor!r}")
+                continue
+            texts[edit.file] = texts[edit.file].replace(edit.anchor, edit.replacement)
+        for file, text in texts.items():
+            if file.endswith(".py"):
+                try:
+                    compile(text, file, "exec")
+                except SyntaxError as exc:
+                    problems.append(f"{mut.name}: the mutant of {file} does not compile: {exc}")
+    return problems
+
+
+def source_files(root: Path) -> list[str]:
+    """The files of the working tree git knows or would add (tracked + untracked, not ignored)."""
+    done = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True, check=True)
+    return [name for name in done.stdout.decode("utf-8", "surrogateescape").split("\0")
+            if name and (root / name).is_file()]
+
+
+def make_copy(root: Path, files: list[str], target: Path) -> None:
+    """A scratch copy of ``files`` (symlinks kept as symlinks)."""
+    for name in files:
+        source, dest = root / name, target / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            dest.symlink_to(source.readlink())
+        else:
+            shutil.copy2(source, dest)
+
+
+def copy_env(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a cached .pyc of the mutant must never outlive it
+    return env
+
+
+def check_imports(python: str, copy: Path) -> None:
+    """The copy's packages, not the editable install's, are the ones imported."""
+    code = ("import executor, policies, sandbox; "
+            "print('\\n'.join(m.__file__ for m in (executor, policies, sandbox)))")
+    done = subprocess.run([python, "-c", code], cwd=copy, env=copy_env(copy),
+                          capture_output=True, text=True, check=True)
+    for path in done.stdout.split():
+        if not Path(path).resolve().is_relative_to(copy.resolve()):
+            raise SystemExit(f"the scratch copy imports {path}, not its own code")
+
+
+def run_pytest(python: str, copy: Path, tests: Sequence[str], timeout: float,
+               ) -> tuple[int | None, str]:
+    """``pytest -x`` on ``tests`` inside ``copy``: (exit code or None on timeout, output)."""
+    basetemp = copy / ".mutant-tmp"
+    argv = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfEs",
+            f"--basetemp={basetemp}", *tests]
+    proc = subprocess.Popen(argv, cwd=copy, env=copy_env(copy), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return None, output
+
+
+def _summary(output: str) -> str:
+    """The first failure line, else pytest's last line."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line[:160]
+    return lines[-1][:160] if lines else ""
+
+
+def judge(mut: Mutation, code: int | None, output: str, seconds: float) -> Outcome:
+    last = _summary(output)
+    if code is None:
+        return Outcome(mut.name, "error", seconds, "timed out", output)
+    if code == 1:
+        return Outcome(mut.name, "caught", seconds, last, output)
+    if code == 0:
+        skipped = " (its tests skipped)" if "skipped" in output.splitlines()[-1] else ""
+        return Outcome(mut.name, "survived", seconds, f"tests passed{skipped}: {last}", output)
+    return Outcome(mut.name, "error", seconds, f"pytest exit {code}: {last}", output)
+
+
+def apply_edits(copy: Path, mut: Mutation) -> dict[Path, str]:
+    """Write the mutant into ``copy``; return the original texts to restore."""
+    originals: dict[Path, str] = {}
+    for edit in mut.edits:
+        path = copy / edit.file
+        text = path.read_text(encoding="utf-8")
+        originals.setdefault(path, text)
+        path.write_text(text.replace(edit.anchor, edit.replacement, 1), encoding="utf-8")
+    return originals
+
+
+def run_mutant(python: str, copy: Path, mut: Mutation, timeout: float,
+               every_test: bool) -> Outcome:
+    """Apply ``mut`` to ``copy``, run its tests (together, or each alone), restore."""
+    originals = apply_edits(copy, mut)
+    started = time.monotonic()
+    try:
+        if not every_test:
+            code, output = run_pytest(python, copy, mut.tests, timeout)
+            return judge(mut, code, output, time.monotonic() - started)
+        alone = [judge(mut, *run_pytest(python, copy, [test], timeout), 0.0)
+                 for test in mut.tests]
+    finally:
+        for path, text in originals.items():
+            path.write_text(text, encoding="utf-8")
+    seconds = time.monotonic() - started
+    missed = [f"{test} {o.status}: {o.detail}" for test, o in zip(mut.tests, alone, strict=True)
+              if o.status != "caught"]
+    if not missed:
+        return Outcome(mut.name, "caught", seconds, f"by each of {len(alone)} test id(s)")
+    status = "error" if any(o.status == "error" for o in alone) else "survived"
+    return Outcome(mut.name, status, seconds, "not caught by: " + "; ".join(missed),
+                   "\n".join(o.output for o in alone))
+
+
+def worker(python: str, copy: Path, jobs: queue.Queue[Mutation], results: list[Outcome],
+           timeout: float, lock: threading.Lock, every_test: bool) -> None:
+    while True:
+        try:
+            mut = jobs.get_nowait()
+        except queue.Empty:
+            return
+        outcome = run_mutant(python, copy, mut, timeout, every_test)
+        with lock:
+            results.append(outcome)
+            print(f"  {outcome.status:<8} {outcome.seconds:6.1f}s  {mut.name}: {outcome.detail}",
+                  flush=True)
+
+
+def baseline(python: str, copies: list[Path], tests: list[str], timeout: float) -> list[Outcome]:
+    """Every catching test on the unmutated copies, split across them; all must pass."""
+    chunks = [tests[i::len(copies)] for i in range(len(copies))]
+    outcomes: list[Outcome] = []
+    lock = threading.Lock()
+
+    def one(index: int) -> None:
+        if not chunks[index]:
+            return
+        started = time.monotonic()
+        code, output = run_pytest(python, copies[index], chunks[index], timeout)
+        status = "passed" if code == 0 else "error"
+        detail = _summary(output)
+        if code == 0 and "skipped" in output.splitlines()[-1]:
+            detail += "  (some catching tests skip here: their mutants may survive)"
+        with lock:
+            outcomes.append(Outcome(f"baseline {index + 1}/{len(copies)}", status,
+                                    time.monotonic() - started, detail, output))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(copies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def print_table(outcomes: list[Outcome], by_name: dict[str, Mutation]) -> None:
+    width = max(len(o.name) for o in outcomes)
+    print(f"\n{'mutation':<{width}}  {'area':<13}  {'result':<8}  {'time':>6}  why / detail")
+    for outcome in outcomes:
+        mut = by_name[outcome.name]
+        note = mut.why if outcome.status == "caught" else outcome.detail
+        print(f"{outcome.name:<{width}}  {mut.area:<13}  {outcome.status:<8}  "
+              f"{outcome.seconds:5.1f}s  {note}")
+
+
+def select(names: str | None) -> list[Mutation]:
+    if not names:
+        return list(MUTATIONS)
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    known = {mut.name: mut for mut in MUTATIONS}
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        raise SystemExit(f"unknown mutation(s): {', '.join(unknown)}; see --list")
+    return [known[name] for name in wanted]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated mutation names")
+    parser.add_argument("--list", action="store_true", help="print the mutations and exit")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds per pytest run (default 600)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the unmutated run of the catching tests")
+    parser.add_argument("--every-test", action="store_true",
+                        help="run each catching test alone: every one must catch its mutant "
+                        "(slower; checks the list, not only the defences)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch copies")
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter with corral's test dependencies")
+    args = parser.parse_args(argv)
+    chosen = select(args.only)
+    if args.list:
+        for mut in chosen:
+            files = ", ".join(sorted({edit.file for edit in mut.edits}))
+            print(f"{mut.name:<34} {mut.area:<13} {files}\n    {mut.why}\n    tests: "
+                  + " ".join(mut.tests))
+        print(f"{len(chosen)} mutations")
+        return 0
+    problems = check_list(REPO, MUTATIONS)
+    if problems:
+        print("the mutation list does not match the code:", *problems, sep="\n  ",
+              file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    jobs = max(1, min(args.jobs, len(chosen)))
+    scratch = Path(tempfile.mkdtemp(prefix="corral-mutants-"))
+    try:
+        sources = source_files(REPO)
+        copies = []
+        for index in range(jobs):
+            copy = scratch / f"copy{index}"
+            make_copy(REPO, sources, copy)
+            check_imports(args.python, copy)
+            copies.append(copy)
+        print(f"{len(chosen)} mutants, {jobs} worker(s), scratch {scratch}", flush=True)
+        if not args.no_baseline:
+            tests = sorted({test for mut in chosen for test in mut.tests})
+            print(f"baseline: {len(tests)} catching test ids, unmutated", flush=True)
+            base = baseline(args.python, copies, tests, args.timeout)
+            for outcome in base:
+                print(f"  {outcome.status:<8} {outcome.seconds:6.1f}s  {outcome.name}: "
+                      f"{outcome.detail}", flush=True)
+            broken = [o for o in base if o.status != "passed"]
+            if broken:
+                for outcome in broken:
+                    print(outcome.output[-4000:], file=sys.stderr)
+                print("the baseline fails: no mutant can be judged", file=sys.stderr)
+                return 1
+        queue_: queue.Queue[Mutation] = queue.Queue()
+        for mut in chosen:
+            queue_.put(mut)
+        results: list[Outcome] = []
+        lock = threading.Lock()
+        print("mutants:", flush=True)
+        threads = [threading.Thread(target=worker, args=(args.python, copy, queue_, results,
+                                                         args.timeout, lock, args.every_test))
+                   for copy in copies]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        order = {mut.name: index for index, mut in enumerate(chosen)}
+        results.sort(key=lambda o: order[o.name])
+        print_table(results, {mut.name: mut for mut in chosen})
+        bad = [o for o in results if o.status != "caught"]
+        for outcome in bad:
+            print(f"\n--- {outcome.name}: {outcome.status}\n{outcome.output[-3000:]}",
+                  file=sys.stderr)
+        counts = {status: sum(o.status == status for o in results)
+                  for status in ("caught", "survived", "error")}
+        print(f"\n{counts['caught']} caught, {counts['survived']} survived, "
+              f"{counts['error']} errors, of {len(results)} mutants in "
+              f"{time.monotonic() - started:.0f}s")
+        return 1 if bad else 0
+    finally:
+        if args.keep:
+            print(f"scratch copies kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
