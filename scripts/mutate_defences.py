@@ -86,6 +86,8 @@ NAMES = "tests/test_tools_and_permissions.py"
 DISPATCH = "tests/executor/test_dispatch.py"
 CAPABILITY = "tests/test_capability.py"
 APPLY = "tests/executor/test_apply.py"
+ATTACKS = "tests/executor/test_apply_attacks.py"
+FAULTS = "tests/executor/test_apply_faults.py"
 SPEC = "tests/spec/test_discovery_spec.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -385,26 +387,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/test_corpus.py::test_corpus_authority_pins"],
         "a Claude agent allowed Grep gets the shell; the hand-kept corpus pins see it even "
         "after --snapshot-update"),
-    # -- apply validation (executor/merge.py as on main; re-anchor after the apply rewrite) --
+    # -- apply validation (the patch alone: executor/merge_patch.py) ------------------------
     mutation(
-        "apply-dotdot", "apply", "executor/merge.py",
+        "apply-dotdot", "apply", "executor/merge_patch.py",
         "    elif \"..\" in text.split(\"/\"):\n", "    elif False:\n",
         [f"{APPLY}::test_apply_rejects_parent_traversal",
          f"{APPLY}::test_apply_rejects_rename_target_outside"],
         "a patch writes ../outside"),
     mutation(
-        "apply-git-alias", "apply", "executor/merge.py",
+        "apply-git-alias", "apply", "executor/merge_patch.py",
         "elif any(is_git_alias(part) for part in text.split(\"/\")):",
         "elif \".git\" in text.split(\"/\"):",
         [f"{APPLY}::test_apply_rejects_dot_git_variants"],
         "a patch writes .GIT/hooks (an alias of .git on case-insensitive filesystems)"),
     mutation(
-        "apply-gitlink", "apply", "executor/merge.py",
+        "apply-gitlink", "apply", "executor/merge_patch.py",
         'if "160000" in (item.new_mode, item.old_mode):', 'if item.old_mode == "160000":',
         [f"{APPLY}::test_patch_with_gitlink_rejected"],
         "a patch adds a gitlink (submodule)"),
     mutation(
-        "apply-symlink", "apply", "executor/merge.py",
+        "apply-symlink", "apply", "executor/merge_patch.py",
         '        if item.new_mode == "120000" and not allow_symlinks:\n'
         '            plan.problems.append(',
         '        if item.new_mode == "120000" and allow_symlinks:\n'
@@ -412,10 +414,46 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{APPLY}::test_patch_symlink_mode_rejected_by_policy"],
         "a patch creates a symlink without --allow-symlinks"),
     mutation(
-        "apply-beyond-symlink", "apply", "executor/merge.py",
+        "apply-beyond-symlink", "apply", "executor/merge_patch.py",
         "        if parents & links:\n", "        if item.path in links and parents & links:\n",
         [f"{APPLY}::test_apply_beyond_symlink_rejected"],
         "a patch writes through a symlink it creates (lnk -> /tmp, then lnk/x)"),
+    mutation(
+        "apply-gitdir-pointer", "apply", "executor/merge_patch.py",
+        "        if item.gitdir_pointer and not allow_git_dirs:\n", "        if False:\n",
+        [f"{ATTACKS}::test_a_gitdir_pointer_and_a_commondir_are_refused"],
+        "a file starting with 'gitdir:' (a pointer git follows to a repository) is merged"),
+    Mutation(
+        "apply-git-dir-signature", "apply",
+        (Edit("executor/merge_patch.py",
+              "    if not allow_git_dirs:\n        plan.problems += git_dir_problems(plan, None)\n",
+              "    if False:\n        plan.problems += git_dir_problems(plan, None)\n"),
+         Edit("executor/merge_checkout.py",
+              "    unsafe = [] if allow_git_dirs else git_dir_problems(",
+              "    unsafe = [] if True else git_dir_problems(")),
+        (f"{ATTACKS}::test_an_embedded_git_directory_is_refused_unless_allowed",),
+        "a child's HEAD + config + objects/ + refs/ (a repository whose config runs a program "
+        "when a tool opens the folder) is merged; the patch and the checkout check both go"),
+    # -- apply against the checkout (executor/merge_checkout.py, merge_apply.py, merge_run.py) --
+    mutation(
+        "apply-precheck-absent", "apply", "executor/merge_checkout.py",
+        "            if checker.parents(target):\n                checker.absent(target)\n",
+        "            if checker.parents(target):\n                pass\n",
+        [f"{ATTACKS}::test_an_ignored_directory_where_the_child_wrote_a_file_is_a_conflict_"
+         "named_before_any_write"],
+        "a file the patch creates where an ignored directory holds the user's files is not a "
+        "conflict: git apply fails halfway"),
+    mutation(
+        "apply-restore", "apply", "executor/merge_apply.py",
+        "        backup.restore(checkout)  # RestoreFailed", "        pass  # RestoreFailed",
+        [f"{FAULTS}::test_a_failure_at_any_step_leaves_the_checkout_byte_identical"],
+        "a failure after git apply wrote leaves the checkout half-applied"),
+    mutation(
+        "apply-digest", "apply", "executor/merge_run.py",
+        "    elif hashlib.sha256(patch).hexdigest() != record.diff_sha256:\n",
+        "    elif False:\n",
+        [f"{ATTACKS}::test_a_tampered_diff_is_refused_by_apply_check_and_3way"],
+        "an edited diff.patch in the ledger is applied"),
     # -- setuid sweep ---------------------------------------------------------------------
     mutation(
         "setid-setgid", "setuid sweep", "sandbox/setid.py",
