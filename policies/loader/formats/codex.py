@@ -18,7 +18,7 @@ import tomllib
 from typing import Any
 
 from policies.contract import AgentContract, AgentFormat, AgentMode, ModelRoute, SandboxMode
-from policies.loader.base import Context, FieldRules, Reader, Source, check_name
+from policies.loader.base import Context, FieldRules, Reader, Source, tolerant_name
 from policies.loader.diagnostics import DefinitionRejected
 from policies.loader.files import decode_text, read_bounded
 from policies.loader.formats.common import build, key_line
@@ -101,7 +101,8 @@ class CodexAdapter:
             name = source.location_name
         elif declared.get("name") and declared["name"] != name:
             reader.warn("name", f"config.toml declares this file as {declared['name']!r}")
-        check_name(reader, "name", name)
+        display = name
+        name = tolerant_name(reader, "name", name)
         description = reader.string("description") or declared.get("description")
         if description is None:
             reader.error("description", "is required (here or in the config.toml declaration)")
@@ -124,7 +125,7 @@ class CodexAdapter:
         extras = reader.leftovers(RULES)
         return [build(
             reader, source,
-            name=name, id=name, display_name=name, description=description,
+            name=name, id=name, display_name=display, description=description,
             instructions=instructions, model=model,
             reasoning=reasoning, mode=mode,
             sandbox=sandbox,
