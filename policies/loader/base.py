@@ -78,6 +78,10 @@ class Context:
         self.source = source
         self.options = options
         self.diagnostics: list[Diagnostic] = []
+        #: Set by adapters of a file that maps names to definitions (``opencode.json``,
+        #: ``zuno.json``): each definition stands alone, so one rejected entry does not
+        #: take its siblings down (as it does not in the harness).
+        self.partial = False
 
     def _add(
         self, severity: Severity, field: str, reason: str, line: int | None, hint: str | None,

@@ -93,6 +93,7 @@ def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
         raise DefinitionRejected(keys[0], "must be a map of agent id to definition",
                                  line=key_line(source.text, keys[0]))
     out: list[AgentContract] = []
+    ctx.partial = True
     start = source.text.find(f'"{keys[0]}"')
     for agent_id, data in agents.items():
         line = key_line(source.text, agent_id, max(start, 0))
