@@ -99,7 +99,7 @@ def test_an_import_path_stays_one_file_and_names_the_extension(tmp_path: Path) -
     config = write(tmp_path / "corral.json", json.dumps({"agent_imports": [
         {"path": "agents", "format": "claude"}, {"path": "agents/*.md", "format": "claude"}]}))
     code, data = corral("agents", "list", "--root", str(tmp_path), "--config", str(config))
-    assert data["agents"] == []
+    assert code == 0 and data["agents"] == []
     hints = [d["hint"] for d in data["diagnostics"] if d["severity"] == "error"]
     assert hints == ['to import every definition it holds, write {"directory": "agents", '
                      '"format": "claude"} (corral\'s extension)',
@@ -116,7 +116,7 @@ def test_a_glob_never_follows_a_symlinked_directory(tmp_path: Path) -> None:
         {"glob": "categories/*/*.md", "format": "claude"}]}))
     code, data = corral("agents", "list", "--root", str(tmp_path / "repo"), "--config",
                         str(config))
-    assert [a["name"] for a in data["agents"]] == ["ok"]
+    assert code == 0 and [a["name"] for a in data["agents"]] == ["ok"]
     assert any("symlinked directory" in d["reason"] and d["file"].endswith("secret.md")
                for d in data["diagnostics"])
 
