@@ -167,3 +167,28 @@ def test_a_codex_project_reports_every_declared_role(tmp_path: Path) -> None:
     assert "role 'ghost'" in error["reason"] and "does not exist" in error["reason"]
     code, _ = corral("agents", "check", "--root", str(tmp_path), "--trust-project")
     assert code == 1  # a declared role is missing: the check fails
+
+
+def test_a_codex_declaration_never_reads_a_role_file_outside_its_layer(tmp_path: Path) -> None:
+    write(tmp_path / "outside.toml", 'name = "leak"\ndescription = "d"\n'
+          'developer_instructions = "x"\n')
+    write(tmp_path / "repo/.codex/config.toml",
+          '[agents.leak]\nconfig_file = "../../outside.toml"\n')
+    code, data = corral("agents", "list", "--root", str(tmp_path / "repo"), "--trust-project")
+    assert code == 0 and data["agents"] == []
+    [error] = [d for d in data["diagnostics"] if d["severity"] == "error"]
+    assert error["field"] == "agents.leak.config_file" and "lies outside .codex/" in \
+        error["reason"]
+
+
+def test_check_names_each_file_the_harness_would_not_load(tmp_path: Path) -> None:
+    agents = tmp_path / ".claude/agents"
+    write(agents / "engineering-code-reviewer.md", claude("Code Reviewer"))
+    write(agents / "strategy-notes.md", "# Notes\n")
+    result = CliRunner().invoke(cli, ["agents", "check", "--root", str(tmp_path),
+                                      "--trust-project", "--no-personal"])
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert "error: .claude/agents/strategy-notes.md:1: frontmatter: no YAML header" in lines
+    assert "1 agent(s) loaded, 1 definition(s) rejected, 1 loaded with warnings" in lines
+    assert "  rejected  .claude/agents/strategy-notes.md (1 error)" in lines

@@ -160,8 +160,12 @@ def test_runs_shows_discarded_and_applied_runs(repo: Path, tmp_path: Path) -> No
                                       {"text": "a"}])["run_id"]
     second = run(repo, tmp_path, "w", [call("write_file", path="b.txt", content="b\n"),
                                        {"text": "b"}])["run_id"]
+    keep = ledger_dir(repo) / first / "apply-backup" / "manifest.json"  # another module's
+    keep.parent.mkdir()
+    keep.write_text("{}")
     code, _, err = corral("discard", first, "--root", str(repo))
     assert code == 0 and f"discarded run {first} (1 file(s))" in err
+    assert keep.read_text() == "{}"  # a state change rewrites record.json, nothing else
     code, _, err = corral("discard", first, "--root", str(repo))
     assert code == 0 and "already discarded" in err
     set_run_state(ledger_dir(repo), second, "applied")  # what `corral apply` records
