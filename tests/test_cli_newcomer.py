@@ -113,7 +113,8 @@ def test_no_backend_error_shows_every_reason_and_the_hint(
     clear_probe_cache()
     assert done.code == 3
     assert "error: no isolating backend works here (tried bubblewrap, then docker)" in done.err
-    assert re.search(r"^  bubblewrap: bwrap failed its probe", done.err, re.MULTILINE)
+    assert re.search(r"^  bubblewrap: bwrap failed its probe \(exit 1\): no output \(user "
+                     r"namespaces may be disabled", done.err, re.MULTILINE)
     assert re.search(r"^  docker: .+", done.err, re.MULTILINE)
     assert "hint: install bubblewrap, or start docker" in done.err
     as_json = corral(*args, "--json")

@@ -112,3 +112,21 @@ def test_an_opencode_command_pattern_at_the_wrong_level_names_the_fix(tmp_path: 
     assert "tool_map" not in (diagnostic.hint or "") and "unknown" not in diagnostic.reason
     # A glob over tool names is a tool name, judged as one (no installed github tools here).
     assert "unknown opencode tool 'github_*'" in tool_glob.reason
+
+
+def test_two_spellings_that_meet_are_a_warning_naming_both(tmp_path: Path) -> None:
+    from policies.loader import discover
+    from policies.loader.discovery import Environment
+
+    agents = tmp_path / ".claude/agents"
+    agents.mkdir(parents=True)
+    (agents / "a.md").write_text("---\nname: Code Reviewer\ndescription: first\n---\nb\n")
+    (agents / "b.md").write_text("---\nname: code.reviewer\ndescription: second\n---\nb\n")
+    result = discover(tmp_path, trust_project=True, personal=False,
+                      env=Environment(home=tmp_path / "h", xdg_config=tmp_path / "h/.config",
+                                      pi_dir=tmp_path / "h/.pi"))
+    assert result.agents["code-reviewer"].description == "second"  # later path wins, as always
+    [collision] = [d for d in result.diagnostics if d.code == "collision"]
+    assert collision.severity is Severity.WARNING
+    assert "'code.reviewer' and 'Code Reviewer' both normalise to 'code-reviewer'" in \
+        collision.reason
