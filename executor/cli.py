@@ -147,8 +147,10 @@ def agents_list(root: Path, trust_project: bool, config_file: Path | None, stric
             "u" if contract.user_invocable else "-",
             "s" if contract.subagent_available else "-",
         ])
+        shown = f"  ({one_line(contract.display_name)})" if contract.display_name not in (
+            name, contract.origin.source) else ""
         echo(f"{one_line(name):32} {flags} {contract.origin.format.value:11} "
-             f"{one_line(contract.origin.source)}")
+             f"{one_line(contract.origin.source)}{shown}")
     problems = [d for d in result.diagnostics if d.severity is not Severity.INFO]
     if problems:
         rejected = sum(1 for d in problems if d.severity is Severity.ERROR)

@@ -192,3 +192,7 @@ def test_check_names_each_file_the_harness_would_not_load(tmp_path: Path) -> Non
     assert "error: .claude/agents/strategy-notes.md:1: frontmatter: no YAML header" in lines
     assert "1 agent(s) loaded, 1 definition(s) rejected, 1 loaded with warnings" in lines
     assert "  rejected  .claude/agents/strategy-notes.md (1 error)" in lines
+    listed = CliRunner().invoke(cli, ["agents", "list", "--root", str(tmp_path),
+                                      "--trust-project", "--no-personal"])
+    assert listed.stdout.splitlines()[0].endswith(
+        ".claude/agents/engineering-code-reviewer.md  (Code Reviewer)")
