@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 
 from executor.errors import RunError
+from executor.text import one_line
 from policies.loader import LoadResult, Severity
 from policies.loader.base import normalize_name
 
@@ -50,15 +51,17 @@ def unknown_agent(name: str, result: LoadResult, *, trusted: bool = True,
     """
     hints: list[str] = []
     suggestions = close_names(name, result)
+    # One line each: a file name or a reason holding a newline cannot fake a line of the hint.
     if suggestions:
         hints.append("did you mean " + " or ".join(repr(s) for s in suggestions) + "?")
     rejected = [d for d in result.diagnostics
                 if d.severity is Severity.ERROR and _names_it(name, d.file)]
-    hints += [f"a definition named like it was rejected: {d.render()}"
+    hints += [f"a definition named like it was rejected: {one_line(d.render())}"
               for d in rejected[:_MAX_REJECTIONS]]
     if not trusted and untrusted is not None and untrusted.get(name) is not None:
         source = untrusted.agents[name].origin.source
-        hints.append(f"{source} defines it, but project agents load only with --trust-project")
+        hints.append(f"{one_line(source)} defines it, but project agents load only with "
+                     "--trust-project")
     count = len(result.agents)
     hints.append(f"`corral agents list` lists the {count} agent(s) loaded" if count else
                  "no agent is loaded: `corral agents check` says what was found and why not")
