@@ -50,13 +50,15 @@ def test_a_flat_claude_collection_with_spaced_names(tmp_path: Path) -> None:
     write(agents / "engineering-code-reviewer.md", claude("Code Reviewer", "tools: Read, Grep\n"))
     write(agents / "design-ui-designer.md", claude("UI Designer", "tools: Read, Write\n"))
     write(agents / "product-sprint-prioritizer.md", claude("sprint-prioritizer"))
+    write(agents / "engineering-vue-expert.md", claude("Vue.js Expert"))
     write(agents / "strategy-notes.md", "# Notes\n\nNot an agent.\n")
     write(agents / "README.md", "# The Agency\n")
     code, data = corral("agents", "list", "--root", str(tmp_path), "--trust-project")
     assert code == 0
     assert {(a["name"], a["display_name"]) for a in data["agents"]} == {
         ("frontend-developer", "Frontend Developer"), ("code-reviewer", "Code Reviewer"),
-        ("ui-designer", "UI Designer"), ("sprint-prioritizer", "sprint-prioritizer")}
+        ("ui-designer", "UI Designer"), ("sprint-prioritizer", "sprint-prioritizer"),
+        ("vue-js-expert", "Vue.js Expert")}
     errors = by_file(data, "error")
     assert errors == {".claude/agents/strategy-notes.md": ["frontmatter: no YAML header"]}
     warnings = by_file(data, "warning")
