@@ -2,7 +2,7 @@
 
 * :func:`policy_handler` for ``--approve never`` and ``--approve always-for=a,b``
   (non-interactive: approves exactly the named tools, nothing else);
-* :func:`prompt_handler` asks on the terminal;
+* :func:`prompt_handler` asks on the terminal, saying which answers it takes;
 * any ``Callable[[ApprovalRequest], bool]`` is a library callback.
 
 A non-interactive run with no handler denies every call that asks.
@@ -40,7 +40,9 @@ def prompt_handler(ask: Callable[[str], bool]) -> ApprovalHandler:
         arguments = printable(json.dumps(dict(request.arguments), ensure_ascii=False,
                                          indent=2, sort_keys=True))
         return ask(f"[{one_line(request.agent)}] wants to call {one_line(request.tool)} "
-                   f"({one_line(request.reason)}){subjects}\n  arguments: {arguments}\nallow?")
+                   f"({one_line(request.reason)}){subjects}\n  arguments: {arguments}\n"
+                   f"  answer y to run this one call, n or Enter to deny it (the agent is told "
+                   f"and goes on), Ctrl-C to cancel the run\nallow?")
 
     return handler
 

@@ -23,6 +23,8 @@ __all__ = ["apply_command"]
 
 
 def _show(record: RunRecord, plan: PatchPlan) -> None:
+    if record.state == "discarded":
+        click.echo(f"note: run {record.run_id} was discarded; applying it as you asked", err=True)
     click.echo(f"run {record.run_id}: {len(plan.files)} file(s)", err=True)
     for item in plan.files:
         flags = f"  [{', '.join(item.flags)}]" if item.flags else ""

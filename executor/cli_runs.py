@@ -1,4 +1,4 @@
-"""``corral run``, ``runs``, ``show``, ``diff`` and ``gc``."""
+"""``corral run``, ``runs``, ``show``, ``diff``, ``discard`` and ``gc``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,16 @@ from typing import Any
 import click
 
 from executor.approval import parse_approve, policy_handler, prompt_handler
-from executor.cli import cli, echo, load, loader_options
+from executor.cli import cli, echo, find_agent, load, loader_options, render_error
 from executor.dispatch import ApprovalHandler
-from executor.errors import ExecutorError
+from executor.errors import (
+    EXIT_DENIED,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    ExecutorError,
+    ModelError,
+)
 from executor.models import ScriptedModel
 from executor.progress import Progress
 from executor.results import (
@@ -20,13 +27,22 @@ from executor.results import (
     RunStatus,
     find_run,
     ledger_dir,
-    list_runs,
     load_patch,
     load_transcript,
+    run_status,
+    scan_runs,
+    set_run_state,
 )
 from executor.runner import RunSettings, run_agent
-from executor.text import one_line, printable, printable_patch
-from policies.config import load_user_config
+from executor.runview import (
+    child_lines,
+    diff_banner,
+    runs_line,
+    show_lines,
+    status_line,
+)
+from executor.text import one_line, printable_patch
+from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Environment
 from sandbox.config import (
@@ -39,23 +55,36 @@ from sandbox.config import (
 )
 from sandbox.state import check_state_dir, default_state_root
 
-__all__ = ["run_json"]
+__all__ = ["exit_code", "run_json"]
 
 BACKENDS: dict[str, type[BackendConfig]] = {
     "auto": AutoConfig, "host": HostConfig, "bubblewrap": BubblewrapConfig, "docker": DockerConfig,
 }
-STATUS_EXIT = {RunStatus.COMPLETED: 0, RunStatus.FAILED: 3, RunStatus.TIMEOUT: 3,
-               RunStatus.DENIED: 4, RunStatus.CANCELLED: 130}
+STATUS_EXIT = {RunStatus.COMPLETED: EXIT_OK, RunStatus.FAILED: EXIT_FAILURE,
+               RunStatus.TIMEOUT: EXIT_FAILURE, RunStatus.DENIED: EXIT_DENIED,
+               RunStatus.CANCELLED: EXIT_INTERRUPTED, RunStatus.RUNNING: EXIT_FAILURE,
+               RunStatus.CRASHED: EXIT_FAILURE}
+
+
+def exit_code(record: RunRecord) -> int:
+    """The exit code of ``corral run`` (the README's table): a run that completed with a
+    denied tool call exits 4, so a script learns it without parsing JSON; a failure
+    (3) outranks a denial."""
+    code = STATUS_EXIT[record.status]
+    if code == EXIT_OK and record.denied_calls:
+        return EXIT_DENIED
+    return code
 
 
 def run_json(record: RunRecord) -> dict[str, Any]:
     """The ``run --json`` object."""
     return {
-        "run_id": record.run_id, "agent": record.agent, "status": record.status.value,
+        "run_id": record.run_id, "agent": record.agent, "status": run_status(record).value,
         "final_text": record.final_text, "diff": record.diff,
         "changed_files": record.changed_files, "denied_calls": record.denied_calls,
         "backend": record.backend, "mode": record.mode, "error": record.error,
         "children": record.children, "usage": record.usage, "steps": record.steps,
+        "state": record.state,
     }
 
 
@@ -66,10 +95,23 @@ def _approval(approve: str | None, progress: Progress) -> ApprovalHandler | None
     if sys.stdin.isatty():
         def ask(text: str) -> bool:
             with progress.paused():  # the live status line would cover the question
-                return click.confirm(text, default=False, err=True)
+                try:
+                    return click.confirm(text, default=False, err=True)
+                except click.Abort:  # Ctrl-C or end of input at the question: cancel the run
+                    raise KeyboardInterrupt from None
 
         return prompt_handler(ask)
     return None  # non-interactive and no policy: every 'ask' is denied
+
+
+def _script(path: Path) -> ScriptedModel:
+    """A replay file, or the user error it is when it is missing or malformed (exit 2)."""
+    try:
+        return ScriptedModel.from_file(path)
+    except ModelError as exc:
+        raise ExecutorError(exc.message, code="bad_script", operation="load_script",
+                            context=exc.context, hint=exc.hint or "a script is a YAML list of "
+                            "turns: {text: ...} or {tool_calls: [{name, arguments}]}") from exc
 
 
 @cli.command("run")
@@ -93,13 +135,19 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
                 no_personal: bool, agent: str, backend: str, mode: str, script: Path | None,
                 model: str | None, approve: str | None, timeout: float | None, as_json: bool,
                 prompt: str) -> None:
-    """Run agent NAME on PROMPT in a sandbox; print its answer and diff."""
+    """Run agent NAME on PROMPT in a sandbox; print its answer and diff.
+
+    Exit codes: 0 completed, 2 a user error (nothing ran), 3 the run failed or timed
+    out, 4 a denial (the run was refused, or it completed with a denied tool call).
+    """
     if script is not None and model is not None:
         raise click.UsageError("--script and --model are exclusive")
     ledger = ledger_dir(root)  # refuses a state dir a child could write, before anything
     registry = load(root, trust_project, config_file, strict, no_personal)
+    find_agent(agent, registry, root=root, trust_project=trust_project, config_file=config_file,
+               strict=strict, no_personal=no_personal)
     config = load_user_config()
-    replay = ScriptedModel.from_file(script) if script is not None else None
+    replay = _script(script) if script is not None else None
     if backend == "host":
         echo(f"warning: {HOST_WARNING}", err=True)
     progress = Progress(enabled=not as_json and sys.stderr.isatty())
@@ -108,33 +156,43 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
         ledger=ledger, env=Environment.from_env(), trust_project=trust_project,
         mode_ceiling=SandboxMode(mode), model_override=model, script=replay,
         approval=_approval(approve, progress), progress=progress, timeout_seconds=timeout,
+        config_file=config_path(),
     )
     with progress:
         record = run_agent(settings, agent, prompt)
     if as_json:
         click.echo(json.dumps(run_json(record), indent=2))
     else:
-        _print_record(record)
-    sys.exit(STATUS_EXIT[record.status])
+        _print_record(record, ledger)
+    sys.exit(exit_code(record))
 
 
-def _print_record(record: RunRecord) -> None:
-    # A record is read back from the state dir: every field is escaped, ours included.
-    echo(f"run {one_line(record.run_id)}: agent {one_line(record.agent)} "
-         f"{record.status.value} ({one_line(record.backend)} backend, {one_line(record.mode)} "
-         f"mode, {record.steps} step(s))", err=True)
+def _child(ledger: Path) -> Any:
+    def find(run_id: str) -> RunRecord | None:
+        try:
+            return find_run(ledger, run_id)
+        except ExecutorError:
+            return None
+
+    return find
+
+
+def _print_record(record: RunRecord, ledger: Path) -> None:
+    """The run's summary on stderr, its answer and diff on stdout. A record is read back
+    from the state dir: every field is escaped, ours included."""
+    echo(status_line(record), err=True)
     if record.error:
-        message = record.error.get("message") or record.error.get("code")
-        echo(f"error: {one_line(str(message))}", err=True)
+        render_error(record.error, exit_code=exit_code(record))
     for denied in record.denied_calls:
         echo(f"denied: {one_line(denied['tool'])}: {one_line(denied['reason'])}", err=True)
     for note in record.notes:
         echo(f"note: {one_line(note)}", err=True)
+    for line in child_lines(record, _child(ledger)):
+        echo(line, err=True)
     if record.final_text:
         echo(record.final_text)
     if record.diff:
-        echo(f"\n--- diff: {len(record.changed_files)} file(s) changed "
-             f"(corral apply {one_line(record.run_id)} merges it) ---", err=True)
+        echo(f"\n{diff_banner(record)}", err=True)
         echo(record.diff, nl=not record.diff.endswith("\n"))
 
 
@@ -142,63 +200,44 @@ def _print_record(record: RunRecord) -> None:
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def runs_command(root: Path, as_json: bool) -> None:
-    """List the recorded runs of the repository, newest first."""
-    records = list_runs(ledger_dir(root))
+    """List the recorded runs of the repository, newest first: running, crashed (the
+    process died), completed..., and what became of each diff (pending, applied,
+    discarded, already in the checkout)."""
+    records, broken = scan_runs(ledger_dir(root))
     if as_json:
-        click.echo(json.dumps([run_json(r) | {"started_at": r.started_at} for r in records],
-                              indent=2))
+        click.echo(json.dumps(
+            [run_json(r) | {"started_at": r.started_at, "parent_run": r.parent_run}
+             for r in records]
+            + [{"status": "corrupted", "error": exc.to_dict()} for exc in broken], indent=2))
         return
-    if not records:
+    if not records and not broken:
         echo("no runs recorded")
     for r in records:
-        parent = f" (child of {one_line(r.parent_run)})" if r.parent_run else ""
-        echo(f"{one_line(r.run_id)}  {r.status.value:9} {one_line(r.agent):24} "
-             f"{one_line(r.mode):15} {len(r.changed_files):3} file(s){parent}")
+        echo(runs_line(r))
+    for exc in broken:  # one unreadable record never hides the others
+        render_error(exc.to_dict(), prefix="corrupted", exit_code=exc.exit_code)
 
 
 @cli.command("show")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--full", is_flag=True, help="Print every tool result and message whole "
+              "(by default each is cut after a few thousand characters, with a marker).")
 @click.argument("run_id")
-def show_command(root: Path, as_json: bool, run_id: str) -> None:
+def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
     """Print a run's whole record: every tool call with its arguments, decision, result."""
     ledger = ledger_dir(root)
     record = find_run(ledger, run_id)
     transcript = load_transcript(ledger, record.run_id)
     if as_json:
-        click.echo(json.dumps(record.model_dump(mode="json") | {"transcript": transcript},
+        click.echo(json.dumps(record.model_dump(mode="json")
+                              | {"status": run_status(record).value, "transcript": transcript},
                               indent=2))
         return
-    _print_record(record)
-    echo(f"\nprompt: {one_line(record.prompt)}\nmodel: {one_line(str(record.model))}\n"
-         f"contract: {one_line(record.agent_source)} ({one_line(record.agent_format)}, "
-         f"{one_line(record.contract_digest[:12])})")
-    echo(f"usage: {one_line(str(record.usage))}  timings: {one_line(str(record.timings))}  "
-         f"resources: {one_line(str(record.resources))}")
-    if record.changed_files:
-        echo("\nchanged files:")
-        for change in record.changed_files:
-            flags = change.get("flags") or []
-            origin = change.get("old_path")
-            echo(f"  {one_line(str(change.get('status', '?'))):9} "
-                 f"{one_line(str(change.get('path', '?')))}"
-                 + (f" (from {one_line(str(origin))})" if origin else "")
-                 + (f"  [{one_line(', '.join(map(str, flags)))}]" if flags else ""))
-    echo("\ntool calls:")
-    for call in record.audit:
-        reason = f" ({one_line(str(call['reason']))})" if call["reason"] else ""
-        echo(f"  [{one_line(str(call['step']))}] {one_line(str(call['tool']))} "
-             f"{one_line(json.dumps(call['arguments']))} -> {one_line(str(call['decision']))}"
-             f"{reason}")
-        result = printable(str(call["result"]).strip())
-        if result:
-            echo("      " + result[:400].replace("\n", "\n      "))
-    echo("\ntranscript:")
-    for message in transcript:
-        text = message["content"] or ""
-        calls = ", ".join(str(c["name"]) for c in message.get("tool_calls") or [])
-        echo(f"  {one_line(str(message['role'])):9} {one_line(repr(text[:300]))}"
-             + (f" calls: {one_line(calls)}" if calls else ""))
+    _print_record(record, ledger)
+    echo("")
+    for line in show_lines(record, transcript, full=full):
+        echo(line)
 
 
 @cli.command("diff")
@@ -209,12 +248,15 @@ def show_command(root: Path, as_json: bool, run_id: str) -> None:
 @click.argument("run_id")
 def diff_command(root: Path, force_escape: bool, run_id: str) -> None:
     """Print a run's unified diff: escaped on a terminal, the exact bytes through a pipe or
-    into a file (merge it with `corral apply RUN`, which checks it)."""
+    into a file (merge it with `corral apply RUN`, which checks it). A run that changed
+    nothing prints nothing (exit 0)."""
     ledger = ledger_dir(root)
     record = find_run(ledger, run_id)
     patch = load_patch(ledger, record.run_id)
     if not patch:
-        raise ExecutorError(f"run {record.run_id} changed nothing", code="empty_diff")
+        echo(f"note: run {one_line(record.run_id)} ({run_status(record).value}) changed "
+             "nothing: its diff is empty", err=True)
+        return
     if force_escape or sys.stdout.isatty():
         text, escaped = printable_patch(patch)
         click.echo(text, nl=not text.endswith("\n"))
@@ -228,19 +270,61 @@ def diff_command(root: Path, force_escape: bool, run_id: str) -> None:
     sys.stdout.buffer.flush()
 
 
+@cli.command("discard")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.argument("run_id")
+def discard_command(root: Path, run_id: str) -> None:
+    """Mark a run's diff as discarded: it stays readable (show, diff) but is no longer
+    pending in `corral runs`. Nothing in your checkout changes."""
+    ledger = ledger_dir(root)
+    record = find_run(ledger, run_id)
+    status = run_status(record)
+    if status is RunStatus.RUNNING:
+        raise ExecutorError(f"run {record.run_id} is still running", code="run_in_progress",
+                            hint="wait for it to end (or stop it), then discard it")
+    if record.state == "applied":
+        raise ExecutorError(f"run {record.run_id} was applied {record.state_changed_at}; "
+                            "discarding it now would not undo that", code="already_applied",
+                            hint="undo the changes in your checkout with git (`git diff`, "
+                            "`git restore`)")
+    if record.state == "discarded":
+        echo(f"run {one_line(record.run_id)} was already discarded", err=True)
+        return
+    set_run_state(ledger, record.run_id, "discarded")
+    note = ("; its changes were made in your checkout (workspace-write) and stay there: "
+            "`git restore` undoes them") if record.mode == "workspace-write" and record.diff \
+        else ""
+    echo(f"discarded run {one_line(record.run_id)} ({len(record.changed_files)} file(s)){note}",
+         err=True)
+
+
 @cli.command("gc")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def gc_command(as_json: bool) -> None:
-    """Clean sandboxes left behind by crashed runs (captured diffs are kept)."""
+    """Clean sandboxes left behind by crashed runs; their diffs are saved first and handed
+    to the runs' records, so `corral show/diff/apply RUN` work on them."""
+    from executor.crashes import finalize_crashed_runs  # noqa: PLC0415 - needs sandbox.gc
     from sandbox.gc import gc  # noqa: PLC0415 - keeps docker out of the other commands
 
     state_root = default_state_root()
     check_state_dir(state_root)
     report = gc(state_root)
+    crashed = finalize_crashed_runs(state_root)
     if as_json:  # ASCII JSON: a directory name cannot put raw controls on a terminal
-        click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
+        click.echo(json.dumps(report.model_dump(mode="json") | {"runs": [
+            {"run_id": c.record.run_id, "agent": c.record.agent, "status": "crashed",
+             "ledger": str(c.ledger), "changed_files": len(c.record.changed_files),
+             "patch_path": str(c.patch) if c.patch else None} for c in crashed]}, indent=2))
         return
     for entry in report.entries:
-        echo(f"{entry.action:10} {one_line(entry.sandbox_id)}  {one_line(entry.detail)}")
-    if not report.entries:
+        saved = f"  diff saved to {entry.patch_path}" if entry.patch_path else ""
+        echo(f"{entry.action:14} {one_line(entry.sandbox_id)}  {one_line(entry.detail)}"
+             f"{one_line(saved)}")
+    for run in crashed:
+        record = run.record
+        todo = (f": `corral show {record.run_id}`, `corral apply {record.run_id}` (from its "
+                "repository)" if record.diff else "")
+        echo(f"{'run crashed':14} {one_line(record.run_id)}  agent {one_line(record.agent)}, "
+             f"{len(record.changed_files)} file(s) in its record{one_line(todo)}")
+    if not report.entries and not crashed:
         echo("nothing to clean")

@@ -1,10 +1,46 @@
-"""The executor's error root and its families."""
+"""The executor's error root and its families, and the CLI's exit codes.
+
+The exit codes are one table (the README's "Exit codes" section says the same):
+
+== ==========================================================================
+0  success
+1  the command ran and found problems to fix: ``agents check`` rejected a
+   definition
+2  a user error, before anything ran: a bad option or argument, an unknown
+   agent, a missing ``--config`` or ``--script``, a model that needs an
+   override or a provider the config lacks, a misplaced state dir
+3  an infrastructure failure or a failed run: no isolating backend, git or
+   docker failed, the model server failed or is unreachable, the run failed or
+   timed out, a corrupted run record, an internal error (a bug)
+4  a denial: the sandbox refused the run (its status is ``denied``), or the run
+   completed and at least one tool call was denied (its answer and diff are
+   recorded as usual; ``denied_calls`` lists them)
+130 interrupted (Ctrl-C), or a run cancelled
+== ==========================================================================
+"""
 
 from __future__ import annotations
 
 from policies.errors import CorralError
 
-__all__ = ["ExecutorError", "ModelError", "RunError"]
+__all__ = [
+    "EXIT_DENIED",
+    "EXIT_FAILURE",
+    "EXIT_FINDINGS",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USER",
+    "ExecutorError",
+    "ModelError",
+    "RunError",
+]
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USER = 2
+EXIT_FAILURE = 3
+EXIT_DENIED = 4
+EXIT_INTERRUPTED = 130
 
 
 class ExecutorError(CorralError):

@@ -30,7 +30,7 @@ from executor.merge_checkout import open_checkout
 from executor.merge_errors import MergeRefused
 from executor.merge_patch import PatchPlan, inspect_patch
 from executor.merge_preimages import PREIMAGE_DIR, load_preimages
-from executor.results import RunRecord, find_run, load_patch
+from executor.results import RunRecord, RunStatus, find_run, load_patch, set_run_state
 
 __all__ = ["ApplyOptions", "apply_run", "backup_root", "recover_run", "verified_patch"]
 
@@ -103,6 +103,12 @@ def apply_run(root: Path, ledger: Path, run_id: str, options: ApplyOptions, *,
     asked when files are flagged for review (not for ``check_only``).
     """
     record = find_run(ledger, run_id)
+    if record.status is RunStatus.RUNNING:
+        raise ExecutorError(
+            f"run {record.run_id} is still running: its diff is not final yet",
+            code="run_in_progress", context={"record": ledger / record.run_id},
+            hint="apply it when it has ended; if its process died, `corral gc` captures "
+                 "its diff and marks it crashed")
     patch = verified_patch(ledger, record, allow_unverified=options.allow_unverified)
     if not patch:
         raise ExecutorError(f"run {record.run_id} changed nothing", code="empty_diff")
@@ -132,6 +138,8 @@ def apply_run(root: Path, ledger: Path, run_id: str, options: ApplyOptions, *,
         backups=backup_root(ledger, record.run_id),
         preimages=load_preimages(ledger / record.run_id / PREIMAGE_DIR),
         run_hint=record.run_id)
+    if result.status in ("applied", "conflicts", "already_applied") and record.state != "applied":
+        record = set_run_state(ledger, record.run_id, "applied")
     return record, plan, result
 
 

@@ -88,7 +88,8 @@ class Progress:
         elif event.kind == "tool_done":
             self.changed.update(f"{event.agent}:{path}" for path in event.paths)
             files = f" ({len(self.changed)} file(s) changed)" if self.changed else ""
-            self.console.log(Text(one_line(f"{indent}{event.agent} [{event.step}] "
-                                           f"{event.detail}{files}")), highlight=False)
+            # print, not log: log() appends the time and the source line of this call.
+            self.console.print(Text(one_line(f"{indent}{event.agent} [{event.step}] "
+                                             f"{event.detail}{files}")), highlight=False)
         elif event.kind == "final":
             self._status(f"{indent}{event.agent}: answered after {event.step} step(s)")

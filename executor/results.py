@@ -6,6 +6,14 @@ backend and mode, the status (``completed``, ``failed``, ``denied``,
 files, the transcript (JSONL), the audit of every tool call with its decision,
 the denied calls, usage, timings and resource use.
 
+A run writes its record twice before it ends: when it starts (``running``,
+with the process that owns it) and once its sandbox exists (with the
+sandbox's id). A process killed with SIGKILL therefore leaves a ``running``
+record whose owner is gone, which :func:`run_status` shows as ``crashed``, and
+``corral gc`` finalises it with the diff it captured from the abandoned sandbox
+(:func:`finalize_crashed`). What the user did with a run's diff is its
+``state``: ``pending``, ``applied`` or ``discarded`` (:func:`set_run_state`).
+
 The ledger lives in the user's state dir, one directory per repository
 (:func:`ledger_dir`), never in the working tree or the repository's ``.git``.
 A record is written atomically: into a temporary directory next to its final
@@ -25,23 +33,30 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from executor.errors import ExecutorError
 from executor.models.base import Message
-from sandbox.state import check_state_dir, default_state_root
+from sandbox.state import check_state_dir, default_state_root, owner_alive, owner_token
 
 __all__ = [
+    "RecordError",
     "RunRecord",
+    "RunState",
     "RunStatus",
+    "finalize_crashed",
     "find_run",
     "ledger_dir",
     "list_runs",
     "load_patch",
     "load_transcript",
     "new_run_id",
+    "run_status",
+    "running_owner",
+    "scan_runs",
+    "set_run_state",
     "write_run",
 ]
 
@@ -54,6 +69,14 @@ class RunStatus(StrEnum):
     DENIED = "denied"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    #: Still going (its owner process is alive), or crashed (it is not).
+    RUNNING = "running"
+    #: The process died without finishing the record (``corral gc`` wrote this).
+    CRASHED = "crashed"
+
+
+#: What the user did with a run's diff.
+RunState = Literal["pending", "applied", "discarded"]
 
 
 class RunRecord(BaseModel):
@@ -92,6 +115,37 @@ class RunRecord(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     resources: dict[str, float] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    #: The process running it, while ``status`` is ``running``: host, pid, start time.
+    owner: dict[str, Any] | None = None
+    #: The sandbox it runs in (its captured diff survives a crash under results/<id>).
+    sandbox_id: str | None = None
+    state: RunState = "pending"
+    state_changed_at: str = ""
+
+
+class RecordError(ExecutorError):
+    """A run record that cannot be read (truncated, edited, from an incompatible corral):
+    an infrastructure problem of the state dir, not the user's input."""
+
+    code = "corrupted_record"
+    exit_code = 3
+
+
+def running_owner() -> dict[str, Any]:
+    """The owner of a run started by this process."""
+    host, pid, started = owner_token()
+    return {"host": host, "pid": pid, "started": started}
+
+
+def run_status(record: RunRecord) -> RunStatus:
+    """How a run stands now: a ``running`` record whose owner process is gone (or was
+    replaced by another process with its pid) is ``crashed``."""
+    if record.status is not RunStatus.RUNNING:
+        return record.status
+    owner = record.owner or {}
+    if owner_alive(str(owner.get("host", "")), owner.get("pid"), owner.get("started")):
+        return RunStatus.RUNNING
+    return RunStatus.CRASHED
 
 
 def new_run_id() -> str:
@@ -218,21 +272,39 @@ def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
     return final
 
 
-def list_runs(ledger: Path) -> list[RunRecord]:
-    """Every complete record, newest first."""
+def scan_runs(ledger: Path) -> tuple[list[RunRecord], list[RecordError]]:
+    """Every record, newest first, and every record that cannot be read (one corrupted
+    record never hides the others)."""
     if not ledger.is_dir():
-        return []
-    records = []
+        return [], []
+    records: list[RunRecord] = []
+    broken: list[RecordError] = []
     for entry in sorted(ledger.iterdir(), reverse=True):
         record_file = entry / "record.json"
         if entry.name.startswith(".") or not record_file.is_file():
             continue
-        records.append(_read(record_file))
-    return records
+        try:
+            records.append(_read(record_file))
+        except RecordError as exc:
+            broken.append(exc)
+    return records, broken
+
+
+def list_runs(ledger: Path) -> list[RunRecord]:
+    """Every readable record, newest first."""
+    return scan_runs(ledger)[0]
 
 
 def _read(record_file: Path) -> RunRecord:
-    return RunRecord.model_validate(json.loads(record_file.read_text(encoding="utf-8")))
+    try:
+        return RunRecord.model_validate(json.loads(record_file.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSON and validation errors
+        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise RecordError(
+            f"the run record {record_file.parent.name} is corrupted: {reason}",
+            operation="read_record", context={"record": str(record_file)},
+            hint="nothing can be shown or applied from it: restore the file from a backup, "
+            "or delete its directory (the other runs are not affected)") from exc
 
 
 def load_patch(ledger: Path, run_id: str) -> bytes:
@@ -261,7 +333,60 @@ def load_transcript(ledger: Path, run_id: str) -> list[dict[str, Any]]:
     path = ledger / run_id / "transcript.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    try:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+                if line]
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RecordError(f"the transcript of run {run_id} is corrupted: {exc}",
+                          operation="read_record", context={"transcript": str(path)},
+                          hint="`corral show RUN --json` cannot include it; the record and "
+                          "the diff are separate files") from exc
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Replace one file of a run's directory atomically, leaving the others (backups,
+    preimages) where they are."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with tmp.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def set_run_state(ledger: Path, run_id: str, state: RunState) -> RunRecord:
+    """Record what the user did with a run's diff (``applied`` after ``corral apply``,
+    ``discarded`` after ``corral discard``); only ``record.json`` is rewritten."""
+    record = find_run(ledger, run_id)
+    updated = record.model_copy(update={"state": state, "state_changed_at": now_iso()})
+    _replace_file(ledger / record.run_id / "record.json",
+                  _json(updated.model_dump(mode="json")).encode())
+    return updated
+
+
+def finalize_crashed(ledger: Path, record: RunRecord, *, patch: bytes | None,
+                     changed_files: list[dict[str, Any]], note: str) -> RunRecord:
+    """Turn the ``running`` record of a run whose process died into a ``crashed`` one,
+    with the diff ``corral gc`` captured from its sandbox (the patch first, the record
+    last: a reader never sees a record whose diff is not there yet)."""
+    update: dict[str, Any] = {"status": RunStatus.CRASHED, "owner": None,
+                              "finished_at": record.finished_at or now_iso(),
+                              "notes": [*record.notes, note],
+                              "error": record.error or {
+                                  "code": "crashed", "message": "the process running it "
+                                  "died before it could finish its record"}}
+    if patch is not None:
+        update |= {"diff": patch.decode("utf-8", "replace"), "changed_files": changed_files,
+                   "diff_sha256": hashlib.sha256(patch).hexdigest()}
+        _replace_file(ledger / record.run_id / "diff.patch", patch)
+    crashed = record.model_copy(update=update)
+    _replace_file(ledger / record.run_id / "record.json",
+                  _json(crashed.model_dump(mode="json")).encode())
+    return crashed
 
 
 def elapsed(start: float) -> float:

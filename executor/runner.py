@@ -30,9 +30,17 @@ from executor.dispatch import ApprovalHandler, Dispatcher, ToolDenied
 from executor.errors import ModelError, RunError
 from executor.merge_preimages import capture_preimages
 from executor.models import Model, Sampling, ScriptedModel, resolve_model
-from executor.results import RunRecord, RunStatus, new_run_id, now_iso, write_run
+from executor.results import (
+    RunRecord,
+    RunStatus,
+    new_run_id,
+    now_iso,
+    running_owner,
+    write_run,
+)
 from executor.session import ProgressEvent, RunTimeout, Session, SessionOutcome, SharedLimits
 from executor.skills import resolve_skills
+from executor.suggest import unknown_agent
 from executor.tools import ToolContext, native_tools, truncate
 from policies.capability import Capability, DelegationDenied, check_delegation, derive_child
 from policies.config import UserConfig
@@ -72,6 +80,8 @@ class RunSettings:
     limits: SharedLimits = field(default_factory=SharedLimits)
     state_root: Path | None = None
     use_ripgrep: bool = True
+    #: Where ``config`` was read from, to name it when it lacks what the run needs.
+    config_file: Path | None = None
 
 
 def _runnable(contract: AgentContract) -> str | None:
@@ -98,11 +108,7 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     """Run one agent as the top of a run tree; return its record (also written)."""
     contract = settings.registry.get(agent)
     if contract is None:
-        known = ", ".join(sorted(settings.registry.agents)) or "none"
-        raise RunError(f"no agent named {agent!r}", code="unknown_agent",
-                       context={"known agents": known},
-                       hint=None if settings.trust_project else "project agents need "
-                       "--trust-project")
+        raise unknown_agent(agent, settings.registry, trusted=settings.trust_project)
     refusal = _runnable(contract)
     if refusal is not None:
         raise RunError(f"agent {agent!r} cannot be run: {refusal}", code="agent_not_runnable")
@@ -117,7 +123,10 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     root = Capability.root(custom_tools=settings.config.custom_tools,
                            sandbox=settings.mode_ceiling, depth=settings.config.subagent_depth)
     capability = derive_child(root.model_copy(update={"depth": root.depth + 1}), contract)
-    model = _model(settings, contract.model, None)
+    try:
+        model = _model(settings, contract.model, None)
+    except ModelError as exc:  # nothing was contacted: the route or the config is wrong
+        raise _no_model(exc, settings) from exc
     deadline = _deadline(settings.timeout_seconds, contract.timeout_seconds)
     run = AgentRun(settings, contract, capability, model, repo=settings.root, depth=0,
                    parent_run=None, deadline=deadline)
@@ -135,6 +144,20 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
         write_run(settings.ledger, record, [], patch=run.patch, keep_transcript=True,
                   preimages=run.preimages)
     return record
+
+
+def _no_model(exc: ModelError, settings: RunSettings) -> RunError:
+    """A model that cannot be resolved before the run, as the user error it is (exit 2),
+    naming the config file that was read (or that none was there)."""
+    where = settings.config_file
+    context = dict(exc.context)
+    if where is not None:
+        context["config"] = str(where) if where.exists() else f"{where} (not found: empty)"
+    hint = exc.hint or "pass --model ROUTE, or --script FILE for a scripted replay"
+    if where is not None:
+        hint += f"\nproviders, roles and default_model are read from {where}"
+    return RunError(exc.message, code="no_model", operation="resolve_model", context=context,
+                    hint=hint)
 
 
 def _deadline(*limits: float | None) -> float | None:
@@ -165,6 +188,7 @@ class AgentRun:
         self.context: ToolContext | None = None
         self.started_at = now_iso()
         self.clock = time.monotonic()
+        self._prompt = ""
         self.record = RunRecord(
             run_id=self.run_id, parent_run=parent_run, agent=contract.name,
             agent_format=contract.origin.format.value, agent_source=contract.origin.source,
@@ -178,10 +202,15 @@ class AgentRun:
     def _open(self) -> Session:
         skills = resolve_skills(self.contract.required_skills, root=self.settings.root,
                                 env=self.settings.env, trust_project=self.settings.trust_project)
+        # From here on, a record exists: a process killed now leaves a `running` record whose
+        # owner is gone (shown as crashed), not nothing.
+        self._write_running()
         self.sandbox = open_sandbox(self.settings.backend, repo=self.repo,
                                     mode=self.capability.sandbox,
                                     state_root=self.settings.state_root)
-        self.record = self.record.model_copy(update={"backend": self.sandbox.backend})
+        self.record = self.record.model_copy(update={"backend": self.sandbox.backend,
+                                                     "sandbox_id": self.sandbox.id})
+        self._write_running()
         bindings = {b.name: b for b in self.contract.tool_bindings}
         self.context = ToolContext(sandbox=self.sandbox, agent=self.contract.name,
                                    delegate=self.delegate, list_agents=self.delegable,
@@ -207,6 +236,12 @@ class AgentRun:
             progress=self.settings.progress, depth=self.depth,
         )
         return self.session
+
+    def _write_running(self) -> None:
+        running = self.record.model_copy(update={
+            "status": RunStatus.RUNNING, "owner": running_owner(),
+            "prompt": self.record.prompt or self._prompt})
+        write_run(self.settings.ledger, running, [])
 
     def _spellings(self, path: str) -> list[str]:
         """A path subject as the rules must see it: normalized relative to the workspace,
@@ -238,6 +273,7 @@ class AgentRun:
     def turn(self, prompt: str) -> RunRecord:
         """Run one turn (the task, or a follow-up); record it; keep the sandbox open."""
         status, error, outcome = RunStatus.COMPLETED, None, None
+        self._prompt = self._prompt or prompt
         try:
             session = self.session if self.session is not None else self._open()
             outcome = session.run(prompt)
@@ -394,7 +430,11 @@ class AgentRun:
                               what="the child's final text",
                               hint=f"the full text is in run {record.run_id}"))
         if record.diff:
-            lines.append(f"--- diff ({len(record.changed_files)} file(s): {files}) ---")
+            where = ("the child wrote these changes into your workspace"
+                     if record.mode == SandboxMode.WORKSPACE_WRITE.value else
+                     "these changes are in the child's own workspace, not in yours; only the "
+                     f"user merges them (corral apply {record.run_id})")
+            lines.append(f"--- diff ({len(record.changed_files)} file(s): {files}; {where}) ---")
             lines.append(truncate(record.diff, MAX_DIFF_CHARS, what="the diff",
                                   hint=f"the full diff is in run {record.run_id}"))
         return "\n".join(lines)

@@ -7,10 +7,11 @@ from typing import Any
 from executor.text import one_line, printable
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, restrict
 from policies.contract import AgentContract
-from policies.loader import Diagnostic, LoadResult
+from policies.loader import Diagnostic, LoadResult, Severity
 from policies.tools import group_of, tool_matches
 
-__all__ = ["agent_json", "diagnostics_json", "list_json", "own_tools", "render_show"]
+__all__ = ["agent_json", "diagnostics_json", "list_json", "own_tools", "render_check",
+           "render_show"]
 
 
 def own_tools(contract: AgentContract) -> list[str] | None:
@@ -150,3 +151,54 @@ def render_show(contract: AgentContract, effective: Capability) -> str:
     body = contract.instructions.removesuffix("\n")
     lines += ["", "instructions", *("  " + printable(line) for line in body.split("\n") if body)]
     return "\n".join(lines)
+
+
+def render_check(result: LoadResult) -> list[str]:
+    """``agents check`` as text lines: every diagnostic with its severity, each distinct
+    hint once, then a summary naming every file that was rejected or warned about.
+
+    A hint that several diagnostics share (one collection can repeat one hint
+    hundreds of times) is printed under the first of them, numbered, and the
+    others point at it. Every value is escaped (:func:`one_line`): file names and
+    reasons quote what a definition file chose.
+    """
+    counts: dict[str, int] = {}
+    for diagnostic in result.diagnostics:
+        if diagnostic.hint:
+            counts[diagnostic.hint] = counts.get(diagnostic.hint, 0) + 1
+    numbers: dict[str, int] = {}
+    lines: list[str] = []
+    per_file: dict[str, dict[Severity, int]] = {}
+    for diagnostic in result.diagnostics:
+        where = f"{diagnostic.file}:{diagnostic.line}: {diagnostic.field}: {diagnostic.reason}"
+        line = f"{diagnostic.severity.value}: {one_line(where)}"
+        per_file.setdefault(diagnostic.file, {}).setdefault(diagnostic.severity, 0)
+        per_file[diagnostic.file][diagnostic.severity] += 1
+        hint = diagnostic.hint
+        if hint is None:
+            lines.append(line)
+        elif counts[hint] == 1:
+            lines += [line, f"  hint: {one_line(hint)}"]
+        elif hint in numbers:
+            lines.append(f"{line}  [hint {numbers[hint]}]")
+        else:
+            numbers[hint] = len(numbers) + 1
+            lines += [line, f"  hint {numbers[hint]} (for {counts[hint]} diagnostics): "
+                      f"{one_line(hint)}"]
+    rejected = [f for f, by in per_file.items() if by.get(Severity.ERROR)]
+    warned = [f for f, by in per_file.items()
+              if by.get(Severity.WARNING) and not by.get(Severity.ERROR)]
+    summary = (f"{len(result.agents)} agent(s) loaded, {len(rejected)} definition(s) rejected"
+               + (f", {len(warned)} loaded with warnings" if warned else ""))
+    if lines:
+        lines.append("")
+    lines.append(summary)
+
+    def counted(by: dict[Severity, int], severity: Severity) -> str:
+        return f"{by[severity]} {severity.value}{'s' if by[severity] > 1 else ''}"
+
+    lines += [f"  rejected  {one_line(f)} ({counted(per_file[f], Severity.ERROR)})"
+              for f in rejected]
+    lines += [f"  warnings  {one_line(f)} ({counted(per_file[f], Severity.WARNING)})"
+              for f in warned]
+    return lines

@@ -62,7 +62,7 @@ def _probe_bwrap(config: BubblewrapConfig) -> None:
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", "replace").strip()
         raise BackendUnavailable(
-            f"bwrap failed its probe (exit {done.returncode}): {stderr[:300]}",
+            f"bwrap failed its probe (exit {done.returncode}): {stderr[:300] or 'no output'}",
             code="bwrap_unavailable", operation="probe",
             hint="user namespaces may be disabled (kernel.unprivileged_userns_clone, AppArmor)",
         )
@@ -97,8 +97,8 @@ def resolve_backend(config: BackendConfig | FakeConfig) -> ConcreteConfig:
         chosen = candidate.model_copy(update={"limits": config.limits})
         try:
             probe(chosen)
-        except BackendUnavailable as exc:
-            reasons[chosen.type] = exc.message
+        except BackendUnavailable as exc:  # each reason keeps its own fix
+            reasons[chosen.type] = exc.message + (f" ({exc.hint})" if exc.hint else "")
             continue
         return chosen
     raise BackendUnavailable(

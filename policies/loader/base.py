@@ -31,6 +31,8 @@ __all__ = [
     "Source",
     "check_name",
     "json_ready",
+    "normalize_name",
+    "tolerant_name",
 ]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -76,6 +78,10 @@ class Context:
         self.source = source
         self.options = options
         self.diagnostics: list[Diagnostic] = []
+        #: Set by adapters of a file that maps names to definitions (``opencode.json``,
+        #: ``zuno.json``): each definition stands alone, so one rejected entry does not
+        #: take its siblings down (as it does not in the harness).
+        self.partial = False
 
     def _add(
         self, severity: Severity, field: str, reason: str, line: int | None, hint: str | None,
@@ -350,3 +356,64 @@ def check_name(reader: Reader, key: str, name: str, *, segments: bool = False) -
         reader.error(key, f"the name {name!r} is reserved")
         return False
     return True
+
+
+#: Printable ASCII other than what an identifier may hold: what normalisation replaces.
+_REPLACEABLE_RE = re.compile(r"[\x20-\x2c\x2e-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7e]+")
+
+
+def normalize_name(name: str) -> str | None:
+    """corral's stable identity for a name its harness tolerates but its identifier rules
+    refuse, or ``None`` when there is none.
+
+    The documented normalisation: lowercase, every run of spaces, dots and other
+    ASCII punctuation becomes one ``-``, leading and trailing ``-`` are dropped
+    (``Frontend Developer`` -> ``frontend-developer``, ``Node.js Pro`` ->
+    ``node-js-pro``). A name that holds anything outside printable ASCII (a
+    control character, a letter of another script, a homoglyph) has no
+    normalisation: guessing an ASCII spelling of it could make two different
+    names meet, or a homoglyph match a delegation target.
+    """
+    if not name or any(not (" " <= char <= "~") for char in name):
+        return None
+    normalized = re.sub(r"-{2,}", "-", _REPLACEABLE_RE.sub("-", name)).strip("-").lower()
+    if not NAME_RE.fullmatch(normalized) or normalized in RESERVED_NAMES:
+        return None
+    return normalized
+
+
+def tolerant_name(reader: Reader, key: str, name: str, *, stem: str | None = None,
+                  segments: bool = False) -> str:
+    """The identity of a definition whose harness tolerates names corral's rules refuse.
+
+    A valid name is kept as written. Otherwise the name is normalised
+    (:func:`normalize_name`; each ``/`` segment on its own when ``segments``),
+    else the file's ``stem`` is (when the name came from a header field), with a
+    warning naming the original, which stays the display name; when neither
+    gives an identifier the definition is rejected as :func:`check_name` does.
+    """
+    parts = name.split("/") if segments else [name]
+    if all(NAME_RE.fullmatch(part) for part in parts) and len(name) <= 128 and \
+            name.casefold() not in RESERVED_NAMES:
+        return name
+    candidates: list[tuple[str, str]] = []
+    normalized = [normalize_name(part) for part in parts]
+    if all(normalized):
+        candidates.append(("/".join(p for p in normalized if p), "normalised"))
+    if stem is not None and stem != name:
+        stem_parts = stem.split("/") if segments else [stem]
+        from_stem = [part if NAME_RE.fullmatch(part) else normalize_name(part)
+                     for part in stem_parts]
+        if all(from_stem):
+            candidates.append(("/".join(p for p in from_stem if p), "from its file name"))
+    for identity, how in candidates:
+        if len(identity) <= 128 and identity.casefold() not in RESERVED_NAMES:
+            reader.warn(
+                key, f"{name!r} is not an identifier corral accepts (letters, digits, '_', "
+                f"'-'): the agent's identity is {identity!r} ({how}), and {name!r} stays its "
+                "display name",
+                hint="delegate to it and run it by the identifier; rename it in the file to "
+                "silence this warning", code="name_normalized")
+            return identity
+    check_name(reader, key, name, segments=segments)
+    return name

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from policies.contract import AgentFormat, Scope
 from policies.loader.base import Options
-from policies.loader.diagnostics import Diagnostic, Severity
-from policies.loader.files import MAX_FILES_PER_SCOPE
+from policies.loader.diagnostics import DefinitionRejected, Diagnostic, Severity
+from policies.loader.files import MAX_FILES_PER_SCOPE, decode_text, read_bounded
+from policies.loader.formats.codex import declared_roles, role_file
+from policies.loader.formats.common import key_line
 from policies.loader.single import FileOutcome, Status, load_file
 
 __all__ = ["Candidate", "Environment", "personal_candidates", "project_candidates"]
@@ -107,6 +109,13 @@ class _Walk:
              code: str = "discovery") -> None:
         self.notes.append(Diagnostic(file=self.name(path), line=1, field="file",
                                      severity=severity, reason=reason, code=code))
+
+    def problem(self, path: Path, field: str, line: int, reason: str, *,
+                hint: str | None = None, code: str = "declaration") -> None:
+        """An error about ``path`` found while discovering (not while loading a file)."""
+        self.notes.append(Diagnostic(file=self.name(path), line=line, field=field,
+                                     severity=Severity.ERROR, reason=reason, hint=hint,
+                                     code=code))
 
     def safe_dir(self, anchor: Path, relative: str) -> bool:
         """Whether ``anchor/relative`` is a real directory, no component below the anchor
@@ -199,6 +208,57 @@ class _Walk:
                                         skip_non_agents=False))
 
 
+def _codex_layer(walk: _Walk, anchor: Path) -> None:
+    """``<anchor>/.codex/config.toml`` and the role files it declares outside
+    ``.codex/agents/`` (those inside are found there). A declared role whose
+    ``config_file`` is missing is an error naming the role: Codex has no such role,
+    and the user would never learn it from the role files alone."""
+    layer = anchor / ".codex"
+    config = layer / "config.toml"
+    if not walk.safe_dir(anchor, ".codex"):
+        return
+    try:
+        info = config.lstat()
+    except OSError:
+        return
+    walk.found.append(Candidate(config, AgentFormat.CODEX, walk.name(config), "config",
+                                skip_non_agents=False))
+    if not stat.S_ISREG(info.st_mode):
+        return  # the loader rejects it with the reason
+    try:
+        roles = declared_roles(decode_text(read_bounded(config)))
+    except DefinitionRejected:
+        return  # the config's own candidate reports why
+    agents_dir = layer / "agents"
+    text = decode_text(read_bounded(config))
+    for name, config_file, declared in roles:
+        field = f"agents.{name}.config_file"
+        line = key_line(text, f"agents.{name}")
+        target = role_file(config, config_file)
+        if target is None:
+            walk.problem(config, field, line, f"role {name!r}: config_file {config_file!r} "
+                         "lies outside .codex/; corral reads role files only from there",
+                         hint="move the role file next to config.toml (agents/...)")
+            continue
+        target = Path(os.path.normpath(target))
+        try:
+            info = target.lstat()
+        except OSError:
+            walk.problem(config, field, line, f"role {name!r} is declared with config_file "
+                         f"{config_file!r}, which does not exist: there is no such role",
+                         hint=f"create {config_file} (name, description, "
+                         f"developer_instructions) or remove the [agents.{name}] table",
+                         code="file_missing")
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            walk.problem(config, field, line, f"role {name!r}: config_file {config_file!r} "
+                         "is a directory, not a role file")
+        elif target.parent != agents_dir:  # those in agents/ are candidates already
+            walk.found.append(Candidate(target, AgentFormat.CODEX, walk.name(target),
+                                        target.stem, skip_non_agents=False,
+                                        declared={**declared, "name": name}))
+
+
 def _quiet_listing(path: Path) -> Iterator[Path]:
     try:
         yield from path.iterdir()
@@ -225,6 +285,7 @@ def project_candidates(root: Path, walk: _Walk | None = None) -> tuple[list[Cand
                 walk.config(fmt, root, config)
         elif fmt is AgentFormat.CODEX:
             walk.files(fmt, root, ".codex/agents")
+            _codex_layer(walk, root)
         elif fmt is AgentFormat.CURSOR:
             walk.files(fmt, root, ".cursor/agents")
         elif fmt is AgentFormat.GEMINI:
@@ -253,6 +314,7 @@ def personal_candidates(env: Environment) -> tuple[list[Candidate], list[Diagnos
             walk.files(fmt, home, ".copilot/agents")
         elif fmt is AgentFormat.CODEX:
             walk.files(fmt, home, ".codex/agents")
+            _codex_layer(walk, home)
         elif fmt is AgentFormat.CURSOR:
             walk.files(fmt, home, ".cursor/agents")
         elif fmt is AgentFormat.GEMINI:
@@ -288,4 +350,20 @@ def bounded(candidates: list[Candidate], scope_name: str, display: str,
     return candidates[:MAX_FILES_PER_SCOPE], [note]
 
 
-__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded"]
+#: How each format lays out an agent directory: recursive (OpenCode and zuno ids are paths),
+#: ``<name>/agent.md`` directories (ngn, Antigravity), or flat files (every other format).
+_RECURSIVE = frozenset({AgentFormat.OPENCODE, AgentFormat.ZUNO})
+_NESTED = frozenset({AgentFormat.NGN, AgentFormat.ANTIGRAVITY})
+
+
+def directory_candidates(fmt: AgentFormat, directory: Path, show: Callable[[Path], str],
+                         ) -> tuple[list[Candidate], list[Diagnostic]]:
+    """The definition files of one agent directory, read as ``fmt`` reads its own agent
+    directory (an ``agent_imports`` entry whose path is a directory: corral's extension)."""
+    walk = _Walk(directory, show)
+    walk.files(fmt, directory.parent, directory.name, recursive=fmt in _RECURSIVE,
+               nested_agent_md=fmt in _NESTED)
+    return walk.found, walk.notes
+
+
+__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded", "directory_candidates"]

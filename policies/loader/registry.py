@@ -49,14 +49,22 @@ class LoadResult:
             if old is not None:
                 same_dir = (old.origin.scope == contract.origin.scope
                             and old.origin.format == contract.origin.format)
+                # Two names written differently that normalise to one identity are never
+                # merged silently: the warning names both spellings.
+                spelled = old.display_name != contract.display_name and contract.name not in (
+                    old.display_name, contract.display_name)
                 self.diagnostics.append(Diagnostic(
                     file=contract.origin.source, line=contract.origin.line or 1, field="name",
-                    severity=Severity.WARNING if same_dir else Severity.INFO,
+                    severity=Severity.WARNING if same_dir or spelled else Severity.INFO,
                     code="collision",
                     reason=f"agent {contract.name!r} from {contract.origin.source} "
                     f"({contract.origin.scope.value}, {contract.origin.format.value}) replaces "
                     f"the one from {old.origin.source} ({old.origin.scope.value}, "
-                    f"{old.origin.format.value})",
+                    f"{old.origin.format.value})" + (
+                        f": {contract.display_name!r} and {old.display_name!r} both normalise "
+                        f"to {contract.name!r}" if spelled else ""),
+                    hint="rename one of them so each agent keeps its own name" if spelled
+                    else None,
                 ))
             self.agents[contract.name] = contract
 

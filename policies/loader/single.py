@@ -95,19 +95,26 @@ def load_file(
     except Exception as exc:
         ctx.error("file", f"internal error while reading this file: {type(exc).__name__}: {exc}",
                   hint="this is a corral bug; please report it with the file", code="internal")
-    return finish(display, fmt, agents, ctx.diagnostics, strict=options.strict)
+    return finish(display, fmt, agents, ctx.diagnostics, strict=options.strict,
+                  partial=ctx.partial)
 
 
 def finish(display: str, fmt: AgentFormat, agents: list[AgentContract],
-           diagnostics: list[Diagnostic], *, strict: bool) -> FileOutcome:
-    """The outcome of a read: rejected on any error (warnings too, with ``strict``)."""
+           diagnostics: list[Diagnostic], *, strict: bool, partial: bool = False) -> FileOutcome:
+    """The outcome of a read: rejected on any error (warnings too, with ``strict``).
+
+    ``partial``: the file maps names to definitions that stand alone (the adapter left
+    the rejected ones out); it loads with what is left, and its errors stay reported.
+    Under ``strict`` a warning cannot be told apart by entry: the whole file rejects.
+    """
     if strict and any(d.severity is Severity.WARNING for d in diagnostics):
         diagnostics = [
             d.model_copy(update={"severity": Severity.ERROR, "reason": d.reason + " (--strict)"})
             if d.severity is Severity.WARNING else d
             for d in diagnostics
         ]
-    if any(d.severity is Severity.ERROR for d in diagnostics):
+    if any(d.severity is Severity.ERROR for d in diagnostics) and (
+            strict or not partial or not agents):
         return FileOutcome(display, fmt, Status.REJECTED, diagnostics=diagnostics)
     status = Status.LOADED if agents else Status.SKIPPED
     return FileOutcome(display, fmt, status, agents=agents, diagnostics=diagnostics)

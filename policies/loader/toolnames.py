@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from policies.aliases import TABLES, lookup, mcp_canonical
 from policies.contract import AgentFormat
 from policies.errors import ToolNameError
-from policies.loader.base import Reader
+from policies.loader.base import NAME_RE, Reader, normalize_name
 from policies.permissions import Action, PermissionRule
 from policies.tools import NATIVE_TOOLS, check_tool_name
 
-__all__ = ["ToolSet", "resolve_tools"]
+__all__ = ["ToolSet", "delegate_target", "resolve_tools"]
 
 _SPEC_RE = re.compile(r"^(?P<base>[A-Za-z][A-Za-z0-9_]*)\((?P<arg>.*)\)$", re.DOTALL)
 _SPEC_FORMATS = frozenset({AgentFormat.CLAUDE, AgentFormat.CURSOR})
@@ -121,7 +121,9 @@ def _specifier(reader: Reader, key: str, name: str, base: str, arg: str, fmt: Ag
         if deny:
             reader.error(key, f"{name!r}: agent specifiers are not supported in a deny list")
             return
-        agents = {part.strip() for part in arg.split(",") if part.strip()}
+        # A target named as the harness tolerates ("Code Reviewer") is the identity its
+        # definition gets ("code-reviewer"): the same documented normalisation.
+        agents = {delegate_target(part.strip()) for part in arg.split(",") if part.strip()}
         result.tools.add("delegate")
         result.delegates = (result.delegates or set()) | agents
         return
@@ -143,6 +145,15 @@ def _specifier(reader: Reader, key: str, name: str, base: str, arg: str, fmt: Ag
         result.rules.append(PermissionRule(tool=tool, pattern=pattern, action=Action.DENY))
     else:
         restricted.setdefault(tool, []).append(pattern)
+
+
+def delegate_target(name: str) -> str:
+    """A delegation target as the identity of the agent it names: a name corral's rules
+    refuse but :func:`~policies.loader.base.normalize_name` can normalise is normalised,
+    anything else is kept as written (and matches no agent)."""
+    if NAME_RE.fullmatch(name):
+        return name
+    return normalize_name(name) or name
 
 
 def _command_pattern(arg: str) -> str:

@@ -12,6 +12,7 @@ child runs or a record is read.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -92,9 +93,10 @@ def test_a_child_cannot_rewrite_another_runs_patch_through_a_state_dir_in_its_wo
                     "--json", "tidy up", cwd=home_repo)
     assert attack.returncode == 2, attack.stdout + attack.stderr
     state = home_repo / ".local/state/corral"
-    assert f"state dir {ledger}" in attack.stderr
-    assert f"inside: {home_repo}\n" in attack.stderr
-    assert "CORRAL_STATE_DIR" in attack.stderr
+    error = json.loads(attack.stdout)["error"]  # --json: the error is JSON on stdout
+    assert f"state dir {ledger}" in error["message"]
+    assert error["context"]["inside"] == str(home_repo)
+    assert "CORRAL_STATE_DIR" in error["hint"]
     # Refused before the child ran: the victim is intact, nothing was created or recorded.
     assert (ledger / victim / "diff.patch").read_bytes() == LEGIT
     assert sorted(p.name for p in ledger.iterdir()) == [victim]

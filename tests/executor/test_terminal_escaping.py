@@ -258,7 +258,7 @@ def test_progress_and_approval_prompt_never_render_markup_or_escapes(repo: Path,
     shown = on_terminal("run", "--root", str(repo), "--trust-project", "--no-personal",
                         "--agent", "asker", "--backend", "host", "--script", str(script), "go",
                         tty_stdin=True, answers={b"allow?": b"n\n"})
-    assert shown.code == 0, shown.text
+    assert shown.code == 4, shown.text  # completed with a denied call
     screen = shown.screen
     # Rich draws its own status line (ESC[2K, colours), but nothing the child chose:
     assert b"\x1b]52" not in screen and b"\x07" not in screen
@@ -325,14 +325,14 @@ def test_json_output_is_ascii_and_carries_the_exact_text(run: Runner, repo: Path
     assert raw_controls(gc_text.screen) == []
 
 
-def test_an_unexpected_error_is_rendered_escaped_with_its_own_exit_code(repo: Path) -> None:
+def test_a_corrupted_record_is_rendered_escaped_with_its_own_exit_code(repo: Path) -> None:
     run_id = record(repo)
     (ledger_dir(repo) / run_id / "record.json").write_text(f'{{"agent": "{OSC52}",')
-    broken = on_terminal("runs", "--root", str(repo))
+    broken = on_terminal("show", run_id, "--root", str(repo))
     assert broken.code == 3
     assert raw_controls(broken.screen) == []
-    assert "Traceback" in broken.text and "JSONDecodeError" in broken.text
-    assert "error: internal error in corral" in broken.text
+    assert f"error: the run record {run_id} is corrupted" in broken.text
+    assert "Traceback" not in broken.text
 
 
 @pytest.mark.parametrize("backend", ["host"], indirect=True)

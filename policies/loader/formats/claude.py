@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from policies.contract import AgentContract, AgentFormat, AgentMode, SandboxMode
-from policies.loader.base import Context, FieldRules, Reader, Source, check_name
+from policies.loader.base import Context, FieldRules, Reader, Source, tolerant_name
 from policies.loader.formats.common import allowlist, build, denylist, markdown
 from policies.loader.models import foreign_route
 from policies.permissions import PermissionMode, PermissionPolicy
@@ -60,14 +60,18 @@ class ClaudeAdapter:
         """One Markdown file, one agent."""
         reader, body = markdown(source, ctx, known=FIELDS, lenient=True)
         fields = claude_fields(reader, AgentFormat.CLAUDE)
-        check_name(reader, "name", fields["name"])
         fields["extras"] = {**fields["extras"], **reader.leftovers(RULES)}
         return [build(reader, source, instructions=body, **fields)]
 
 
 def claude_fields(reader: Reader, fmt: AgentFormat) -> dict[str, Any]:
     """The contract fields of a Claude-shaped header (shared with Cursor's subset)."""
-    name = reader.string("name", required=True) or reader.ctx.source.location_name
+    written = reader.string("name", required=True)
+    display = written or reader.ctx.source.location_name
+    # Claude Code (and Cursor) load names with spaces or dots ("Frontend Developer"): a
+    # stable identity is derived, the name as written stays the display name.
+    name = tolerant_name(reader, "name", display,
+                         stem=reader.ctx.source.location_name if written else None)
     description = reader.string("description", required=True)
     tools, rules, delegates = allowlist(reader, "tools", reader.names("tools"), fmt)
     denied, deny_rules = denylist(reader, "disallowedTools", reader.names("disallowedTools"), fmt)
@@ -98,7 +102,7 @@ def claude_fields(reader: Reader, fmt: AgentFormat) -> dict[str, Any]:
         reader.warn("memory", f"persistent agent memory ({memory}) is not provided; the agent "
                     "starts without it")
     return {
-        "name": name, "id": name, "display_name": name, "description": description,
+        "name": name, "id": name, "display_name": display, "description": description,
         "model": foreign_route(reader, "model", reader.string("model"), fmt),
         "reasoning": effort, "tools": tools, "denied_tools": denied, "delegates": delegates,
         "mode": mode, "sandbox": sandbox,

@@ -15,17 +15,18 @@ Codex config key: a warning, kept in ``extras``.
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 from typing import Any
 
 from policies.contract import AgentContract, AgentFormat, AgentMode, ModelRoute, SandboxMode
-from policies.loader.base import Context, FieldRules, Reader, Source, check_name
+from policies.loader.base import Context, FieldRules, Reader, Source, tolerant_name
 from policies.loader.diagnostics import DefinitionRejected
 from policies.loader.files import decode_text, read_bounded
 from policies.loader.formats.common import build, key_line
 from policies.loader.models import foreign_route
 from policies.permissions import PermissionMode, PermissionPolicy
 
-__all__ = ["CodexAdapter", "parse_declarations"]
+__all__ = ["CodexAdapter", "declared_roles", "parse_declarations"]
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 APPROVALS = {"untrusted": PermissionMode.STRICT, "on-request": PermissionMode.STANDARD,
@@ -45,14 +46,15 @@ RULES = FieldRules(
 )
 
 
-def parse_declarations(text: str) -> dict[str, dict[str, str]]:
-    """Roles a ``config.toml`` declares: ``{config_file: {name, description}}``.
+def declared_roles(text: str) -> list[tuple[str, str, dict[str, str]]]:
+    """The roles a ``config.toml`` declares with a ``config_file``, in order:
+    ``(name, config_file, {name, description})``. ``[agents]`` settings such as
+    ``max_threads`` are not roles.
 
     Raises DefinitionRejected when the file is not valid TOML.
     """
-    data = _toml(text)
-    agents = data.get("agents")
-    out: dict[str, dict[str, str]] = {}
+    agents = _toml(text).get("agents")
+    out: list[tuple[str, str, dict[str, str]]] = []
     if not isinstance(agents, dict):
         return out
     for name, entry in agents.items():
@@ -60,8 +62,24 @@ def parse_declarations(text: str) -> dict[str, dict[str, str]]:
             declared = {"name": name}
             if isinstance(entry.get("description"), str):
                 declared["description"] = entry["description"]
-            out[entry["config_file"]] = declared
+            out.append((name, entry["config_file"], declared))
     return out
+
+
+def parse_declarations(text: str) -> dict[str, dict[str, str]]:
+    """Roles a ``config.toml`` declares: ``{config_file: {name, description}}``.
+
+    Raises DefinitionRejected when the file is not valid TOML.
+    """
+    return {config_file: declared for _, config_file, declared in declared_roles(text)}
+
+
+def role_file(config: Path, config_file: str) -> Path | None:
+    """Where a declared ``config_file`` lies (relative to the ``config.toml``), or ``None``
+    when it would leave the config's directory (corral reads no role from elsewhere)."""
+    if Path(config_file).is_absolute() or ".." in Path(config_file).parts:
+        return None
+    return config.parent / config_file
 
 
 def _toml(text: str) -> dict[str, Any]:
@@ -85,10 +103,9 @@ class CodexAdapter:
     def load(self, source: Source, ctx: Context) -> list[AgentContract]:
         """A role file is one agent; ``config.toml`` only declares roles."""
         if source.path.name == "config.toml" or source.location_name == "config":
-            roles = parse_declarations(source.text)
-            names = ", ".join(sorted(d["name"] for d in roles.values())) or "none"
-            ctx.info("agents", f"Codex config: declares roles ({names}); role files are loaded "
-                     "from agents/", code="codex_config")
+            names = ", ".join(sorted(name for name, _, _ in declared_roles(source.text)))
+            ctx.info("agents", f"Codex config: declares roles ({names})" if names else
+                     "Codex config: declares no roles", code="codex_config")
             return []
         data = _toml(source.text)
         lines = {key: key_line(source.text, key) for key in data}
@@ -101,7 +118,8 @@ class CodexAdapter:
             name = source.location_name
         elif declared.get("name") and declared["name"] != name:
             reader.warn("name", f"config.toml declares this file as {declared['name']!r}")
-        check_name(reader, "name", name)
+        display = name
+        name = tolerant_name(reader, "name", name)
         description = reader.string("description") or declared.get("description")
         if description is None:
             reader.error("description", "is required (here or in the config.toml declaration)")
@@ -124,7 +142,7 @@ class CodexAdapter:
         extras = reader.leftovers(RULES)
         return [build(
             reader, source,
-            name=name, id=name, display_name=name, description=description,
+            name=name, id=name, display_name=display, description=description,
             instructions=instructions, model=model,
             reasoning=reasoning, mode=mode,
             sandbox=sandbox,

@@ -102,8 +102,10 @@ def json_document(text: str, *, jsonc: bool = False) -> Any:
 
 def key_line(text: str, key: str, start: int = 0) -> int:
     """Best-effort line of ``"key":`` (JSON) or ``key =`` (TOML) in ``text``."""
-    pattern = re.compile(rf'^\s*(?:"{re.escape(key)}"\s*:|\[?\s*{re.escape(key)}\s*[=\]])',
-                         re.MULTILINE)
+    # [ \t], not \s: a match must start on the key's own line, not on a blank one above it.
+    pattern = re.compile(
+        rf'^[ \t]*(?:"{re.escape(key)}"\s*:|\[?[ \t]*{re.escape(key)}[ \t]*[=\]])',
+        re.MULTILINE)
     match = pattern.search(text, start)
     return text.count("\n", 0, match.start()) + 1 if match else 1
 

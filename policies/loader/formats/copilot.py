@@ -12,10 +12,11 @@ and the cosmetic ``target``, ``argument-hint`` and ``metadata``.
 from __future__ import annotations
 
 from policies.contract import AgentContract, AgentFormat
-from policies.loader.base import NAME_RE, Context, FieldRules, Source, check_name
+from policies.loader.base import NAME_RE, Context, FieldRules, Source, tolerant_name
 from policies.loader.formats.common import allowlist, build, markdown
 from policies.loader.formats.foreign_keys import CLAUDE_KEYS, OPENCODE_KEYS, cross_harness
 from policies.loader.models import foreign_route
+from policies.loader.toolnames import delegate_target
 from policies.permissions import PermissionPolicy
 
 __all__ = ["CopilotAdapter"]
@@ -56,9 +57,8 @@ class CopilotAdapter:
     def load(self, source: Source, ctx: Context) -> list[AgentContract]:
         """One Markdown file, one agent."""
         reader, body = markdown(source, ctx, known=FIELDS, lenient=False)
-        name = source.location_name
-        check_name(reader, "name", name)
-        display = reader.string("name") or name
+        display = reader.string("name") or source.location_name
+        name = tolerant_name(reader, "file", source.location_name)
         description = reader.string("description", required=True)
         target = reader.fields.get("target")
         if target is not None and target not in {"vscode", "github-copilot"}:
@@ -77,11 +77,12 @@ class CopilotAdapter:
         agents = reader.names("agents")
         delegates = None
         if agents is not None and "*" not in agents:
-            for agent in agents:
-                if not NAME_RE.fullmatch(agent):
+            targets = [delegate_target(agent) for agent in agents]
+            for agent, target in zip(agents, targets, strict=True):
+                if not NAME_RE.fullmatch(target):
                     reader.error("agents", f"{agent!r} is not an agent name (letters, digits, "
                                  "'_' or '-')")
-            delegates = frozenset(agents)
+            delegates = frozenset(targets)
         user_invocable = reader.boolean("user-invocable")
         disable_model = reader.boolean("disable-model-invocation")
         infer = reader.boolean("infer")

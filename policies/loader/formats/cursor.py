@@ -13,7 +13,7 @@ reads). The header may fall back to the lenient reader, as for Claude.
 from __future__ import annotations
 
 from policies.contract import AgentContract, AgentFormat, AgentMode, SandboxMode
-from policies.loader.base import Context, FieldRules, Source, check_name
+from policies.loader.base import Context, FieldRules, Source, tolerant_name
 from policies.loader.formats.common import build, markdown
 from policies.loader.formats.foreign_keys import CLAUDE_KEYS, cross_harness
 from policies.loader.models import foreign_route
@@ -39,8 +39,10 @@ class CursorAdapter:
     def load(self, source: Source, ctx: Context) -> list[AgentContract]:
         """One Markdown file, one agent."""
         reader, body = markdown(source, ctx, known=FIELDS | frozenset(CLAUDE_KEYS), lenient=True)
-        name = reader.string("name") or source.location_name  # ngn: filename fallback
-        check_name(reader, "name", name)
+        written = reader.string("name")
+        display = written or source.location_name  # ngn: filename fallback
+        name = tolerant_name(reader, "name", display,
+                             stem=source.location_name if written else None)
         description = reader.string("description", required=True)
         readonly = reader.boolean("readonly")
         if reader.boolean("is_background"):
@@ -50,7 +52,8 @@ class CursorAdapter:
         extras = reader.leftovers(RULES)
         return [build(
             reader, source,
-            name=name, id=name, display_name=name, description=description, instructions=body,
+            name=name, id=name, display_name=display, description=description,
+            instructions=body,
             model=model,
             mode=AgentMode.REVIEWER if readonly else AgentMode.BUILD,
             sandbox=SandboxMode.READ_ONLY if readonly else None,

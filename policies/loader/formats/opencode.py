@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.contract import AgentContract, AgentFormat, ModelRoute
-from policies.loader.base import Context, FieldRules, Reader, Source, check_name
+from policies.loader.base import Context, FieldRules, Reader, Source, tolerant_name
 from policies.loader.diagnostics import DefinitionRejected
 from policies.loader.files import decode_text, read_bounded
 from policies.loader.formats.common import build, json_document, key_line, markdown
@@ -93,6 +93,7 @@ def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
         raise DefinitionRejected(keys[0], "must be a map of agent id to definition",
                                  line=key_line(source.text, keys[0]))
     out: list[AgentContract] = []
+    ctx.partial = True
     start = source.text.find(f'"{keys[0]}"')
     for agent_id, data in agents.items():
         line = key_line(source.text, agent_id, max(start, 0))
@@ -134,8 +135,8 @@ def _prompt_file(reader: Reader, key: str, source: Source, ref: str) -> str:
 
 def _contract(reader: Reader, source: Source, agent_id: str, prompt: str,
               line: int | None = None) -> AgentContract:
-    check_name(reader, "id", agent_id, segments=True)
     display = reader.string("name") or agent_id
+    agent_id = tolerant_name(reader, "id", agent_id, segments=True)
     description = reader.string("description")
     if description is None:
         reader.warn("description", "no description: other agents cannot tell when to delegate "
@@ -241,6 +242,8 @@ def permission_rules(reader: Reader, key: str, value: Any, *,
                             "nothing", code="tool_without_equivalent")
             continue
         tools = table.get(tool_key)
+        if tools is None and _misplaced_pattern(reader, key, tool_key, setting, table):
+            continue
         if tools is None:
             resolved = resolve_tools(reader, key, [tool_key], fmt).tools
             tools = tuple(sorted(resolved))
@@ -258,6 +261,30 @@ def permission_rules(reader: Reader, key: str, value: Any, *,
         else:
             reader.error(key, f"{tool_key}: must be an action or a map of pattern to action")
     return rules
+
+
+_PATTERN_CHARS = re.compile(r"\s|/|^[~.]")
+
+
+def _misplaced_pattern(reader: Reader, key: str, tool_key: str, setting: Any,
+                       table: dict[str, tuple[str, ...]]) -> bool:
+    """A permission key that is a command or path pattern, one level too high
+    (``permission: {"rm -rf *": deny}``): rejected with the place it belongs, rather
+    than as an unknown tool. Whether it is one: whitespace or a path separator, which
+    no tool name holds (``github_*`` is a tool glob, judged as a tool name)."""
+    if not _PATTERN_CHARS.search(tool_key):
+        return False
+    action = setting if isinstance(setting, str) else "deny"
+    shell_key = next((k for k, v in table.items() if v == ("shell",)), "bash")
+    if "/" in tool_key and not re.search(r"\s", tool_key):
+        example = f"{key}: {{edit: {{{tool_key!r}: {action}}}}} (or read, for reads)"
+        what = "a path pattern"
+    else:
+        example = f"{key}: {{{shell_key}: {{{tool_key!r}: {action}}}}}"
+        what = "a command pattern"
+    reader.error(key, f"{tool_key!r} is {what}, not a tool: patterns belong one level down, "
+                 "under the tool they restrict", hint=f"write {example}")
+    return True
 
 
 def _path_pattern(reader: Reader, where: str, pattern: str,

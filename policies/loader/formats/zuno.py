@@ -75,6 +75,7 @@ def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
         raise DefinitionRejected("agents", "must be a map of agent name to definition",
                                  line=key_line(source.text, "agents"))
     out: list[AgentContract] = []
+    ctx.partial = True
     start = max(source.text.find('"agents"'), 0)
     for name, data in agents.items():
         line = key_line(source.text, name, start)
