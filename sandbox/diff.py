@@ -38,9 +38,9 @@ from typing import BinaryIO
 
 from policies.contract import SandboxMode
 from sandbox.errors import DiffTooLarge
-from sandbox.gitsafe import git_env, run_git, stream_git
+from sandbox.gitsafe import run_git, stream_git
 from sandbox.names import review_flags
-from sandbox.privategit import verify_private_git
+from sandbox.privategit import reading_env, verify_private_git
 from sandbox.results import ChangedFile, ChangeStatus, DiffResult, ExcludedPath
 from sandbox.scan import scan_tree
 from sandbox.state import SandboxState
@@ -128,10 +128,11 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Pre
     verify_private_git(git_dir, ws.git_files)
     index = state.dir / "collect.index"
     shutil.copyfile(ws.baseline_index, index)
-    env = git_env(index_file=index)
     scan = scan_tree(ws.root)
     spec = pathspec_file(state.dir / "collect.pathspec", scan.paths)
-    stage_tree(git_dir=git_dir, work_tree=ws.root, env=env, spec=spec)
+    stage_tree(git_dir=git_dir, work_tree=ws.root, private_git=git_dir, index=index, spec=spec,
+               attributes=scan.attributes)
+    env = reading_env(git_dir, index)  # every command below only reads objects
 
     def git(*args: str) -> bytes:
         return run_git(list(args), git_dir=git_dir, work_tree=ws.root, env=env,

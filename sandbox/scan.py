@@ -30,6 +30,8 @@ class ScanResult:
     excluded: list[ExcludedPath] = field(default_factory=list)
     #: Nested repositories' ``.git`` entries (for read-only mounts over existing ones).
     nested_git: list[str] = field(default_factory=list)
+    #: Whether a ``.gitattributes`` file was seen outside the excluded paths.
+    attributes: bool = False
 
     @property
     def paths(self) -> list[str]:
@@ -91,6 +93,8 @@ def _walk(dir_fd: int, prefix: str, result: ScanResult, depth: int = 0) -> None:
                 ExcludedPath(path=path, reason="protected_name", detail="an alias of .git")
             )
             continue
+        if entry.name == ".gitattributes":
+            result.attributes = True
         try:
             if entry.is_dir(follow_symlinks=False):
                 child_fd = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
