@@ -159,11 +159,17 @@ def write_commit(*, git_dir: Path, private_git: Path, tree: str, parent: str | N
     return done.stdout.decode().strip()
 
 
-def _autocrlf(git_dir: Path) -> bool:
-    done = run_git(["config", "--get", "core.autocrlf"], git_dir=git_dir, check=False,
-                   operation="stage_tree")
-    value = done.stdout.decode("utf-8", "replace").strip().lower()
-    return value == "input" or value in _TRUE
+def _autocrlf(private_git: Path) -> bool:
+    """``core.autocrlf`` as copied from the parent (the file is corral's own, verified)."""
+    try:
+        lines = (private_git / "config").read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    for line in lines:
+        key, _, value = line.strip().partition(" = ")
+        if key == "autocrlf":
+            return value.lower() == "input" or value.lower() in _TRUE
+    return False
 
 
 def _may_keep_crlf(attrs: dict[str, str], autocrlf: bool) -> bool:
@@ -211,7 +217,7 @@ def seed_index_blobs(*, git_dir: Path, work_tree: Path, private_git: Path, index
     autocrlf" rule may apply; nothing is done unless ``core.autocrlf`` is on or
     ``attributes`` says the tree has attribute files. Returns how many were copied.
     """
-    autocrlf = _autocrlf(git_dir)
+    autocrlf = _autocrlf(private_git)
     if not (autocrlf or attributes):
         return 0
     env = reading_env(private_git, index)
