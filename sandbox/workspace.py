@@ -10,7 +10,9 @@ Modes:
 
 - ``read-only``: the parent's checkout itself, nothing writable, no snapshot;
 - ``workspace-write``: the parent's checkout, writable; its git directories
-  (and any nested repository's ``.git``) read-only; the snapshot is the diff base;
+  (and any nested repository's ``.git``) read-only; the snapshot is the diff base,
+  and an lstat manifest of the whole tree finds what git's diff cannot show
+  (:mod:`sandbox.changes`);
 - ``worktree``: a fresh checkout of the snapshot under the state root
   (``worktrees/<id>``, outside the working tree and the git dir, so never in
   ``git status`` or ``git worktree list``), populated by a hardened
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from policies.contract import SandboxMode
+from sandbox.changes import RECORD_FILE, TreeRecord
 from sandbox.errors import SandboxConfigError, SandboxError
 from sandbox.gitsafe import check_repository_config, git_env, run_git
 from sandbox.privategit import (
@@ -102,6 +105,8 @@ class Workspace:
     git_files: dict[str, str] = field(default_factory=dict)
     snapshot_excluded: tuple[ExcludedPath, ...] = ()
     nested_git: tuple[str, ...] = ()
+    #: The tree as the child found it (workspace-write; see :mod:`sandbox.changes`).
+    record: TreeRecord | None = None
 
     @property
     def writable(self) -> bool:
@@ -227,11 +232,11 @@ def _index_from_head(repo: RepoInfo, private_git: Path, index: Path) -> None:
             env=env, check=False, operation="snapshot")
 
 
-def take_snapshot(repo: RepoInfo, state: SandboxState, private_git: Path
-                  ) -> tuple[str, Path, ScanResult]:
+def take_snapshot(repo: RepoInfo, state: SandboxState, private_git: Path, *,
+                  manifest: bool = False) -> tuple[str, Path, ScanResult]:
     """Commit the parent's current working tree into ``private_git``'s store.
 
-    Returns (commit, index, the scan of the tree).
+    Returns (commit, index, the scan of the tree, with its lstat manifest if asked).
     """
     index = state.dir / "snapshot.index"
     copied = _reusable_index(repo)
@@ -239,7 +244,7 @@ def take_snapshot(repo: RepoInfo, state: SandboxState, private_git: Path
         shutil.copyfile(repo.git_dir / "index", index)
     else:
         _index_from_head(repo, private_git, index)
-    scan = scan_tree(repo.top)
+    scan = scan_tree(repo.top, manifest=manifest)
     spec = pathspec_file(state.dir / "snapshot.pathspec", scan.paths)
     attributes = scan.attributes or (repo.common_dir / "info" / "attributes").is_file()
 
@@ -275,15 +280,18 @@ def create_workspace(
     check_repository_config(repo.git_dir)  # the snapshot runs git with the parent's config
     private_git = state.private_git
     create_private_git(private_git, parent_git_dir=repo.git_dir, common_dir=repo.common_dir)
-    commit, index, scan = take_snapshot(repo, state, private_git)
+    in_place = mode is SandboxMode.WORKSPACE_WRITE
+    commit, index, scan = take_snapshot(repo, state, private_git, manifest=in_place)
     baseline = state.dir / "baseline.index"
     workspace = Workspace(repo=repo, mode=mode, root=repo.top, base_commit=commit,
                           baseline_index=baseline, private_git=private_git,
                           git_files=read_tracked(private_git),
                           snapshot_excluded=tuple(scan.excluded))
-    if mode is SandboxMode.WORKSPACE_WRITE:
+    if in_place:  # the child writes the checkout: remember all of it, git's view or not
         shutil.copyfile(index, baseline)
         workspace.nested_git = tuple(scan.nested_git)
+        workspace.record = TreeRecord.of(scan)
+        workspace.record.save(state.dir / RECORD_FILE)
         return workspace
     worktree = state.worktree
     worktree.mkdir(mode=0o700)  # the owner only (chowned to the container user below)
