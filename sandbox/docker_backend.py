@@ -25,6 +25,20 @@ makes inert inside the container, and :mod:`sandbox.setid` clears it on the
 host.) Peak RSS is the container's memory
 high-water mark (cgroup v1 only); CPU seconds are the container's usage
 during the command.
+
+Paths: the workspace is mounted at its host path, so ``pwd``, absolute paths
+and the ``.git`` pointer mean the same inside. Directories above a mount that
+the image already has keep the image's mode, and an image's ``/root`` is
+``0700``: with corral running as root (state under ``~/.local/state``) the
+command's uid could not reach its own workspace by absolute path. Before the
+container starts, corral looks up (docker's archive ``HEAD``, on the created
+container) each image directory above a mount; one the command's uid cannot
+traverse gets a stand-in, and the container is created again. The stand-in is
+a read-only bind of a directory corral makes in the sandbox's state dir (mode
+755, holding only the empty mount points below it; a tmpfs will not do, as the
+runtime gives a tmpfs the mode of the directory it covers). What it hides is
+exactly what the uid could not reach; the root stays read-only and nothing of
+the host becomes visible.
 """
 
 from __future__ import annotations
@@ -33,11 +47,13 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import docker
 from docker.types import Mount, Ulimit
+from docker.utils import decode_json_header
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox, ExecSpec
@@ -83,6 +99,7 @@ while :; do
   sleep 0.01
 done"""]
 _TMP, _HOME = "/tmp", "/tmp/home"  # noqa: S108 - the container's own tmpfs mounts
+_GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27  # Go os.FileMode bits in docker's path stat
 _KEEPALIVE_UID = 65534
 _DEFAULT_UID = 1000
 _ENGINE_ERRORS = (docker.errors.DockerException, OSError)
@@ -179,6 +196,14 @@ def _close_stream(stream: Any, sock: Any) -> None:
     stream._response.close()
 
 
+def _open_dir(path: Path) -> None:
+    """Make ``path`` and its missing parents with mode 755, whatever the umask."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o755)
+        directory.chmod(0o755)
+
+
 def _ids(text: str) -> tuple[int, int]:
     uid, _, gid = text.partition(":")
     return int(uid), int(gid or uid)
@@ -247,7 +272,7 @@ class DockerSandbox(BaseSandbox):
         keepalive = _KEEPALIVE_UID if self._uid[0] != _KEEPALIVE_UID else _KEEPALIVE_UID - 1
         tmp = f"rw,nosuid,nodev,size={limits.tmp_size_bytes}"
         options: dict[str, Any] = {
-            "command": ["sleep", "infinity"], "name": self.id, "detach": True, "init": True,
+            "command": ["sleep", "infinity"], "name": self.id, "init": True,
             "labels": {LABEL: self.id, STATE_LABEL: str(self.state.root)},
             "network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
             "read_only": True, "user": f"{keepalive}:{keepalive}", "hostname": "sandbox",
@@ -263,20 +288,102 @@ class DockerSandbox(BaseSandbox):
         if limits.file_size_bytes is not None:
             size = limits.file_size_bytes
             options["ulimits"] = [Ulimit(name="fsize", soft=size, hard=size)]
+        container = self._create(options)
+        targets = [mount.path for mount in self.workspace.mounts()]
+        masks = self._masks(targets)
+        if masks:  # give the image's closed directories an open, empty stand-in
+            self._remove()
+            options["mounts"] = [*self._stand_ins(masks, targets), *options["mounts"]]
+            container = self._create(options)
         try:
-            self._client.containers.run(self.config.image, **options)
-        except docker.errors.ImageNotFound as exc:
-            raise BackendUnavailable(f"the sandbox image {self.config.image} is not present",
-                                     code="image_missing", operation="start",
-                                     hint=_BUILD_HINT) from exc
+            container.start()
         except _ENGINE_ERRORS as exc:
-            raise self._translate(exc, "run") from exc
+            raise self._translate(exc, "start") from exc
         try:
             attrs = self._client.api.inspect_container(self.id)
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "inspect") from exc
         self._cgroup = CgroupUsage.of_pid(int(attrs.get("State", {}).get("Pid") or 0))
         self._cpu_ns = self._stats()[1] or 0
+
+    def _create(self, options: dict[str, Any]) -> Any:
+        try:
+            return self._client.containers.create(self.config.image, **options)
+        except docker.errors.ImageNotFound as exc:
+            raise BackendUnavailable(f"the sandbox image {self.config.image} is not present",
+                                     code="image_missing", operation="start",
+                                     hint=_BUILD_HINT) from exc
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "create") from exc
+
+    def _image_mode(self, path: str) -> int | None:
+        """The Go file mode of ``path`` in the created container, ``None`` if it is absent."""
+        api = self._client.api
+        url = f"{api.base_url}/v{api.api_version}/containers/{self.id}/archive"
+        try:
+            response = api.head(url, params={"path": path}, timeout=self.config.api_timeout_seconds)
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "stat") from exc
+        with response:
+            if response.status_code == 404:
+                return None
+            header = response.headers.get("X-Docker-Container-Path-Stat")
+            if response.status_code != 200 or not header:
+                raise SandboxError(f"docker cannot stat {path} in the image "
+                                   f"(HTTP {response.status_code})", code="docker_failed",
+                                   operation="stat", context={"container": self.id})
+            return int(decode_json_header(header)["mode"])
+
+    def _masks(self, mounts: Iterable[Path]) -> list[PurePosixPath]:
+        """Image directories above a mount that the command's uid cannot traverse."""
+        targets = [PurePosixPath(path) for path in mounts]
+        own = [*targets, PurePosixPath(_TMP)]  # host directories and the container's tmpfs
+        masks: list[PurePosixPath] = []
+        modes: dict[PurePosixPath, int | None] = {}
+        for target in targets:
+            for ancestor in list(reversed(target.parents))[1:]:
+                if any(ancestor.is_relative_to(mount) for mount in own):
+                    break  # from here down, the host's modes (or a fresh tmpfs) decide
+                if ancestor not in modes:
+                    modes[ancestor] = self._image_mode(str(ancestor))
+                mode = modes[ancestor]
+                if mode is None:
+                    break  # not in the image: docker makes it, mode 755
+                if mode & _GO_SYMLINK or not mode & _GO_DIR or self._traversable(mode):
+                    continue
+                if ancestor not in masks:
+                    masks.append(ancestor)
+                break  # the stand-in hides everything below it
+        return masks
+
+    def _stand_ins(self, masks: list[PurePosixPath], targets: list[Path]) -> list[Mount]:
+        """Read-only binds over ``masks``: directories of mode 755 holding only the mount
+        points of the mounts that land in them (docker cannot make those in a read-only
+        bind)."""
+        binds = []
+        inners = [PurePosixPath(target) for target in targets]
+        for number, mask in enumerate(masks):
+            source = self.state.dir / "stand-ins" / str(number)
+            _open_dir(source)
+            for target, inner in zip(targets, inners, strict=True):
+                if not inner.is_relative_to(mask) or any(
+                        other != inner and other.is_relative_to(mask)
+                        and inner.is_relative_to(other) for other in inners):
+                    continue  # elsewhere, or inside another mount that provides its point
+                point = source.joinpath(*inner.relative_to(mask).parts)
+                if target.is_dir():
+                    _open_dir(point)
+                else:
+                    _open_dir(point.parent)
+                    point.touch(mode=0o644)
+            binds.append(Mount(target=str(mask), source=str(source), type="bind",
+                               read_only=True))
+        return binds
+
+    def _traversable(self, mode: int) -> bool:
+        """Whether the command's uid may traverse an image directory (owner unknown: root's,
+        as image directories are; only "others" count for another uid)."""
+        return bool(mode & 0o001 or (self._uid[0] == 0 and mode & 0o100))
 
     def _stats(self) -> tuple[int | None, int | None]:
         """(memory high-water bytes, CPU nanoseconds) of the container, when readable."""
@@ -395,15 +502,19 @@ class DockerSandbox(BaseSandbox):
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "stop") from exc
 
-    def _close(self) -> None:
-        if self._client is None:
-            return
+    def _remove(self) -> None:
         try:
             self._client.api.remove_container(self.id, force=True)
         except docker.errors.NotFound:
             pass
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "remove") from exc
+
+    def _close(self) -> None:
+        if self._client is None:
+            return
+        try:
+            self._remove()
         finally:
             self._client.close()
             self._client = None
