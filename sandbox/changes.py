@@ -236,8 +236,10 @@ class _Comparison:
         self.changes[group.index] = change.model_copy(update={"flags": flags, "detail": detail})
 
     def visit(self, path: str) -> None:
-        group = self.collapsed
         old, new = self.before.entries.get(path), self.after.entries.get(path)
+        if old == new and path not in self.unreadable:
+            return  # the common case (never inside a directory reported whole)
+        group = self.collapsed
         if group is not None and path.startswith(group.prefix):
             group.held += 1
             group.files = group.files or any(

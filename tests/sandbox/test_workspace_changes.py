@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -265,6 +269,49 @@ def test_unreadable_directory_reported_not_its_contents() -> None:
     assert (change.path, change.status) == ("secret", "modified")
     assert {"unreadable", "directory"} <= set(change.flags)
     assert change.detail == "cannot be read any more"
+
+
+_AS_ANOTHER_USER = """
+import json, os, sys
+from pathlib import Path
+from sandbox.changes import TreeRecord, outside_changes
+from sandbox.scan import scan_tree
+tree = Path(sys.argv[1])
+before = TreeRecord.of(scan_tree(tree, manifest=True))
+(tree / "secret" / "a.log").write_text("changed where the walk cannot look")
+os.chmod(tree / "secret", 0)
+scan = scan_tree(tree, manifest=True)
+changes = outside_changes(before, TreeRecord.of(scan), tracked=(), reported=())
+print(json.dumps({"excluded": [[e.path, e.reason] for e in scan.excluded],
+                  "changes": [[c.path, c.status, list(c.flags)] for c in changes]}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="runs the walk as another uid (setpriv, as root)")
+def test_unreadable_directory_reported_by_a_non_root_walk() -> None:
+    """corral not running as root, the child (same uid) ``chmod 000``s a directory after
+    writing into it: the walk raised PermissionError and the collection failed. It now
+    excludes the directory and reports it ``unreadable`` (its contents are unknown)."""
+    tree = Path(tempfile.mkdtemp(prefix="corral-unreadable-"))  # /tmp: reachable by any uid
+    try:
+        (tree / "secret").mkdir()
+        (tree / "secret" / "a.log").write_text("a")
+        (tree / "visible.txt").write_text("v")
+        for path in (tree, tree / "secret", tree / "secret" / "a.log", tree / "visible.txt"):
+            os.chown(path, 65534, 65534)
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+             "-c", _AS_ANOTHER_USER, str(tree)],
+            capture_output=True, text=True, check=False,
+            env={"PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PATH": os.defpath})
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["excluded"] == [["secret", "unreadable"]]
+        assert result["changes"] == [["secret", "modified", ["unreadable", "directory"]]]
+    finally:
+        (tree / "secret").chmod(0o700)
+        shutil.rmtree(tree)
 
 
 def test_record_round_trip(tmp_path: Path) -> None:
