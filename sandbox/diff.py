@@ -152,7 +152,7 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Pre
     scan = scan_tree(ws.root, manifest=record is not None)
     spec = pathspec_file(state.dir / "collect.pathspec", scan.paths)
     stage_tree(git_dir=git_dir, work_tree=ws.root, private_git=git_dir, index=index, spec=spec,
-               attributes=scan.attributes)
+               attributes=scan.attributes, recorded_ns=ws.baseline_index.stat().st_mtime_ns)
     env = reading_env(git_dir, index)  # every command below only reads objects
 
     def git(*args: str) -> bytes:

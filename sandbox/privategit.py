@@ -34,6 +34,13 @@ needs them in only three places, each handled here:
   autocrlf"): those blobs are copied into ``store/`` first
   (:func:`seed_index_blobs`), so the result is what git with alternates gives.
 
+One more thing freshening used to make free: ``add`` re-hashes and re-writes
+every "racily clean" entry (its file's mtime is in the same second as the
+index's), which is every file of a worktree collected in the second it was
+checked out (a fast child). Their blobs are copied into ``store/`` first as
+one pack (:func:`seed_racy_blobs`), so ``add`` finds them there instead of
+writing thousands of loose objects.
+
 The files that decide what git does with this directory (``HEAD``, ``config``,
 ``objects/info/alternates``, and ``store/info/alternates``, which must never
 exist) are recorded at creation and compared before the diff is computed; a
@@ -51,8 +58,8 @@ from sandbox.errors import UnsafeRepository
 from sandbox.gitsafe import SNAPSHOT_IDENTITY, git_env, run_git
 
 __all__ = ["STORE", "TRACKED", "create_private_git", "object_dirs", "read_tracked",
-           "reading_env", "seed_index_blobs", "set_head", "verify_private_git", "write_commit",
-           "write_tree", "writing_env"]
+           "reading_env", "seed_index_blobs", "seed_racy_blobs", "set_head", "verify_private_git",
+           "write_commit", "write_tree", "writing_env"]
 
 #: Where corral writes objects (a directory of the private git dir, with no alternates).
 STORE = "store"
@@ -234,6 +241,50 @@ def seed_index_blobs(*, git_dir: Path, work_tree: Path, private_git: Path, index
                    operation="stage_tree").stdout
     run_git(["unpack-objects", "-q"], git_dir=git_dir, env=writing_env(private_git),
             input_bytes=pack, operation="stage_tree")
+    return len(wanted)
+
+
+def _racy_blobs(listing: bytes, timestamp: int) -> set[str]:
+    """Blobs of the entries of ``ls-files -s --debug -z`` whose mtime second is not before
+    ``timestamp`` (git 2.39 without USE_NSEC compares seconds)."""
+    found: set[str] = set()
+    chunks = listing.split(b"\0")
+    header = chunks[0]
+    for chunk in chunks[1:]:
+        lines = chunk.split(b"\n", 5)
+        if len(lines) < 6:
+            break
+        mode, oid = header.split(b" ", 2)[:2]
+        mtime = lines[1].strip().removeprefix(b"mtime: ").split(b":")[0]
+        if mode in (b"100644", b"100755", b"120000") and int(mtime) >= timestamp:
+            found.add(oid.decode())
+        header = lines[5]
+    return found
+
+
+def seed_racy_blobs(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path,
+                    recorded_ns: int | None) -> int:
+    """Copy into the store, as one pack, the blobs ``add`` will re-write as racily clean.
+
+    An entry is racy when its recorded mtime is not in an earlier second than
+    ``index``'s own mtime; ``recorded_ns`` is when the stat data in ``index``
+    was recorded (the mtime of the index it was copied from; ``None``: unknown).
+    When that is an earlier second, no entry can be racy and nothing runs.
+    Returns how many blobs were copied.
+    """
+    if not index.exists():
+        return 0  # no index yet (a repository without commits): nothing to re-write
+    timestamp = index.stat().st_mtime_ns // 10**9
+    if recorded_ns is not None and recorded_ns // 10**9 < timestamp:
+        return 0
+    env = reading_env(private_git, index)
+    listing = run_git(["ls-files", "-s", "--debug", "-z"], git_dir=git_dir, work_tree=work_tree,
+                      env=env, operation="stage_tree").stdout
+    wanted = sorted(_racy_blobs(listing, timestamp))
+    if wanted:
+        run_git(["pack-objects", "-q", str(private_git / STORE / "pack" / "pack")],
+                git_dir=git_dir, env=env, input_bytes="".join(f"{o}\n" for o in wanted).encode(),
+                operation="stage_tree")
     return len(wanted)
 
 

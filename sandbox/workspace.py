@@ -47,6 +47,7 @@ from sandbox.privategit import (
     read_tracked,
     reading_env,
     seed_index_blobs,
+    seed_racy_blobs,
     set_head,
     write_commit,
     write_tree,
@@ -201,16 +202,19 @@ def pathspec_file(path: Path, excluded: list[str]) -> Path:
 
 
 def stage_tree(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path, spec: Path,
-               attributes: bool) -> None:
+               attributes: bool, recorded_ns: int | None) -> None:
     """``git add -A`` of a work tree into ``index``, honouring ``spec``.
 
     New blobs go to the private git dir's store, and ``add`` sees no other
     object store, so it cannot freshen (rewrite the mtime of) an object of the
-    parent's; the few index blobs it must read are copied first
-    (:mod:`sandbox.privategit`). ``attributes``: the tree may have attribute files.
+    parent's; the index blobs it must read or would re-write are copied first
+    (:mod:`sandbox.privategit`). ``attributes``: the tree may have attribute
+    files; ``recorded_ns``: when the index's stat data was recorded.
     """
     seed_index_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
                      attributes=attributes)
+    seed_racy_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
+                    recorded_ns=recorded_ns)
     run_git(["add", "-A", f"--pathspec-from-file={spec}", "--pathspec-file-nul"],
             git_dir=git_dir, work_tree=work_tree, env=writing_env(private_git, index),
             operation="stage_tree")
@@ -240,7 +244,9 @@ def take_snapshot(repo: RepoInfo, state: SandboxState, private_git: Path, *,
     """
     index = state.dir / "snapshot.index"
     copied = _reusable_index(repo)
+    recorded: int | None = None
     if copied:  # the parent's stat cache makes add -A hash only what changed
+        recorded = (repo.git_dir / "index").stat().st_mtime_ns
         shutil.copyfile(repo.git_dir / "index", index)
     else:
         _index_from_head(repo, private_git, index)
@@ -248,18 +254,18 @@ def take_snapshot(repo: RepoInfo, state: SandboxState, private_git: Path, *,
     spec = pathspec_file(state.dir / "snapshot.pathspec", scan.paths)
     attributes = scan.attributes or (repo.common_dir / "info" / "attributes").is_file()
 
-    def stage() -> None:
+    def stage(recorded_ns: int | None) -> None:
         stage_tree(git_dir=repo.git_dir, work_tree=repo.top, private_git=private_git,
-                   index=index, spec=spec, attributes=attributes)
+                   index=index, spec=spec, attributes=attributes, recorded_ns=recorded_ns)
 
     try:
-        stage()
+        stage(recorded)
     except SandboxError:
         if not copied:
             raise
         index.unlink()  # an index git cannot reuse here: start from HEAD
         _index_from_head(repo, private_git, index)
-        stage()
+        stage(None)
     tree = write_tree(git_dir=repo.git_dir, private_git=private_git, index=index)
     commit = write_commit(git_dir=repo.git_dir, private_git=private_git, tree=tree,
                           parent=repo.head)

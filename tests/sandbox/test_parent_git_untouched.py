@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,8 @@ from sbx_support import OpenSandbox, backends, git, sh
 
 from policies.contract import SandboxMode
 from sandbox.files import ConfinedFiles
+from sandbox.gitsafe import run_git
+from sandbox.privategit import STORE, create_private_git, seed_racy_blobs, writing_env
 
 PACKED = "packed content\n"
 LOOSE = "loose content\n"
@@ -177,3 +181,37 @@ def test_committed_crlf_kept_when_child_edits(open_sb: OpenSandbox, tmp_path: Pa
     added = [line for line in lines if line.startswith(b"+") and not line.startswith(b"+++")]
     removed = [line for line in lines if line.startswith(b"-") and not line.startswith(b"---")]
     assert (added, removed) == ([b"+child\r"], []), patch.decode()
+
+
+# -- what a store without alternates must not cost: racily clean entries ----------------------
+
+
+def test_racily_clean_entries_found_in_the_store(tmp_path: Path) -> None:
+    """``git add`` re-hashes and re-writes every racily clean entry (mtime not before the
+    index's second): every file of a worktree collected in the second it was checked out.
+    With the parent's objects as alternates that write was a free "freshen"; into a store of
+    its own it was one loose object per file (10k files: seconds). corral packs those blobs
+    into the store first, so ``add`` writes no loose object for them."""
+    repo = tmp_path / "parent"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for i in range(200):
+        _write(repo, f"d{i % 7}/f{i}.txt", f"content {i}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+    future = int(time.time()) + 10_000  # racy whatever the clock does during the test
+    for path in repo.rglob("f*.txt"):
+        os.utime(path, (future, future))
+    git(repo, "update-index", "--refresh")
+    private = tmp_path / "private"
+    create_private_git(private, parent_git_dir=repo / ".git", common_dir=repo / ".git")
+    index = tmp_path / "copy.index"
+    shutil.copyfile(repo / ".git" / "index", index)
+    seeded = seed_racy_blobs(git_dir=repo / ".git", work_tree=repo, private_git=private,
+                             index=index, recorded_ns=None)
+    assert seeded == 200
+    run_git(["add", "-A", ":/"], git_dir=repo / ".git", work_tree=repo,
+            env=writing_env(private, index))
+    loose = [p for p in (private / STORE).rglob("*")
+             if p.is_file() and p.parent.name not in ("pack", "info")]
+    assert loose == []
