@@ -26,19 +26,11 @@ host.) Peak RSS is the container's memory
 high-water mark (cgroup v1 only); CPU seconds are the container's usage
 during the command.
 
-Paths: the workspace is mounted at its host path, so ``pwd``, absolute paths
-and the ``.git`` pointer mean the same inside. Directories above a mount that
-the image already has keep the image's mode, and an image's ``/root`` is
-``0700``: with corral running as root (state under ``~/.local/state``) the
-command's uid could not reach its own workspace by absolute path. Before the
-container starts, corral looks up (docker's archive ``HEAD``, on the created
-container) each image directory above a mount; one the command's uid cannot
-traverse gets a stand-in, and the container is created again. The stand-in is
-a read-only bind of a directory corral makes in the sandbox's state dir (mode
-755, holding only the empty mount points below it; a tmpfs will not do, as the
-runtime gives a tmpfs the mode of the directory it covers). What it hides is
-exactly what the uid could not reach; the root stays read-only and nothing of
-the host becomes visible.
+Paths: the workspace is mounted at its host path; an image directory above a
+mount that the command's uid cannot traverse (the image's ``/root`` when corral
+runs as root) gets a read-only stand-in (:mod:`sandbox.standins`), found from
+the modes docker reports (archive ``HEAD``) on the created container, which is
+then created again.
 """
 
 from __future__ import annotations
@@ -47,8 +39,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, ClassVar
 
 import docker
@@ -62,6 +53,7 @@ from sandbox.errors import BackendUnavailable, SandboxConfigError, SandboxError
 from sandbox.limits import CgroupUsage
 from sandbox.process import DRAIN_GRACE_SECONDS, OutputCapture
 from sandbox.results import ExecResult
+from sandbox.standins import closed_ancestors, make_stand_ins
 from sandbox.state import SandboxMeta, SandboxState
 from sandbox.workspace import Workspace
 
@@ -99,7 +91,6 @@ while :; do
   sleep 0.01
 done"""]
 _TMP, _HOME = "/tmp", "/tmp/home"  # noqa: S108 - the container's own tmpfs mounts
-_GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27  # Go os.FileMode bits in docker's path stat
 _KEEPALIVE_UID = 65534
 _DEFAULT_UID = 1000
 _ENGINE_ERRORS = (docker.errors.DockerException, OSError)
@@ -196,14 +187,6 @@ def _close_stream(stream: Any, sock: Any) -> None:
     stream._response.close()
 
 
-def _open_dir(path: Path) -> None:
-    """Make ``path`` and its missing parents with mode 755, whatever the umask."""
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    for directory in reversed(missing):
-        directory.mkdir(mode=0o755)
-        directory.chmod(0o755)
-
-
 def _ids(text: str) -> tuple[int, int]:
     uid, _, gid = text.partition(":")
     return int(uid), int(gid or uid)
@@ -290,10 +273,15 @@ class DockerSandbox(BaseSandbox):
             options["ulimits"] = [Ulimit(name="fsize", soft=size, hard=size)]
         container = self._create(options)
         targets = [mount.path for mount in self.workspace.mounts()]
-        masks = self._masks(targets)
+        masks = closed_ancestors(targets, image_mode=self._image_mode, uid=self._uid[0],
+                                 fresh=(_TMP,))
         if masks:  # give the image's closed directories an open, empty stand-in
             self._remove()
-            options["mounts"] = [*self._stand_ins(masks, targets), *options["mounts"]]
+            stand_ins = make_stand_ins(masks, targets, under=self.state.dir / "stand-ins")
+            options["mounts"] = [
+                *(Mount(target=str(mask), source=str(source), type="bind", read_only=True)
+                  for mask, source in stand_ins),
+                *options["mounts"]]
             container = self._create(options)
         try:
             container.start()
@@ -333,57 +321,6 @@ class DockerSandbox(BaseSandbox):
                                    f"(HTTP {response.status_code})", code="docker_failed",
                                    operation="stat", context={"container": self.id})
             return int(decode_json_header(header)["mode"])
-
-    def _masks(self, mounts: Iterable[Path]) -> list[PurePosixPath]:
-        """Image directories above a mount that the command's uid cannot traverse."""
-        targets = [PurePosixPath(path) for path in mounts]
-        own = [*targets, PurePosixPath(_TMP)]  # host directories and the container's tmpfs
-        masks: list[PurePosixPath] = []
-        modes: dict[PurePosixPath, int | None] = {}
-        for target in targets:
-            for ancestor in list(reversed(target.parents))[1:]:
-                if any(ancestor.is_relative_to(mount) for mount in own):
-                    break  # from here down, the host's modes (or a fresh tmpfs) decide
-                if ancestor not in modes:
-                    modes[ancestor] = self._image_mode(str(ancestor))
-                mode = modes[ancestor]
-                if mode is None:
-                    break  # not in the image: docker makes it, mode 755
-                if mode & _GO_SYMLINK or not mode & _GO_DIR or self._traversable(mode):
-                    continue
-                if ancestor not in masks:
-                    masks.append(ancestor)
-                break  # the stand-in hides everything below it
-        return masks
-
-    def _stand_ins(self, masks: list[PurePosixPath], targets: list[Path]) -> list[Mount]:
-        """Read-only binds over ``masks``: directories of mode 755 holding only the mount
-        points of the mounts that land in them (docker cannot make those in a read-only
-        bind)."""
-        binds = []
-        inners = [PurePosixPath(target) for target in targets]
-        for number, mask in enumerate(masks):
-            source = self.state.dir / "stand-ins" / str(number)
-            _open_dir(source)
-            for target, inner in zip(targets, inners, strict=True):
-                if not inner.is_relative_to(mask) or any(
-                        other != inner and other.is_relative_to(mask)
-                        and inner.is_relative_to(other) for other in inners):
-                    continue  # elsewhere, or inside another mount that provides its point
-                point = source.joinpath(*inner.relative_to(mask).parts)
-                if target.is_dir():
-                    _open_dir(point)
-                else:
-                    _open_dir(point.parent)
-                    point.touch(mode=0o644)
-            binds.append(Mount(target=str(mask), source=str(source), type="bind",
-                               read_only=True))
-        return binds
-
-    def _traversable(self, mode: int) -> bool:
-        """Whether the command's uid may traverse an image directory (owner unknown: root's,
-        as image directories are; only "others" count for another uid)."""
-        return bool(mode & 0o001 or (self._uid[0] == 0 and mode & 0o100))
 
     def _stats(self) -> tuple[int | None, int | None]:
         """(memory high-water bytes, CPU nanoseconds) of the container, when readable."""

@@ -16,7 +16,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import docker
 import pytest
@@ -24,8 +24,9 @@ from sbx_support import OpenSandbox, backends, make_repo, sh
 
 from policies.contract import SandboxMode
 from sandbox.config import DockerConfig
+from sandbox.standins import GO_DIR, GO_SYMLINK, closed_ancestors, make_stand_ins
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="corral must run as root (as in CI)")]
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="corral must run as root (as in CI)")
 
 DOCKER = backends(only=("docker",))
 
@@ -60,6 +61,7 @@ def _image_root_closed_to_uid_1000() -> bool:
     return bool(output.strip() == b"closed")
 
 
+@ROOT_ONLY
 @pytest.mark.parametrize("backend", DOCKER, indirect=True)
 @pytest.mark.parametrize("mode", [SandboxMode.WORKTREE, SandboxMode.READ_ONLY,
                                   SandboxMode.WORKSPACE_WRITE])
@@ -79,6 +81,7 @@ def test_child_reaches_its_workspace_by_absolute_path(open_sb: OpenSandbox, unde
     assert "# demo" in out
 
 
+@ROOT_ONLY
 @pytest.mark.parametrize("backend", DOCKER, indirect=True)
 def test_stand_in_exposes_nothing_and_stays_read_only(open_sb: OpenSandbox,
                                                       under_root: Path) -> None:
@@ -99,3 +102,42 @@ def test_stand_in_exposes_nothing_and_stays_read_only(open_sb: OpenSandbox,
     assert stand_ins.is_dir()
     sb.teardown()
     assert not stand_ins.exists()
+
+
+# -- which directories get a stand-in, and what is in one (no docker needed) ------------------
+
+IMAGE = {"/root": GO_DIR | 0o700, "/home": GO_DIR | 0o755, "/home/me": GO_DIR | 0o700,
+         "/srv": GO_SYMLINK | 0o777, "/opt": GO_DIR | 0o711, "/tmp": GO_DIR | 0o1777}
+
+
+def test_closed_ancestors_topmost_and_only_closed() -> None:
+    looked_up: list[str] = []
+
+    def image_mode(path: str) -> int | None:
+        looked_up.append(path)
+        return IMAGE.get(path)
+
+    mounts = [Path("/root/.local/state/wt"), Path("/root/.local/state/wt/.git"),
+              Path("/home/me/repo"), Path("/srv/x/y"), Path("/opt/app/repo"),
+              Path("/tmp/pytest/repo/.git/objects"), Path("/new/dir/repo")]
+    assert closed_ancestors(mounts, image_mode=image_mode, uid=1000, fresh=("/tmp",)) == [
+        PurePosixPath("/root"), PurePosixPath("/home/me")]
+    assert "/tmp" not in looked_up and "/root/.local" not in looked_up  # below a stand-in
+    assert "/new/dir" not in looked_up  # "/new" is not in the image: nothing below is
+    # root (without capabilities) owns the image's root-owned directories
+    assert closed_ancestors(mounts, image_mode=IMAGE.get, uid=0, fresh=("/tmp",)) == []
+
+
+def test_stand_in_holds_only_mount_points(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    (host / "wt").mkdir(parents=True)
+    (host / "wt" / "secret.txt").write_text("never copied")
+    (host / "pointer").write_text("gitdir: x\n")
+    mounts = [host / "wt", host / "wt" / "nested", host / "pointer"]
+    mask = PurePosixPath(host)
+    [(covered, source)] = make_stand_ins([mask], mounts, under=tmp_path / "stand-ins")
+    assert covered == mask
+    made = sorted(str(p.relative_to(source)) for p in source.rglob("*"))
+    assert made == ["pointer", "wt"]  # wt/nested lands inside the wt mount
+    assert (source / "pointer").read_text() == ""
+    assert all(p.stat().st_mode & 0o777 == 0o755 for p in (source, source / "wt"))
