@@ -37,6 +37,7 @@ from executor.runner import RunSettings, run_agent
 from executor.runview import (
     child_lines,
     diff_banner,
+    outside_lines,
     runs_line,
     show_lines,
     status_line,
@@ -194,6 +195,8 @@ def _print_record(record: RunRecord, ledger: Path) -> None:
     if record.diff:
         echo(f"\n{diff_banner(record)}", err=True)
         echo(record.diff, nl=not record.diff.endswith("\n"))
+    for line in outside_lines(record):
+        echo(line, err=True)
 
 
 @cli.command("runs")

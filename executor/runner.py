@@ -421,7 +421,9 @@ class AgentRun:
 
     @staticmethod
     def _report(child: AgentRun, record: RunRecord) -> str:
-        files = ", ".join(c["path"] for c in record.changed_files) or "none"
+        in_patch = [c for c in record.changed_files if c.get("in_patch", True)]
+        outside = [c for c in record.changed_files if not c.get("in_patch", True)]
+        files = ", ".join(c["path"] for c in in_patch) or "none"
         lines = [f"child run {record.run_id} (agent {record.agent}): {record.status.value}, "
                  f"{record.mode} sandbox; follow up with child={record.run_id}"]
         if record.error:
@@ -434,8 +436,14 @@ class AgentRun:
                      if record.mode == SandboxMode.WORKSPACE_WRITE.value else
                      "these changes are in the child's own workspace, not in yours; only the "
                      f"user merges them (corral apply {record.run_id})")
-            lines.append(f"--- diff ({len(record.changed_files)} file(s): {files}; {where}) ---")
+            lines.append(f"--- diff ({len(in_patch)} file(s): {files}; {where}) ---")
             lines.append(truncate(record.diff, MAX_DIFF_CHARS, what="the diff",
                                   hint=f"the full diff is in run {record.run_id}"))
+        if outside:  # workspace-write: changed in the checkout, but no diff can show them
+            listed = "\n".join(f"{c['status']} {c['path']} ({', '.join(c['flags'])})"
+                               for c in outside)
+            lines.append(f"--- changed outside the diff ({len(outside)}) ---")
+            lines.append(truncate(listed, MAX_RESULT_CHARS, what="the list",
+                                  hint=f"the full list is in run {record.run_id}"))
         return "\n".join(lines)
 

@@ -23,6 +23,7 @@ __all__ = [
     "diff_banner",
     "human_bytes",
     "human_seconds",
+    "outside_lines",
     "runs_line",
     "show_lines",
     "status_line",
@@ -64,7 +65,8 @@ def status_line(record: RunRecord) -> str:
 
 def diff_banner(record: RunRecord) -> str:
     """What the diff is and what to do with it, for the run's mode and state."""
-    files = f"{len(record.changed_files)} file(s) changed"
+    in_patch = [c for c in record.changed_files if c.get("in_patch", True)]
+    files = f"{len(in_patch)} file(s) changed"
     run_id = one_line(record.run_id)
     if record.mode == "workspace-write":
         return (f"--- diff: {files}, already in your checkout (workspace-write mode): "
@@ -74,6 +76,22 @@ def diff_banner(record: RunRecord) -> str:
     if record.state == "discarded":
         return f"--- diff: {files}, discarded (your checkout was not changed) ---"
     return f"--- diff: {files} (`corral apply {run_id}` merges it into your checkout) ---"
+
+
+def outside_lines(record: RunRecord) -> list[str]:
+    """Changes the child made that no diff can show (workspace-write: ignored files, nested
+    repositories, special files, permission bits), one escaped line each."""
+    outside = [c for c in record.changed_files if not c.get("in_patch", True)]
+    if not outside:
+        return []
+    lines = [f"--- changed outside the diff: {len(outside)} path(s), already in your checkout "
+             "(no diff can carry them) ---"]
+    for change in outside:
+        flags = ", ".join(change.get("flags") or ())
+        detail = f": {change['detail']}" if change.get("detail") else ""
+        lines.append(one_line(f"  {change['status']:12} {change['path']}"
+                              f"{f'  [{flags}]' if flags else ''}{detail}"))
+    return lines
 
 
 def child_lines(record: RunRecord, child: Callable[[str], RunRecord | None]) -> list[str]:

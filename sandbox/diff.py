@@ -11,11 +11,15 @@ pointer is never followed, and the parent's own configuration is never read):
 2. a copy of the baseline index (written at creation, never visible to the
    child) is brought up to date with ``add -A``, minus nested repositories,
    ``.git`` aliases and special files (found by :func:`sandbox.scan.scan_tree`);
-   new blobs go to the private object directory, never into the parent's
-   repository;
+   new blobs go to the private git dir's store, and that ``add`` sees no other
+   object store, so nothing in the parent's repository is written or freshened;
 3. gitlinks are put back as they were and reported;
 4. ``diff-index --cached -p --binary -M`` against the snapshot commit gives the
-   patch, and ``--raw``/``--numstat`` the structured list.
+   patch, and ``--raw``/``--numstat`` the structured list;
+5. in workspace-write mode, the tree's lstat manifest is compared with the one
+   taken at creation, and every change git's diff does not show (ignored files,
+   nested repositories, special files...) is listed too, ``in_patch=False``
+   (:mod:`sandbox.changes`).
 
 The patch is streamed (:func:`sandbox.gitsafe.stream_git`): :func:`compute_diff`
 stops git as soon as the patch passes ``max_bytes`` (:class:`DiffTooLarge`,
@@ -37,10 +41,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from policies.contract import SandboxMode
+from sandbox.changes import RECORD_FILE, TreeRecord, outside_changes
 from sandbox.errors import DiffTooLarge
-from sandbox.gitsafe import git_env, run_git, stream_git
+from sandbox.gitsafe import run_git, stream_git
 from sandbox.names import review_flags
-from sandbox.privategit import verify_private_git
+from sandbox.privategit import reading_env, verify_private_git
 from sandbox.results import ChangedFile, ChangeStatus, DiffResult, ExcludedPath
 from sandbox.scan import scan_tree
 from sandbox.state import SandboxState
@@ -119,6 +124,21 @@ class _Prepared:
     write_patch: _PatchWriter
 
 
+def _record(ws: Workspace, state: SandboxState) -> TreeRecord | None:
+    """The tree as a workspace-write child found it (saved on disk for gc), else ``None``."""
+    if ws.mode is not SandboxMode.WORKSPACE_WRITE:
+        return None
+    if ws.record is None and (state.dir / RECORD_FILE).exists():
+        ws.record = TreeRecord.load(state.dir / RECORD_FILE)
+    return ws.record
+
+
+def _index_paths(git_dir: Path, work_tree: Path, index: Path) -> set[str]:
+    listing = run_git(["ls-files", "-z"], git_dir=git_dir, work_tree=work_tree,
+                      env=reading_env(git_dir, index), operation="collect_diff").stdout
+    return {path.decode("utf-8", "surrogateescape") for path in listing.split(b"\0") if path}
+
+
 def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Prepared | None:
     """Stage the child's tree and list its changes (``None`` in read-only mode)."""
     if (ws.mode is SandboxMode.READ_ONLY or ws.base_commit is None or ws.baseline_index is None
@@ -128,10 +148,12 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Pre
     verify_private_git(git_dir, ws.git_files)
     index = state.dir / "collect.index"
     shutil.copyfile(ws.baseline_index, index)
-    env = git_env(index_file=index)
-    scan = scan_tree(ws.root)
+    record = _record(ws, state)
+    scan = scan_tree(ws.root, manifest=record is not None)
     spec = pathspec_file(state.dir / "collect.pathspec", scan.paths)
-    stage_tree(git_dir=git_dir, work_tree=ws.root, env=env, spec=spec)
+    stage_tree(git_dir=git_dir, work_tree=ws.root, private_git=git_dir, index=index, spec=spec,
+               attributes=scan.attributes, recorded_ns=ws.baseline_index.stat().st_mtime_ns)
+    env = reading_env(git_dir, index)  # every command below only reads objects
 
     def git(*args: str) -> bytes:
         return run_git(list(args), git_dir=git_dir, work_tree=ws.root, env=env,
@@ -153,6 +175,13 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Pre
                      for e in gitlinks]
         entries = _parse_raw(git("diff-index", *_DIFF_OPTIONS, "--raw", "-z", base))
     binary = _binary_paths(git("diff-index", *_DIFF_OPTIONS, "--numstat", "-z", base))
+    changed = [_changed(entry, binary, setid) for entry in entries]
+    if record is not None:
+        reported = {e.path for e in entries} | {e.old_path for e in entries if e.old_path}
+        # What git compares by content: the final index, and what it reports (deletions).
+        tracked = _index_paths(git_dir, ws.root, index) | reported
+        changed += outside_changes(record, TreeRecord.of(scan), tracked=tracked,
+                                   reported=reported, setid=setid)
 
     def write_patch(sink: BinaryIO, limit: int | None) -> int | None:
         return stream_git(["diff-index", *_DIFF_OPTIONS, "-p", "--binary", "--src-prefix=a/",
@@ -161,7 +190,7 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Pre
 
     result = DiffResult(
         sandbox_id=state.id, base_commit=base, patch=b"",
-        changed=tuple(_changed(entry, binary, setid) for entry in entries),
+        changed=tuple(changed),
         excluded=tuple(sorted(excluded, key=lambda e: e.path)),
         setid_cleared=tuple(sorted(setid)),
     )

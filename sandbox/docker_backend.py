@@ -25,6 +25,12 @@ makes inert inside the container, and :mod:`sandbox.setid` clears it on the
 host.) Peak RSS is the container's memory
 high-water mark (cgroup v1 only); CPU seconds are the container's usage
 during the command.
+
+Paths: the workspace is mounted at its host path; an image directory above a
+mount that the command's uid cannot traverse (the image's ``/root`` when corral
+runs as root) gets a read-only stand-in (:mod:`sandbox.standins`), found from
+the modes docker reports (archive ``HEAD``) on the created container, which is
+then created again.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Any, ClassVar
 
 import docker
 from docker.types import Mount, Ulimit
+from docker.utils import decode_json_header
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox, ExecSpec
@@ -46,6 +53,7 @@ from sandbox.errors import BackendUnavailable, SandboxConfigError, SandboxError
 from sandbox.limits import CgroupUsage
 from sandbox.process import DRAIN_GRACE_SECONDS, OutputCapture
 from sandbox.results import ExecResult
+from sandbox.standins import closed_ancestors, make_stand_ins
 from sandbox.state import SandboxMeta, SandboxState
 from sandbox.workspace import Workspace
 
@@ -247,7 +255,7 @@ class DockerSandbox(BaseSandbox):
         keepalive = _KEEPALIVE_UID if self._uid[0] != _KEEPALIVE_UID else _KEEPALIVE_UID - 1
         tmp = f"rw,nosuid,nodev,size={limits.tmp_size_bytes}"
         options: dict[str, Any] = {
-            "command": ["sleep", "infinity"], "name": self.id, "detach": True, "init": True,
+            "command": ["sleep", "infinity"], "name": self.id, "init": True,
             "labels": {LABEL: self.id, STATE_LABEL: str(self.state.root)},
             "network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
             "read_only": True, "user": f"{keepalive}:{keepalive}", "hostname": "sandbox",
@@ -263,20 +271,56 @@ class DockerSandbox(BaseSandbox):
         if limits.file_size_bytes is not None:
             size = limits.file_size_bytes
             options["ulimits"] = [Ulimit(name="fsize", soft=size, hard=size)]
+        container = self._create(options)
+        targets = [mount.path for mount in self.workspace.mounts()]
+        masks = closed_ancestors(targets, image_mode=self._image_mode, uid=self._uid[0],
+                                 fresh=(_TMP,))
+        if masks:  # give the image's closed directories an open, empty stand-in
+            self._remove()
+            stand_ins = make_stand_ins(masks, targets, under=self.state.dir / "stand-ins")
+            options["mounts"] = [
+                *(Mount(target=str(mask), source=str(source), type="bind", read_only=True)
+                  for mask, source in stand_ins),
+                *options["mounts"]]
+            container = self._create(options)
         try:
-            self._client.containers.run(self.config.image, **options)
-        except docker.errors.ImageNotFound as exc:
-            raise BackendUnavailable(f"the sandbox image {self.config.image} is not present",
-                                     code="image_missing", operation="start",
-                                     hint=_BUILD_HINT) from exc
+            container.start()
         except _ENGINE_ERRORS as exc:
-            raise self._translate(exc, "run") from exc
+            raise self._translate(exc, "start") from exc
         try:
             attrs = self._client.api.inspect_container(self.id)
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "inspect") from exc
         self._cgroup = CgroupUsage.of_pid(int(attrs.get("State", {}).get("Pid") or 0))
         self._cpu_ns = self._stats()[1] or 0
+
+    def _create(self, options: dict[str, Any]) -> Any:
+        try:
+            return self._client.containers.create(self.config.image, **options)
+        except docker.errors.ImageNotFound as exc:
+            raise BackendUnavailable(f"the sandbox image {self.config.image} is not present",
+                                     code="image_missing", operation="start",
+                                     hint=_BUILD_HINT) from exc
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "create") from exc
+
+    def _image_mode(self, path: str) -> int | None:
+        """The Go file mode of ``path`` in the created container, ``None`` if it is absent."""
+        api = self._client.api
+        url = f"{api.base_url}/v{api.api_version}/containers/{self.id}/archive"
+        try:
+            response = api.head(url, params={"path": path}, timeout=self.config.api_timeout_seconds)
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "stat") from exc
+        with response:
+            if response.status_code == 404:
+                return None
+            header = response.headers.get("X-Docker-Container-Path-Stat")
+            if response.status_code != 200 or not header:
+                raise SandboxError(f"docker cannot stat {path} in the image "
+                                   f"(HTTP {response.status_code})", code="docker_failed",
+                                   operation="stat", context={"container": self.id})
+            return int(decode_json_header(header)["mode"])
 
     def _stats(self) -> tuple[int | None, int | None]:
         """(memory high-water bytes, CPU nanoseconds) of the container, when readable."""
@@ -395,15 +439,19 @@ class DockerSandbox(BaseSandbox):
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "stop") from exc
 
-    def _close(self) -> None:
-        if self._client is None:
-            return
+    def _remove(self) -> None:
         try:
             self._client.api.remove_container(self.id, force=True)
         except docker.errors.NotFound:
             pass
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "remove") from exc
+
+    def _close(self) -> None:
+        if self._client is None:
+            return
+        try:
+            self._remove()
         finally:
             self._client.close()
             self._client = None

@@ -78,7 +78,7 @@ class ExecResult(BaseModel):
 
 ChangeStatus = Literal["added", "modified", "deleted", "renamed", "type_changed"]
 ExcludedReason = Literal[
-    "nested_repository", "protected_name", "special_file", "gitlink", "too_deep"
+    "nested_repository", "protected_name", "special_file", "gitlink", "too_deep", "unreadable"
 ]
 
 
@@ -96,7 +96,15 @@ class ChangedFile(BaseModel):
     #: Review flags: ``symlink``, ``executable``, ``mode_change``, ``agent_config``,
     #: ``ci_config``, ``git_metadata``, ``build_script``, and ``setid_cleared`` (the child
     #: made it setuid/setgid; corral cleared those bits, which a patch never carries).
+    #: A change the patch does not carry (``in_patch=False``) also says why: ``ignored``,
+    #: ``nested_repository``, ``special_file``, ``protected_name``, ``unreadable``,
+    #: ``directory``, ``owner_change`` (:mod:`sandbox.changes`).
     flags: tuple[str, ...] = ()
+    #: Whether the patch carries this change. In workspace-write mode the child changed
+    #: the checkout itself, and changes git cannot show are listed too, with ``False``.
+    in_patch: bool = True
+    #: More about a change the patch does not carry ("12 entries" in a directory).
+    detail: str = ""
 
 
 class ExcludedPath(BaseModel):
@@ -133,8 +141,8 @@ class DiffResult(BaseModel):
 
     @property
     def is_empty(self) -> bool:
-        """No change at all."""
-        return not self.patch
+        """No change at all (in the patch, or outside it)."""
+        return not self.patch and not self.changed
 
     @property
     def flagged(self) -> tuple[ChangedFile, ...]:

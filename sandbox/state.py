@@ -5,8 +5,15 @@ Layout under the state root (default ``$CORRAL_STATE_DIR``, else
 
     sandboxes/<id>/meta.json        what exists (repo, worktree, container, cgroup, owner)
     sandboxes/<id>/*.index          private git indexes (never visible to the child)
-    sandboxes/<id>/git/             the child's private git dir: snapshot and diff objects,
-                                    alternates to the parent's objects (read-only to the child)
+    sandboxes/<id>/git/             the child's private git dir (read-only to the child):
+                                    alternates to its own store and the parent's objects
+    sandboxes/<id>/git/store/       the only object dir a git that WRITES objects sees
+                                    (snapshot and diff objects; no alternates, so the
+                                    parent's objects are never freshened)
+    sandboxes/<id>/tree.manifest    workspace-write: the lstat manifest of the checkout at
+                                    the start (changes no diff can show)
+    sandboxes/<id>/stand-ins/       docker: 0755 stand-ins for image directories above a
+                                    mount that the command's uid could not traverse
     sandboxes/<id>/home, tmp/       the host backend's HOME and TMPDIR
     worktrees/<id>/                 the child's worktree (worktree mode)
     results/<id>/diff.patch         the captured diff, written before anything is removed

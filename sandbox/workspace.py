@@ -3,13 +3,16 @@
 The snapshot is the parent's working tree as it is now (``HEAD`` + staged +
 unstaged + untracked, minus ignored files, nested repositories, ``.git``
 aliases and special files), built with a private index and committed (fixed
-identity and date, parent ``HEAD``) into the child's private object directory
-(:mod:`sandbox.privategit`): nothing is written into the parent's ``.git``.
+identity and date, parent ``HEAD``) into the child's private object store
+(:mod:`sandbox.privategit`): nothing is written into the parent's ``.git``, not
+even an mtime (no git command that writes an object sees the parent's store).
 Modes:
 
 - ``read-only``: the parent's checkout itself, nothing writable, no snapshot;
 - ``workspace-write``: the parent's checkout, writable; its git directories
-  (and any nested repository's ``.git``) read-only; the snapshot is the diff base;
+  (and any nested repository's ``.git``) read-only; the snapshot is the diff base,
+  and an lstat manifest of the whole tree finds what git's diff cannot show
+  (:mod:`sandbox.changes`);
 - ``worktree``: a fresh checkout of the snapshot under the state root
   (``worktrees/<id>``, outside the working tree and the git dir, so never in
   ``git status`` or ``git worktree list``), populated by a hardened
@@ -35,11 +38,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from policies.contract import SandboxMode
+from sandbox.changes import RECORD_FILE, TreeRecord
 from sandbox.errors import SandboxConfigError, SandboxError
-from sandbox.gitsafe import SNAPSHOT_IDENTITY, check_repository_config, git_env, run_git
-from sandbox.privategit import create_private_git, object_dirs, read_tracked, set_head
+from sandbox.gitsafe import check_repository_config, git_env, run_git
+from sandbox.privategit import (
+    create_private_git,
+    object_dirs,
+    read_tracked,
+    reading_env,
+    seed_index_blobs,
+    seed_racy_blobs,
+    set_head,
+    write_commit,
+    write_tree,
+    writing_env,
+)
 from sandbox.results import ExcludedPath
-from sandbox.scan import scan_tree
+from sandbox.scan import ScanResult, scan_tree
 from sandbox.state import SandboxMeta, SandboxState
 
 __all__ = [
@@ -91,6 +106,8 @@ class Workspace:
     git_files: dict[str, str] = field(default_factory=dict)
     snapshot_excluded: tuple[ExcludedPath, ...] = ()
     nested_git: tuple[str, ...] = ()
+    #: The tree as the child found it (workspace-write; see :mod:`sandbox.changes`).
+    record: TreeRecord | None = None
 
     @property
     def writable(self) -> bool:
@@ -184,43 +201,76 @@ def pathspec_file(path: Path, excluded: list[str]) -> Path:
     return path
 
 
-def stage_tree(*, git_dir: Path, work_tree: Path, env: dict[str, str], spec: Path) -> None:
-    """``git add -A`` of a work tree into the index named by ``env``, honouring ``spec``."""
+def stage_tree(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path, spec: Path,
+               attributes: bool, recorded_ns: int | None) -> None:
+    """``git add -A`` of a work tree into ``index``, honouring ``spec``.
+
+    New blobs go to the private git dir's store, and ``add`` sees no other
+    object store, so it cannot freshen (rewrite the mtime of) an object of the
+    parent's; the index blobs it must read or would re-write are copied first
+    (:mod:`sandbox.privategit`). ``attributes``: the tree may have attribute
+    files; ``recorded_ns``: when the index's stat data was recorded.
+    """
+    seed_index_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
+                     attributes=attributes)
+    seed_racy_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
+                    recorded_ns=recorded_ns)
     run_git(["add", "-A", f"--pathspec-from-file={spec}", "--pathspec-file-nul"],
-            git_dir=git_dir, work_tree=work_tree, env=env, operation="stage_tree")
+            git_dir=git_dir, work_tree=work_tree, env=writing_env(private_git, index),
+            operation="stage_tree")
 
 
-def take_snapshot(repo: RepoInfo, state: SandboxState, private_git: Path
-                  ) -> tuple[str, Path, list[ExcludedPath], list[str]]:
-    """Commit the parent's current working tree into ``private_git``'s object directory.
+def _reusable_index(repo: RepoInfo) -> bool:
+    """Whether the parent's index can be copied: it exists and is not split (git freshens
+    the ``sharedindex.*`` file of a split index it reads, in the parent's git dir)."""
+    return (repo.git_dir / "index").is_file() and not any(repo.git_dir.glob("sharedindex.*"))
 
-    Returns (commit, index, excluded paths, nested repositories' ``.git``).
+
+def _index_from_head(repo: RepoInfo, private_git: Path, index: Path) -> None:
+    """Fill a fresh ``index`` from ``HEAD`` with current stat data (reads objects only)."""
+    if repo.head is None:
+        return
+    env = reading_env(private_git, index)
+    run_git(["read-tree", repo.head], git_dir=repo.git_dir, env=env, operation="snapshot")
+    run_git(["update-index", "-q", "--refresh"], git_dir=repo.git_dir, work_tree=repo.top,
+            env=env, check=False, operation="snapshot")
+
+
+def take_snapshot(repo: RepoInfo, state: SandboxState, private_git: Path, *,
+                  manifest: bool = False) -> tuple[str, Path, ScanResult]:
+    """Commit the parent's current working tree into ``private_git``'s store.
+
+    Returns (commit, index, the scan of the tree, with its lstat manifest if asked).
     """
     index = state.dir / "snapshot.index"
-    copied = (repo.git_dir / "index").is_file()
+    copied = _reusable_index(repo)
+    recorded: int | None = None
     if copied:  # the parent's stat cache makes add -A hash only what changed
+        recorded = (repo.git_dir / "index").stat().st_mtime_ns
         shutil.copyfile(repo.git_dir / "index", index)
-    scan = scan_tree(repo.top)
+    else:
+        _index_from_head(repo, private_git, index)
+    scan = scan_tree(repo.top, manifest=manifest)
     spec = pathspec_file(state.dir / "snapshot.pathspec", scan.paths)
-    objects = private_git / "objects"
-    env = git_env(index_file=index, object_dir=objects)
+    attributes = scan.attributes or (repo.common_dir / "info" / "attributes").is_file()
+
+    def stage(recorded_ns: int | None) -> None:
+        stage_tree(git_dir=repo.git_dir, work_tree=repo.top, private_git=private_git,
+                   index=index, spec=spec, attributes=attributes, recorded_ns=recorded_ns)
+
     try:
-        stage_tree(git_dir=repo.git_dir, work_tree=repo.top, env=env, spec=spec)
+        stage(recorded)
     except SandboxError:
         if not copied:
             raise
-        index.unlink()  # an index git cannot reuse here (split index...): start from HEAD
-        if repo.head:
-            run_git(["read-tree", repo.head], git_dir=repo.git_dir, env=env)
-        stage_tree(git_dir=repo.git_dir, work_tree=repo.top, env=env, spec=spec)
-    tree = run_git(["write-tree"], git_dir=repo.git_dir, env=env).stdout.decode().strip()
-    parents = ["-p", repo.head] if repo.head else []
-    commit = run_git(
-        ["commit-tree", tree, *parents, "-m", "corral snapshot"], git_dir=repo.git_dir,
-        env=git_env(object_dir=objects, extra=SNAPSHOT_IDENTITY), operation="snapshot",
-    ).stdout.decode().strip()
+        index.unlink()  # an index git cannot reuse here: start from HEAD
+        _index_from_head(repo, private_git, index)
+        stage(None)
+    tree = write_tree(git_dir=repo.git_dir, private_git=private_git, index=index)
+    commit = write_commit(git_dir=repo.git_dir, private_git=private_git, tree=tree,
+                          parent=repo.head)
     set_head(private_git, commit)
-    return commit, index, scan.excluded, scan.nested_git
+    return commit, index, scan
 
 
 def create_workspace(
@@ -236,14 +286,18 @@ def create_workspace(
     check_repository_config(repo.git_dir)  # the snapshot runs git with the parent's config
     private_git = state.private_git
     create_private_git(private_git, parent_git_dir=repo.git_dir, common_dir=repo.common_dir)
-    commit, index, excluded, nested = take_snapshot(repo, state, private_git)
+    in_place = mode is SandboxMode.WORKSPACE_WRITE
+    commit, index, scan = take_snapshot(repo, state, private_git, manifest=in_place)
     baseline = state.dir / "baseline.index"
     workspace = Workspace(repo=repo, mode=mode, root=repo.top, base_commit=commit,
                           baseline_index=baseline, private_git=private_git,
-                          git_files=read_tracked(private_git), snapshot_excluded=tuple(excluded))
-    if mode is SandboxMode.WORKSPACE_WRITE:
+                          git_files=read_tracked(private_git),
+                          snapshot_excluded=tuple(scan.excluded))
+    if in_place:  # the child writes the checkout: remember all of it, git's view or not
         shutil.copyfile(index, baseline)
-        workspace.nested_git = tuple(nested)
+        workspace.nested_git = tuple(scan.nested_git)
+        workspace.record = TreeRecord.of(scan)
+        workspace.record.save(state.dir / RECORD_FILE)
         return workspace
     worktree = state.worktree
     worktree.mkdir(mode=0o700)  # the owner only (chowned to the container user below)

@@ -1,0 +1,95 @@
+"""Stand-ins for image directories a container user cannot traverse (docker backend).
+
+The docker backend mounts the workspace at its host path, so ``pwd``, absolute
+paths and the ``.git`` pointer mean the same inside the container. Directories
+above a mount that the image already has keep the image's mode, and an image's
+``/root`` is ``0700``: with corral running as root (state under
+``~/.local/state``), the command's uid could not reach its own workspace by an
+absolute path. :func:`closed_ancestors` finds such directories from their mode
+in the image (looked up by the backend); :func:`make_stand_ins` builds, for
+each, a directory of mode 755 holding only the empty mount points that land in
+it, to be bound read-only over it. A tmpfs will not do: the runtime gives a
+tmpfs the mode of the directory it covers. What a stand-in hides is exactly
+what the uid could not reach; nothing of the host is in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePosixPath
+
+__all__ = ["closed_ancestors", "make_stand_ins"]
+
+#: Go ``os.FileMode`` bits, as docker reports a path's mode.
+GO_DIR, GO_SYMLINK = 1 << 31, 1 << 27
+
+
+def _traversable(mode: int, uid: int) -> bool:
+    """Whether ``uid`` may traverse an image directory. Its owner is not reported: image
+    directories are root's, so only "others" count for another uid."""
+    return bool(mode & 0o001 or (uid == 0 and mode & 0o100))
+
+
+def closed_ancestors(mounts: Iterable[Path], *, image_mode: Callable[[str], int | None],
+                     uid: int, fresh: Iterable[str] = ()) -> list[PurePosixPath]:
+    """Image directories above a mount that ``uid`` cannot traverse, topmost only.
+
+    ``image_mode(path)`` is the path's Go file mode in the image (``None``:
+    absent, so the runtime makes it with mode 755); ``fresh`` are the
+    container's own tmpfs mounts, whose insides the runtime makes too.
+    """
+    targets = [PurePosixPath(path) for path in mounts]
+    own = [*targets, *(PurePosixPath(path) for path in fresh)]
+    masks: list[PurePosixPath] = []
+    modes: dict[PurePosixPath, int | None] = {}
+    for target in targets:
+        for ancestor in list(reversed(target.parents))[1:]:
+            if any(ancestor.is_relative_to(mount) for mount in own):
+                break  # from here down, the host's modes (or a fresh tmpfs) decide
+            if ancestor not in modes:
+                modes[ancestor] = image_mode(str(ancestor))
+            mode = modes[ancestor]
+            if mode is None:
+                break  # not in the image: the runtime makes it and what is below
+            if mode & GO_SYMLINK or not mode & GO_DIR or _traversable(mode, uid):
+                continue
+            if ancestor not in masks:
+                masks.append(ancestor)
+            break  # the stand-in hides everything below it
+    return masks
+
+
+def _open_dir(path: Path) -> None:
+    """Make ``path`` and its missing parents with mode 755, whatever the umask."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o755)
+        directory.chmod(0o755)
+
+
+def make_stand_ins(masks: list[PurePosixPath], mounts: list[Path], *,
+                   under: Path) -> list[tuple[PurePosixPath, Path]]:
+    """(directory to cover, stand-in made under ``under``) for each of ``masks``.
+
+    Each stand-in holds the mount point of every mount that lands directly in
+    it (not inside another mount), as an empty directory or file like its
+    source, since the runtime cannot make them in a read-only bind.
+    """
+    pairs = []
+    inners = [PurePosixPath(mount) for mount in mounts]
+    for number, mask in enumerate(masks):
+        source = under / str(number)
+        _open_dir(source)
+        for mount, inner in zip(mounts, inners, strict=True):
+            if not inner.is_relative_to(mask) or any(
+                    other != inner and other.is_relative_to(mask) and inner.is_relative_to(other)
+                    for other in inners):
+                continue  # elsewhere, or inside another mount that provides its point
+            point = source.joinpath(*inner.relative_to(mask).parts)
+            if mount.is_dir():
+                _open_dir(point)
+            else:
+                _open_dir(point.parent)
+                point.touch(mode=0o644)
+        pairs.append((mask, source))
+    return pairs
