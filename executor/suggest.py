@@ -62,6 +62,11 @@ def unknown_agent(name: str, result: LoadResult, *, trusted: bool = True,
         source = untrusted.agents[name].origin.source
         hints.append(f"{one_line(source)} defines it, but project agents load only with "
                      "--trust-project")
+    elif not trusted and untrusted is not None:
+        hidden = len(set(untrusted.agents) - set(result.agents))
+        if hidden:
+            hints.append(f"the project defines {hidden} more agent(s), loaded only with "
+                         "--trust-project")
     count = len(result.agents)
     hints.append(f"`corral agents list` lists the {count} agent(s) loaded" if count else
                  "no agent is loaded: `corral agents check` says what was found and why not")
