@@ -45,7 +45,7 @@ BACKENDS: dict[str, type[BackendConfig]] = {
     "auto": AutoConfig, "host": HostConfig, "bubblewrap": BubblewrapConfig, "docker": DockerConfig,
 }
 STATUS_EXIT = {RunStatus.COMPLETED: 0, RunStatus.FAILED: 3, RunStatus.TIMEOUT: 3,
-               RunStatus.DENIED: 4, RunStatus.CANCELLED: 130}
+               RunStatus.DENIED: 4, RunStatus.CANCELLED: 130, RunStatus.STEP_LIMIT: 1}
 
 
 def run_json(record: RunRecord) -> dict[str, Any]:

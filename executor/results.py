@@ -2,7 +2,7 @@
 
 Every run writes one record: its id, the agent and its contract digest, the
 backend and mode, the status (``completed``, ``failed``, ``denied``,
-``timeout``, ``cancelled``), the final text, the unified diff and changed
+``timeout``, ``cancelled``, ``step_limit``), the final text, the unified diff and changed
 files, the transcript (JSONL), the audit of every tool call with its decision,
 the denied calls, usage, timings and resource use.
 
@@ -54,6 +54,8 @@ class RunStatus(StrEnum):
     DENIED = "denied"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    #: Stopped by its step limit: the final text is the one text-only summary request.
+    STEP_LIMIT = "step_limit"
 
 
 class RunRecord(BaseModel):

@@ -241,6 +241,8 @@ class AgentRun:
         try:
             session = self.session if self.session is not None else self._open()
             outcome = session.run(prompt)
+            if outcome.stopped_by != "answer":  # the summary of a stopped run, not an answer
+                status = RunStatus.STEP_LIMIT
         except RunTimeout as exc:
             status, error = RunStatus.TIMEOUT, exc.to_dict()
         except SandboxDenied as exc:

@@ -74,9 +74,9 @@ class Message:
 class Sampling:
     """Per-request settings; ``None`` leaves the provider's default.
 
-    ``tool_choice="none"`` keeps the tool definitions in the request (a
-    conversation with tool calls in it needs them) but forbids new calls: the
-    session's one text-only finalization request uses it.
+    ``tool_choice="none"`` keeps the tool definitions in the request but
+    forbids new calls (a provider feature; the session's finalization request
+    sends no tools at all instead, as zuno's spec says).
     """
 
     temperature: float | None = None
