@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
+from executor.offer import root_capability
 from executor.text import one_line, printable
 from executor.views import agent_json, list_json, render_show
 from executor.watch import watch_definitions
@@ -74,9 +75,8 @@ def load(root: Path, trust_project: bool, config_file: Path | None, strict: bool
                     config_file=config_file, options=options, env=Environment.from_env())
 
 
-def _root_capability() -> Capability:
-    user = load_user_config()
-    return Capability.root(custom_tools=user.custom_tools, depth=user.subagent_depth)
+def _root_capability(registry: LoadResult | None = None) -> Capability:
+    return root_capability(load_user_config(), registry)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -136,9 +136,10 @@ def agents_show(root: Path, trust_project: bool, config_file: Path | None, stric
                           hint="\n".join(related) if related else (
                               None if trust_project else "project agents need --trust-project"))
     if as_json:
-        click.echo(json.dumps(agent_json(contract, effective=_root_capability()), indent=2))
+        click.echo(json.dumps(agent_json(contract, effective=_root_capability(result),
+                                         agents=result.agents), indent=2))
     else:
-        echo(render_show(contract, _root_capability()))
+        echo(render_show(contract, _root_capability(result), result.agents))
 
 
 @agents.command("check")

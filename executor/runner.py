@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +31,19 @@ from executor.dispatch import ApprovalHandler, Dispatcher, ToolDenied
 from executor.errors import ModelError, RunError
 from executor.merge_preimages import capture_preimages
 from executor.models import Model, Sampling, ScriptedModel, resolve_model
+from executor.offer import make_offer
 from executor.results import RunRecord, RunStatus, new_run_id, now_iso, write_run
 from executor.session import ProgressEvent, RunTimeout, Session, SessionOutcome, SharedLimits
 from executor.skills import resolve_skills
-from executor.tools import ToolContext, native_tools, truncate
+from executor.tools import ToolContext, native_tools, truncate, with_overrides
+from executor.tools.agents import MAX_INSTRUCTIONS_BYTES
 from policies.capability import Capability, DelegationDenied, check_delegation, derive_child
 from policies.config import UserConfig
 from policies.contract import AgentContract, AgentStatus, ModelRoute, SandboxMode
 from policies.loader import Environment, LoadResult
 from policies.loader.models import parse_ref
+from policies.scoping import delegation_targets, local_name, namespace_of, resolve_agent
+from policies.templates import render as render_template
 from sandbox.config import BackendConfig
 from sandbox.errors import SandboxConfigError, SandboxDenied, SandboxError
 from sandbox.factory import open_sandbox
@@ -137,6 +142,19 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     return record
 
 
+def _task_contract(instructions: str | None) -> tuple[str | None, str | None]:
+    """pi's ``instructions`` task contract, cut to 16 KB (at a character boundary), and a
+    note saying so when it was cut."""
+    if instructions is None or not instructions.strip():
+        return None, None
+    data = instructions.encode("utf-8")
+    if len(data) <= MAX_INSTRUCTIONS_BYTES:
+        return instructions, None
+    kept = data[:MAX_INSTRUCTIONS_BYTES].decode("utf-8", "ignore")
+    return kept, (f"the instructions task contract was cut to 16 KB ({len(data)} bytes given, "
+                  f"{len(kept.encode('utf-8'))} kept)")
+
+
 def _deadline(*limits: float | None) -> float | None:
     present = [limit for limit in limits if limit is not None]
     return time.monotonic() + min(present) if present else None
@@ -147,8 +165,9 @@ class AgentRun:
 
     def __init__(self, settings: RunSettings, contract: AgentContract, capability: Capability,
                  model: Model, *, repo: Path, depth: int, parent_run: str | None,
-                 deadline: float | None) -> None:
+                 deadline: float | None, handoff: str | None = None) -> None:
         self.settings = settings
+        self.handoff = handoff
         self.contract = contract
         self.capability = capability
         self.model = model
@@ -182,20 +201,27 @@ class AgentRun:
                                     mode=self.capability.sandbox,
                                     state_root=self.settings.state_root)
         self.record = self.record.model_copy(update={"backend": self.sandbox.backend})
-        bindings = {b.name: b for b in self.contract.tool_bindings}
+        # One offer for the schemas and for `agents show`: they cannot disagree.
+        offer = make_offer(self.capability, self.contract, self.settings.registry.agents)
+        descriptions = dict(offer.descriptions)
+        implemented = native_tools(use_ripgrep=self.settings.use_ripgrep,
+                                   delegate_targets=offer.targets,
+                                   delegate_description=descriptions.pop("delegate", None))
+        overrides = {b.name: b.overrides for b in self.contract.tool_bindings if b.enabled}
+        tools = {name: with_overrides(implemented[name], overrides.get(name, {}))
+                 for name in (*offer.tools, *offer.deferred)}
         self.context = ToolContext(sandbox=self.sandbox, agent=self.contract.name,
                                    delegate=self.delegate, list_agents=self.delegable,
                                    deadline=self.deadline)
         dispatcher = Dispatcher(
-            agent=self.contract.name, capability=self.capability,
-            tools=native_tools(use_ripgrep=self.settings.use_ripgrep), context=self.context,
-            approval=self.settings.approval,
-            descriptions={n: b.description for n, b in bindings.items() if b.description},
-            deferred=frozenset(n for n, b in bindings.items() if b.deferred),
-            paths=self._spellings,
+            agent=self.contract.name, capability=self.capability, tools=tools,
+            context=self.context, approval=self.settings.approval, descriptions=descriptions,
+            deferred=frozenset(offer.deferred), paths=self._spellings, names=offer.names,
+            unavailable=offer.unavailable,
         )
         self.context.permits = dispatcher.permits
-        self.context.deferred = {n: b.description or n for n, b in bindings.items() if b.deferred}
+        self.context.deferred = {offer.wire(n): descriptions.get(n) or tools[n].description
+                                 for n in offer.deferred}
         self.context.activate = dispatcher.activate
         self.session = Session(
             agent=self.contract.name, model=self.model, dispatcher=dispatcher,
@@ -228,8 +254,13 @@ class AgentRun:
 
     def _system_prompt(self, skills: list[str]) -> str:
         root = self.sandbox.root if self.sandbox is not None else self.repo
-        parts = [self.contract.instructions.strip() or
-                 f"You are the {self.contract.name} agent."]
+        instructions = self.contract.instructions.strip()
+        if self.contract.instructions_template:  # filled in when the session starts
+            instructions = render_template(instructions, today=date.today())
+        parts = [instructions or f"You are the {self.contract.name} agent."]
+        if self.handoff:
+            parts.append(f"## Task contract from the agent that delegated to you\n\n"
+                         f"{self.handoff}")
         parts += [f"## Skill\n\n{text}" for text in skills]
         parts.append(f"You work in {root} ({self.capability.sandbox.value} "
                      "sandbox); tool paths are relative to it.")
@@ -325,28 +356,32 @@ class AgentRun:
     # -- delegation ------------------------------------------------------------------------
 
     def delegable(self) -> list[tuple[str, str]]:
-        """Agents this one may delegate to right now."""
-        out = []
-        for name, contract in sorted(self.settings.registry.agents.items()):
-            try:
-                check_delegation(self.capability, contract)
-            except DelegationDenied:
-                continue
-            out.append((name, contract.description or ""))
-        return out
+        """Agents this one may delegate to right now (of its namespace, by the names it
+        uses for them)."""
+        return [(local_name(c), c.description or "") for c in delegation_targets(
+            self.capability, self.contract, self.settings.registry.agents.values())]
 
-    def delegate(self, agent: str, prompt: str, child_id: str | None) -> str:
-        """The ``delegate`` tool: start (or follow up with) a child; its result as text."""
+    def delegate(self, agent: str, prompt: str, child_id: str | None,
+                 instructions: str | None = None) -> str:
+        """The ``delegate`` tool: start (or follow up with) a child; its result as text.
+
+        ``instructions`` (pi's task contract) goes into a new child's system prompt,
+        cut to 16 KB; a follow-up takes none (the child has its contract already).
+        """
         if child_id is not None:
             child = self._retained(child_id)
-            if child.contract.name != agent:  # the permission rules judged `agent`
-                raise ToolDenied(f"child {child_id!r} runs agent {child.contract.name!r}, "
-                                 f"not {agent!r}")
+            if local_name(child.contract) != agent and child.contract.name != agent:
+                raise ToolDenied(f"child {child_id!r} runs agent {local_name(child.contract)!r}"
+                                 f", not {agent!r}")  # the permission rules judged `agent`
+            if instructions is not None:
+                raise ToolDenied("instructions are the task contract of a new child; send a "
+                                 "follow-up as the prompt")
             return self._report(child, child.turn(prompt))
-        contract = self.settings.registry.get(agent)
+        contract = resolve_agent(self.contract, agent, self.settings.registry.agents)
         if contract is None:
             names = ", ".join(name for name, _ in self.delegable()) or "none"
-            raise ToolDenied(f"no agent named {agent!r}; you may delegate to: {names}")
+            raise ToolDenied(f"no agent named {agent!r} in namespace "
+                             f"{namespace_of(self.contract)!r}; you may delegate to: {names}")
         try:
             check_delegation(self.capability, contract)
         except DelegationDenied as exc:
@@ -363,16 +398,21 @@ class AgentRun:
         # still be running (a left-behind process could swap paths under the snapshot).
         self.sandbox.stop_processes()
         remaining = self.deadline - time.monotonic() if self.deadline is not None else None
+        handoff, cut = _task_contract(instructions)
         child = AgentRun(self.settings, contract, derive_child(self.capability, contract), model,
                          repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
-                         deadline=_deadline(remaining, contract.timeout_seconds))
+                         deadline=_deadline(remaining, contract.timeout_seconds),
+                         handoff=handoff)
+        if cut:
+            child.record = child.record.model_copy(update={"notes": [cut]})
         self.children[child.run_id] = child
         try:
             record = child.turn(prompt)
         except RunError as exc:
             del self.children[child.run_id]
             raise ToolDenied(f"{agent!r} could not start: {exc.message}") from exc
-        return self._report(child, record)
+        report = self._report(child, record)
+        return f"note: {cut}\n{report}" if cut else report
 
     def _retained(self, ref: str) -> AgentRun:
         """A retained child by run id, or by agent name when exactly one child ran it."""

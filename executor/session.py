@@ -183,7 +183,8 @@ class Session:
                 self.messages.append(self.dispatcher.dispatch(call, step=step))
                 record = self.dispatcher.audit[-1]
                 self._emit("tool_done", step, f"{call.name}: {record.decision}",
-                           _written(call) if not record.is_error else ())
+                           _written(call, self.dispatcher.canonical(call.name))
+                           if not record.is_error else ())
 
     def _finalize(self, step: int, why: Literal["steps", "shared_steps"],
                   notes: list[str]) -> SessionOutcome:
@@ -199,11 +200,12 @@ class Session:
                               self.model_seconds, notes)
 
 
-def _written(call: ToolCall) -> tuple[str, ...]:
-    """The paths a successful write tool call changed (progress display only)."""
-    if call.name in ("write_file", "edit") and isinstance(call.arguments.get("path"), str):
+def _written(call: ToolCall, tool: str | None) -> tuple[str, ...]:
+    """The paths a successful write tool call changed (progress display only); ``tool`` is
+    the canonical name of the tool called."""
+    if tool in ("write_file", "edit") and isinstance(call.arguments.get("path"), str):
         return (call.arguments["path"],)
-    if call.name == "apply_patch" and isinstance(call.arguments.get("patch"), str):
+    if tool == "apply_patch" and isinstance(call.arguments.get("patch"), str):
         return tuple(line[4:].split("\t")[0].removeprefix("b/")
                      for line in call.arguments["patch"].split("\n")
                      if line.startswith("+++ ") and line[4:].strip() != "/dev/null")

@@ -29,6 +29,12 @@ class LoadResult:
     agents: dict[str, AgentContract] = field(default_factory=dict)
     outcomes: list[FileOutcome] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: zuno ``default_agent``: the agent a run uses when none is named (checked to exist
+    #: and be a primary agent; ``None`` otherwise).
+    default_agent: str | None = None
+    #: The lowest zuno ``subagent_depth`` of any configuration layer (it can only lower
+    #: the user's own limit), or ``None``.
+    subagent_depth: int | None = None
 
     @property
     def rejected(self) -> bool:

@@ -18,7 +18,7 @@ from executor.results import RunRecord, ledger_dir, load_transcript
 from executor.runner import RunSettings, run_agent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
-from policies.loader import LoadResult, Severity
+from policies.loader import LoadResult, Options, Severity
 from sandbox.config import HostConfig, Limits
 from tests.backends import git
 
@@ -60,12 +60,14 @@ def settings_for(fs: Any, *, config: UserConfig | None = None, personal: bool = 
                  allow_errors: bool = False, **extra: Any) -> RunSettings:
     """Run settings over the ``fs`` repository (discovered with the test environment)."""
     repo = make_repo(fs)
-    registry = fs.discover(trust_project=True, personal=personal)
+    config = config or UserConfig()
+    options = Options(custom_tools=frozenset(config.custom_tools), model_map=config.model_map)
+    registry = fs.discover(trust_project=True, personal=personal, options=options)
     if not allow_errors:
         errors = [d.render() for d in registry.diagnostics if d.severity is Severity.ERROR]
         assert not errors, errors
     return RunSettings(
-        root=repo, backend=HostConfig(limits=LIMITS), config=config or UserConfig(),
+        root=repo, backend=HostConfig(limits=LIMITS), config=config,
         registry=registry, ledger=ledger_dir(repo), env=fs.env, trust_project=True,
         mode_ceiling=mode, script=script, state_root=fs.tmp / "state", **extra)
 
