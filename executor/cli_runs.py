@@ -45,7 +45,8 @@ BACKENDS: dict[str, type[BackendConfig]] = {
     "auto": AutoConfig, "host": HostConfig, "bubblewrap": BubblewrapConfig, "docker": DockerConfig,
 }
 STATUS_EXIT = {RunStatus.COMPLETED: 0, RunStatus.FAILED: 3, RunStatus.TIMEOUT: 3,
-               RunStatus.DENIED: 4, RunStatus.CANCELLED: 130, RunStatus.STEP_LIMIT: 1}
+               RunStatus.DENIED: 4, RunStatus.CANCELLED: 130, RunStatus.STEP_LIMIT: 1,
+               RunStatus.REVIEW_FAILED: 1}
 
 
 def run_json(record: RunRecord) -> dict[str, Any]:
@@ -57,6 +58,11 @@ def run_json(record: RunRecord) -> dict[str, Any]:
         "backend": record.backend, "mode": record.mode, "error": record.error,
         "children": record.children, "usage": record.usage, "steps": record.steps,
     }
+
+
+def _welcome(agent: str, message: str) -> None:
+    """A catalog agent's ``welcomeMessage``, shown when its session starts."""
+    echo(f"{one_line(agent)}: {one_line(message)}", err=True)
 
 
 def _approval(approve: str | None, progress: Progress) -> ApprovalHandler | None:
@@ -74,7 +80,8 @@ def _approval(approve: str | None, progress: Progress) -> ApprovalHandler | None
 
 @cli.command("run")
 @loader_options
-@click.option("--agent", "agent", required=True, help="The agent to run.")
+@click.option("--agent", "agent", help="The agent to run (default: the default_agent of a "
+              "zuno.json).")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="auto",
               show_default=True, help="Where the child runs; 'host' has no process isolation.")
 @click.option("--mode", "mode", type=click.Choice([m.value for m in SandboxMode]),
@@ -90,7 +97,8 @@ def _approval(approve: str | None, progress: Progress) -> ApprovalHandler | None
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.argument("prompt")
 def run_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                no_personal: bool, agent: str, backend: str, mode: str, script: Path | None,
+                no_personal: bool, agent: str | None, backend: str, mode: str,
+                script: Path | None,
                 model: str | None, approve: str | None, timeout: float | None, as_json: bool,
                 prompt: str) -> None:
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff."""
@@ -108,6 +116,7 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
         ledger=ledger, env=Environment.from_env(), trust_project=trust_project,
         mode_ceiling=SandboxMode(mode), model_override=model, script=replay,
         approval=_approval(approve, progress), progress=progress, timeout_seconds=timeout,
+        welcome=None if as_json else _welcome,
     )
     with progress:
         record = run_agent(settings, agent, prompt)

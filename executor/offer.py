@@ -28,7 +28,7 @@ from typing import Any
 from executor.tools import IMPLEMENTED
 from policies.capability import Capability
 from policies.config import UserConfig
-from policies.contract import AgentContract
+from policies.contract import AgentContract, SandboxMode
 from policies.loader import LoadResult
 from policies.scoping import delegation_targets, local_name
 from policies.tools import in_search_group, why_unrunnable
@@ -110,11 +110,12 @@ def make_offer(capability: Capability, contract: AgentContract,
                  targets=targets if "delegate" in offered else ())
 
 
-def root_capability(config: UserConfig, registry: LoadResult | None = None) -> Capability:
-    """The user's root capability for ``agents show`` (a run adds its mode ceiling): the
-    user's custom tools and delegation depth, lowered by any ``subagent_depth`` a zuno
-    configuration layer sets."""
+def root_capability(config: UserConfig, registry: LoadResult | None = None, *,
+                    sandbox: SandboxMode = SandboxMode.WORKTREE) -> Capability:
+    """The user's root capability (a run passes its mode ceiling): the user's custom tools
+    and delegation depth, lowered by any ``subagent_depth`` a zuno configuration layer
+    sets (it can lower the user's limit, never raise it)."""
     depth = config.subagent_depth
     if registry is not None and registry.subagent_depth is not None:
         depth = min(depth, registry.subagent_depth)
-    return Capability.root(custom_tools=config.custom_tools, depth=depth)
+    return Capability.root(custom_tools=config.custom_tools, depth=depth, sandbox=sandbox)

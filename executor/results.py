@@ -2,9 +2,10 @@
 
 Every run writes one record: its id, the agent and its contract digest, the
 backend and mode, the status (``completed``, ``failed``, ``denied``,
-``timeout``, ``cancelled``, ``step_limit``), the final text, the unified diff and changed
-files, the transcript (JSONL), the audit of every tool call with its decision,
-the denied calls, usage, timings and resource use.
+``timeout``, ``cancelled``, ``step_limit``, ``review_failed``), the final
+text, the unified diff and changed files, the transcript (JSONL), the audit of
+every tool call with its decision, the denied calls, usage, timings, resource
+use and the response reviewers' verdicts.
 
 The ledger lives in the user's state dir, one directory per repository
 (:func:`ledger_dir`), never in the working tree or the repository's ``.git``.
@@ -56,6 +57,8 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     #: Stopped by its step limit: the final text is the one text-only summary request.
     STEP_LIMIT = "step_limit"
+    #: A response reviewer found the answer wanting (see ``reviews``).
+    REVIEW_FAILED = "review_failed"
 
 
 class RunRecord(BaseModel):
@@ -94,6 +97,8 @@ class RunRecord(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     resources: dict[str, float] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    #: Response reviewers' checks of the answer: reviewer, run_id, verdict, text.
+    reviews: list[dict[str, Any]] = Field(default_factory=list)
 
 
 def new_run_id() -> str:

@@ -31,8 +31,9 @@ from executor.dispatch import ApprovalHandler, Dispatcher, ToolDenied
 from executor.errors import ModelError, RunError
 from executor.merge_preimages import capture_preimages
 from executor.models import Model, Sampling, ScriptedModel, resolve_model
-from executor.offer import make_offer
+from executor.offer import make_offer, root_capability
 from executor.results import RunRecord, RunStatus, new_run_id, now_iso, write_run
+from executor.reviews import run_reviews
 from executor.session import ProgressEvent, RunTimeout, Session, SessionOutcome, SharedLimits
 from executor.skills import resolve_skills
 from executor.tools import ToolContext, native_tools, truncate, with_overrides
@@ -77,6 +78,9 @@ class RunSettings:
     limits: SharedLimits = field(default_factory=SharedLimits)
     state_root: Path | None = None
     use_ripgrep: bool = True
+    #: Shows an agent's welcome message (catalog ``welcomeMessage``) when its top-level
+    #: session starts: (agent, message).
+    welcome: Callable[[str, str], None] | None = None
 
 
 def _runnable(contract: AgentContract) -> str | None:
@@ -89,18 +93,60 @@ def _runnable(contract: AgentContract) -> str | None:
     return None
 
 
-def _model(settings: RunSettings, route: ModelRoute, parent: Model | None) -> Model:
+def _own_route(settings: RunSettings, contract: AgentContract) -> bool:
+    """Whether the agent's own configured model runs it (not inherited, not overridden)."""
+    return not contract.model.inherit and settings.model_override is None
+
+
+def _model(settings: RunSettings, contract: AgentContract, parent: Model | None) -> Model:
     if settings.script is not None:
         return settings.script  # one replay for the whole tree, in execution order
     if parent is None and settings.config.default_model:
         parent = resolve_model(ModelRoute(candidates=(parse_ref(settings.config.default_model),)),
                                config=settings.config, parent=None)
-    return resolve_model(route, config=settings.config, parent=parent,
-                         override=settings.model_override)
+    variant = contract.variant if _applies(settings, contract) else None
+    return resolve_model(contract.model, config=settings.config, parent=parent,
+                         override=settings.model_override, variant=variant)
 
 
-def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
-    """Run one agent as the top of a run tree; return its record (also written)."""
+def _applies(settings: RunSettings, contract: AgentContract) -> bool:
+    """Whether the agent's ``reasoning`` and ``variant`` apply (zuno: only with the agent's
+    configured model; they have no effect on a route selected elsewhere)."""
+    return not contract.settings_need_own_model or _own_route(settings, contract)
+
+
+def _usable_reviewers(contract: AgentContract, registry: LoadResult) -> list[AgentContract]:
+    """The agent's response reviewers, resolved in its namespace; a missing or unusable one
+    is a user error before anything runs (an answer to be checked never goes unchecked)."""
+    found: list[AgentContract] = []
+    for name in contract.response_reviewers:
+        reviewer = resolve_agent(contract, name, registry.agents)
+        why = None if reviewer is not None else (
+            f"no agent named {name!r} in namespace {namespace_of(contract)!r}")
+        if reviewer is not None and (reviewer.disabled or reviewer.status not in (
+                None, AgentStatus.ACTIVE)):
+            why = f"{name!r} is disabled or not ACTIVE"
+        if why is not None or reviewer is None:
+            raise RunError(f"agent {contract.name!r} names response reviewer {name!r}, which "
+                           f"cannot run: {why}", code="unknown_reviewer",
+                           context={"agent": contract.name, "source": contract.origin.source},
+                           hint="define the reviewer agent, or remove it from "
+                           "responseReviewers")
+        found.append(reviewer)
+    return found
+
+
+def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecord:
+    """Run one agent as the top of a run tree; return its record (also written).
+
+    ``agent`` ``None`` runs the default agent (zuno ``default_agent``: "Agent to use
+    when none is named").
+    """
+    if agent is None:
+        agent = settings.registry.default_agent
+        if agent is None:
+            raise RunError("no agent was named and no default_agent is set", code="no_agent",
+                           hint="pass --agent NAME, or set default_agent in a zuno.json")
     contract = settings.registry.get(agent)
     if contract is None:
         known = ", ".join(sorted(settings.registry.agents)) or "none"
@@ -111,6 +157,7 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     refusal = _runnable(contract)
     if refusal is not None:
         raise RunError(f"agent {agent!r} cannot be run: {refusal}", code="agent_not_runnable")
+    _usable_reviewers(contract, settings.registry)
     try:
         info = inspect_repo(settings.root)  # a user's mistake: before anything is created
     except SandboxConfigError as exc:
@@ -119,13 +166,20 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     repository = [settings.root, info.top, info.git_dir, info.common_dir]
     check_state_dir(settings.ledger, repositories=repository)
     check_state_dir(settings.state_root or default_state_root(), repositories=repository)
-    root = Capability.root(custom_tools=settings.config.custom_tools,
-                           sandbox=settings.mode_ceiling, depth=settings.config.subagent_depth)
+    root = root_capability(settings.config, settings.registry, sandbox=settings.mode_ceiling)
     capability = derive_child(root.model_copy(update={"depth": root.depth + 1}), contract)
-    model = _model(settings, contract.model, None)
+    try:
+        model = _model(settings, contract, None)
+    except ModelError as exc:
+        if exc.code != "variant":
+            raise
+        raise RunError(exc.message, code="unknown_variant", context=exc.context,
+                       hint=exc.hint) from exc
     deadline = _deadline(settings.timeout_seconds, contract.timeout_seconds)
     run = AgentRun(settings, contract, capability, model, repo=settings.root, depth=0,
                    parent_run=None, deadline=deadline)
+    if contract.welcome_message and settings.welcome is not None:
+        settings.welcome(contract.display_name, contract.welcome_message)
     try:
         record = run.turn(prompt)
     except BaseException:
@@ -165,9 +219,13 @@ class AgentRun:
 
     def __init__(self, settings: RunSettings, contract: AgentContract, capability: Capability,
                  model: Model, *, repo: Path, depth: int, parent_run: str | None,
-                 deadline: float | None, handoff: str | None = None) -> None:
+                 deadline: float | None, handoff: str | None = None,
+                 reviewing: bool = False) -> None:
         self.settings = settings
         self.handoff = handoff
+        #: A response reviewer at work: its own reviewers are not run (no loops).
+        self.reviewing = reviewing
+        self.reviews: list[dict[str, Any]] = []
         self.contract = contract
         self.capability = capability
         self.model = model
@@ -228,7 +286,9 @@ class AgentRun:
             system_prompt=self._system_prompt([s.instructions for s in skills]),
             memory=self.contract.memory,
             sampling=Sampling(temperature=self.contract.temperature, top_p=self.contract.top_p,
-                              reasoning=self.contract.reasoning),
+                              reasoning=self.contract.reasoning
+                              if _applies(self.settings, self.contract) else None,
+                              options=self.contract.options),
             steps=self.contract.steps, limits=self.settings.limits, deadline=self.deadline,
             progress=self.settings.progress, depth=self.depth,
         )
@@ -274,6 +334,12 @@ class AgentRun:
             outcome = session.run(prompt)
             if outcome.stopped_by != "answer":  # the summary of a stopped run, not an answer
                 status = RunStatus.STEP_LIMIT
+            elif self.contract.response_reviewers and not self.reviewing:
+                self.reviews = run_reviews(
+                    _usable_reviewers(self.contract, self.settings.registry),
+                    self.contract.name, prompt, outcome.final_text, self._review_with)
+                if any(review["verdict"] != "pass" for review in self.reviews):
+                    status = RunStatus.REVIEW_FAILED
         except RunTimeout as exc:
             status, error = RunStatus.TIMEOUT, exc.to_dict()
         except SandboxDenied as exc:
@@ -324,6 +390,7 @@ class AgentRun:
                 "resources": dict(self.context.resources) if self.context else {},
                 "notes": self.record.notes + (outcome.notes if outcome else []),
                 "children": list(self.children),
+                "reviews": list(self.reviews),
             }
         self.record = self.record.model_copy(update=update)
         write_run(self.settings.ledger, self.record,
@@ -389,9 +456,12 @@ class AgentRun:
         if not self.settings.limits.take_child():
             raise ToolDenied("this run may start no more children (shared limit)")
         try:
-            model = _model(self.settings, contract.model, self.model)
+            _usable_reviewers(contract, self.settings.registry)
+            model = _model(self.settings, contract, self.model)
         except ModelError as exc:
             raise ToolDenied(f"cannot resolve a model for {agent!r}: {exc.message}") from exc
+        except RunError as exc:
+            raise ToolDenied(exc.message) from exc
         if self.sandbox is None:
             raise ToolDenied("this agent has no workspace to delegate from")
         # The child's snapshot reads this workspace from the host: nothing of ours may
@@ -414,6 +484,29 @@ class AgentRun:
         report = self._report(child, record)
         return f"note: {cut}\n{report}" if cut else report
 
+    def _review_with(self, reviewer: AgentContract, prompt: str) -> RunRecord:
+        """One response reviewer on this agent's workspace: read-only, under this agent's
+        capability, no delegation; closed as soon as it answered."""
+        if self.sandbox is None:
+            raise RunError("the reviewed agent has no workspace", code="review")
+        self.sandbox.stop_processes()  # nothing of ours may run under the reviewer's reads
+        ceiling = self.capability.model_copy(update={
+            "sandbox": SandboxMode.READ_ONLY, "read_only": True, "depth": 1,
+            "delegates": frozenset()})
+        try:
+            model = _model(self.settings, reviewer, self.model)
+        except ModelError as exc:
+            raise RunError(f"no model for reviewer {reviewer.name!r}: {exc.message}",
+                           code="review") from exc
+        remaining = self.deadline - time.monotonic() if self.deadline is not None else None
+        run = AgentRun(self.settings, reviewer, derive_child(ceiling, reviewer), model,
+                       repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
+                       deadline=_deadline(remaining, reviewer.timeout_seconds), reviewing=True)
+        try:
+            return run.turn(prompt)
+        finally:
+            run.close()
+
     def _retained(self, ref: str) -> AgentRun:
         """A retained child by run id, or by agent name when exactly one child ran it."""
         if ref in self.children:
@@ -432,6 +525,8 @@ class AgentRun:
                  f"{record.mode} sandbox; follow up with child={record.run_id}"]
         if record.error:
             lines.append(f"error: {record.error.get('message', record.error.get('code'))}")
+        lines += [f"review by {review['reviewer']}: {review['verdict'].upper()}"
+                  for review in record.reviews]
         lines.append(truncate(record.final_text or "(no final text)", MAX_RESULT_CHARS,
                               what="the child's final text",
                               hint=f"the full text is in run {record.run_id}"))

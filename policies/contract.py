@@ -21,6 +21,7 @@ from policies.permissions import PermissionPolicy
 from policies.tools import check_tool_name
 
 __all__ = [
+    "RESERVED_OPTION_KEYS",
     "AgentContract",
     "AgentFormat",
     "AgentMode",
@@ -37,6 +38,13 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+#: Request fields provider options may never set: they carry the conversation, the
+#: tools and the protocol, which corral alone decides.
+RESERVED_OPTION_KEYS = frozenset({
+    "model", "messages", "system", "tools", "tool_choice", "functions", "function_call",
+    "stream", "stream_options", "n", "parallel_tool_calls",
+})
 
 
 class AgentFormat(StrEnum):
@@ -132,6 +140,9 @@ class ModelRoute(BaseModel):
     provider: str | None = None
     foreign: str | None = None
     foreign_format: AgentFormat | None = None
+    #: When no candidate is available, the parent's model runs the agent (pi: "then the
+    #: authenticated parent model").
+    parent_fallback: bool = False
 
     @property
     def inherit(self) -> bool:

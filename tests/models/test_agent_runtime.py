@@ -28,7 +28,7 @@ def _run(harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
          agents: dict[str, Any], agent: str = "a", *, model: str | None = None,
          variants: dict[str, dict[str, Any]] | None = None, **top: Any) -> RunRecord:
     repo = tmp_path / "repo"
-    repo.mkdir()
+    repo.mkdir(parents=True)
     (repo / "README.md").write_text("# Project\n")
     git(repo, "init", "-q")
     git(repo, "add", "-A")
@@ -72,3 +72,89 @@ def test_finalization_request_defines_no_tools(harness: Harness, tmp_path: Path,
     assert "tools" in first
     assert "tools" not in last and "tool_choice" not in last
     assert "read_file" in json.dumps(last["messages"])  # the call, written out as text
+
+
+#: A request field each protocol takes, for options and variants.
+OPTION = {"openai": ("seed", 7), "anthropic": ("top_k", 40)}
+#: A variant per protocol: fields a named variant sends.
+VARIANT = {"openai": {"reasoning_effort": "low", "seed": 1},
+           "anthropic": {"top_k": 5, "temperature": 0.1}}
+
+
+def test_options_reach_the_provider(harness: Harness, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spec (zuno-custom-agents.md): Unknown keys are not rejected here. The agents map sweeps any
+    key it does not name into options and keeps it verbatim, which is how provider-specific
+    settings reach the SDK without the schema having to enumerate them.
+
+    Explicit options and a swept key both reach the request body; an explicit setting
+    (``temperature``) wins over the same option.
+    """
+    key, value = OPTION[harness.protocol]
+    harness.server.reply(harness.dialect.text("ok"))
+    record = _run(harness, tmp_path, monkeypatch, {"a": {
+        "model": "local/test-model", "temperature": 0.5,
+        "options": {"temperature": 0.9}, key: value}})
+    assert record.status is RunStatus.COMPLETED, record.error
+    body = harness.body(0)
+    assert body[key] == value
+    assert body["temperature"] == 0.5
+
+
+def test_variant_applies_with_the_configured_model(harness: Harness, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spec (zuno-custom-agents.md): variant string | null none Default model variant, applied
+    only with the agent's configured model
+
+    A variant is a named set of request fields in the provider's config
+    (``[providers.P.variants.NAME]``); the agent's own options win over it.
+    """
+    harness.server.reply(harness.dialect.text("ok"))
+    key, value = OPTION[harness.protocol]
+    record = _run(harness, tmp_path, monkeypatch, {"a": {
+        "model": "local/test-model", "variant": "fast", "options": {key: value}}},
+        variants={"fast": VARIANT[harness.protocol]})
+    assert record.status is RunStatus.COMPLETED, record.error
+    body = harness.body(0)
+    for field, expected in VARIANT[harness.protocol].items():
+        assert body[field] == (value if field == key else expected)
+
+
+def test_variant_and_reasoning_have_no_effect_on_a_route_selected_elsewhere(
+        harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spec (zuno-custom-agents.md): reasoning and variant apply only with the agent's
+    configured model. Setting either without a model is not an error, but it has no effect on a
+    route selected elsewhere.
+
+    Without a model the agent runs on the user's default model, and with ``--model`` on
+    the override: neither request carries the variant's fields or the reasoning level.
+    """
+    harness.server.reply(harness.dialect.text("ok"), harness.dialect.text("ok"))
+    variants = {"fast": VARIANT[harness.protocol]}
+    agents = {"bare": {"variant": "fast", "reasoning": "high"},
+              "modelled": {"model": "local/other", "variant": "fast", "reasoning": "high"}}
+    first = _run(harness, tmp_path, monkeypatch, agents, "bare", variants=variants)
+    assert first.status is RunStatus.COMPLETED, first.error
+    second = _run(harness, tmp_path / "2", monkeypatch, agents, "modelled", variants=variants,
+                  model="local/test-model")
+    assert second.status is RunStatus.COMPLETED, second.error
+    for n in (0, 1):
+        body = harness.body(n)
+        assert not set(VARIANT[harness.protocol]) & set(body)
+        assert "reasoning_effort" not in body
+
+
+def test_an_undefined_variant_fails_before_the_run(harness: Harness, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spec (zuno-custom-agents.md): variant string | null none Default model variant, applied
+    only with the agent's configured model
+
+    A variant the provider does not define is a user error naming the config table to
+    add; no request is sent.
+    """
+    from executor.errors import RunError
+    with pytest.raises(RunError, match="variant 'turbo' is not defined") as raised:
+        _run(harness, tmp_path, monkeypatch, {"a": {"model": "local/test-model",
+                                                    "variant": "turbo"}})
+    assert "[providers.local.variants.turbo]" in (raised.value.hint or "")
+    assert harness.server.received == []
