@@ -242,6 +242,12 @@ def zuno_directories(walk: _Walk, root: Path) -> list[str]:
     return sorted(found, key=lambda rel: (rel.count("/"), rel))
 
 
+def project_zuno_dirs(root: Path) -> list[Path]:
+    """Every project ``.zuno`` directory under ``root`` (see :func:`zuno_directories`)."""
+    walk = _Walk(root, lambda p: p.relative_to(root).as_posix())
+    return [root / rel for rel in zuno_directories(walk, root)]
+
+
 def _quiet_entries(directory: Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(directory) as it:
@@ -336,4 +342,5 @@ def bounded(candidates: list[Candidate], scope_name: str, display: str,
     return candidates[:MAX_FILES_PER_SCOPE], [note]
 
 
-__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded", "zuno_directories"]
+__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded", "project_zuno_dirs",
+            "zuno_directories"]

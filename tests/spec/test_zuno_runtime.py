@@ -7,6 +7,7 @@ at what the model was sent and what the run recorded.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from runtime_support import run_in
 from executor.errors import RunError
 from executor.results import RunStatus
 from executor.session import FINALIZE_PROMPT
+from executor.watch import watch_definitions
 from policies.contract import AgentFormat
 
 READ = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}
@@ -257,3 +259,33 @@ def test_options_cannot_set_what_corral_alone_sends(fs) -> None:
         outcome = fs.load(fs.json(".zuno/zuno.json", {"agents": {"a": entry}}), AgentFormat.ZUNO)
         assert outcome.agents == [], entry
         assert fs.errors(outcome.diagnostics, field), [d.render() for d in outcome.diagnostics]
+
+
+def test_check_watch_sees_a_nested_zuno_layer(fs) -> None:
+    """Spec (zuno-custom-agents.md): Or as Markdown with frontmatter, discovered under
+    {agent,agents}/**/*.md in the global config directory and every project .zuno directory.
+
+    ``agents check --watch`` re-checks when a definition in a nested ``.zuno`` directory
+    changes (waits on state, not sleeps).
+    """
+    fs.md("packages/api/.zuno/agents/svc.md", "description: before")
+    runs: list[int] = []
+    ran = threading.Condition()
+    stop = threading.Event()
+
+    def check() -> None:
+        with ran:
+            runs.append(len(runs))
+            ran.notify_all()
+
+    thread = threading.Thread(target=watch_definitions, args=(fs.repo, fs.env, check),
+                              kwargs={"stop": stop, "personal": False}, daemon=True)
+    thread.start()
+    with ran:
+        assert ran.wait_for(lambda: len(runs) >= 1, timeout=10)
+    fs.md("packages/api/.zuno/agents/svc.md", "description: after")
+    with ran:
+        assert ran.wait_for(lambda: len(runs) >= 2, timeout=10)
+    stop.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
