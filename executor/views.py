@@ -136,6 +136,9 @@ def render_show(contract: AgentContract, effective: Capability,
         "effective    " + (names(data["effective"]["tools"]) or "(none)"),
         *(["deferred     " + names(data["effective"]["deferred"]) + " (tool_search)"]
           if data["effective"]["deferred"] else []),
+        *(["model sees   " + ", ".join(f"{one_line(wire)} ({one_line(tool)})" for tool, wire
+                                       in data["effective"]["names"].items())]
+          if data["effective"]["names"] else []),
         *(f"  not offered {one_line(tool)}: {one_line(why)}"
           for tool, why in data["effective"]["unavailable"].items()),
         "delegates    " + ("inherit" if data["delegates"] is None else names(data["delegates"])

@@ -319,7 +319,7 @@ def test_tool_search_activates_deferred_tools_of_the_listed_groups(fs) -> None:
 # --- namespace and run_agent ---------------------------------------------------------------
 
 
-def test_run_agent_in_the_prompt_is_a_tool_the_model_can_call(fs) -> None:
+def test_run_agent_in_the_prompt_is_a_tool_the_model_can_call(fs, cli) -> None:
     """Spec (agent-definition-json.md): name string Unique agent name; referenced by
     run_agent("<name>", …).
 
@@ -339,6 +339,9 @@ def test_run_agent_in_the_prompt_is_a_tool_the_model_can_call(fs) -> None:
         ("delegate", "denied"), ("run_agent", "allowed")]
     child = find_run(ledger_dir(ran.repo), ran.record.children[0])
     assert child.agent == "writer" and child.final_text == "written"
+    show = cli("agents", "show", "lead", "--root", str(fs.repo), "--trust-project",
+               "--no-personal")
+    assert "model sees   run_agent (delegate), file_read (read_file)" in show.output
 
 
 def test_namespace_scopes_listing_and_delegation(fs) -> None:
