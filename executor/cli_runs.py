@@ -57,6 +57,7 @@ def run_json(record: RunRecord) -> dict[str, Any]:
         "changed_files": record.changed_files, "denied_calls": record.denied_calls,
         "backend": record.backend, "mode": record.mode, "error": record.error,
         "children": record.children, "usage": record.usage, "steps": record.steps,
+        "reviews": record.reviews,
     }
 
 
@@ -139,6 +140,11 @@ def _print_record(record: RunRecord) -> None:
         echo(f"denied: {one_line(denied['tool'])}: {one_line(denied['reason'])}", err=True)
     for note in record.notes:
         echo(f"note: {one_line(note)}", err=True)
+    for review in record.reviews:  # response reviewers' checks of the answer
+        reason = str(review.get("text", "")).strip().split("\n")[-1]
+        echo(f"review by {one_line(str(review['reviewer']))}: {str(review['verdict']).upper()}"
+             + (f": {one_line(reason)}" if review["verdict"] != "pass" and reason else ""),
+             err=True)
     if record.final_text:
         echo(record.final_text)
     if record.diff:

@@ -373,3 +373,26 @@ def test_namespace_scopes_listing_and_delegation(fs) -> None:
     local = run_in(fs, "outsider", [call("list_agents"), {"text": "x"}])
     listed = local.record.audit[0]["result"]
     assert "helper" in listed and "writer" not in listed
+
+
+def test_the_cli_shows_each_verdict_and_a_failed_check_exits_1(fs, cli) -> None:
+    """Spec (agent-definition-json.md): responseReviewers array Optional reviewer agents that
+    check answers (e.g. answer-relevance-checker). Empty for none.
+
+    ``corral run`` prints every verdict (with the reviewer's last line when it did not
+    pass), ``--json`` carries them in ``reviews``, and a failed check exits 1, so a
+    script never takes an unchecked answer for a completed one.
+    """
+    _reviewed(fs, "checker")
+    make_repo(fs)
+    script = fs.write(fs.tmp / "s.yaml", "- text: the answer\n"
+                      "- text: \"VERDICT: FAIL\\nIt answers another question.\"\n")
+    args = ["run", "--agent", "writer", "--root", str(fs.repo), "--trust-project",
+            "--no-personal", "--backend", "host", "--script", str(script)]
+    out = cli(*args, "go")
+    assert out.exit_code == 1, out.output
+    assert "review by checker: FAIL: It answers another question." in out.output
+    as_json = cli(*args, "--json", "go")
+    data = json.loads(as_json.stdout)
+    assert data["status"] == "review_failed" and as_json.exit_code == 1
+    assert [(r["reviewer"], r["verdict"]) for r in data["reviews"]] == [("checker", "fail")]
