@@ -15,6 +15,12 @@ own sandbox opened on the parent's workspace; its result (final text, status,
 diff) comes back as the tool result, cut with an explicit marker where too
 long, and the full text stays in the child's run record. Children are
 retained until their parent ends and accept follow-ups (``child=<run id>``).
+
+Each session's tools come from :func:`executor.offer.make_offer`, the same
+computation ``agents show`` prints. A run that names no agent runs the
+zuno ``default_agent``; a catalog agent's response reviewers check its answer
+(:mod:`executor.reviews`), and its welcome message is shown when its
+top-level session starts.
 """
 
 from __future__ import annotations
@@ -30,19 +36,18 @@ from typing import Any
 from executor.dispatch import ApprovalHandler, Dispatcher, ToolDenied
 from executor.errors import ModelError, RunError
 from executor.merge_preimages import capture_preimages
-from executor.models import Model, Sampling, ScriptedModel, resolve_model
+from executor.models import Model, Sampling, ScriptedModel
 from executor.offer import make_offer, root_capability
+from executor.prepare import agent_model, settings_apply, task_contract, usable_reviewers
 from executor.results import RunRecord, RunStatus, new_run_id, now_iso, write_run
 from executor.reviews import run_reviews
 from executor.session import ProgressEvent, RunTimeout, Session, SessionOutcome, SharedLimits
 from executor.skills import resolve_skills
 from executor.tools import ToolContext, native_tools, truncate, with_overrides
-from executor.tools.agents import MAX_INSTRUCTIONS_BYTES
 from policies.capability import Capability, DelegationDenied, check_delegation, derive_child
 from policies.config import UserConfig
-from policies.contract import AgentContract, AgentStatus, ModelRoute, SandboxMode
+from policies.contract import AgentContract, AgentStatus, SandboxMode
 from policies.loader import Environment, LoadResult
-from policies.loader.models import parse_ref
 from policies.scoping import delegation_targets, local_name, namespace_of, resolve_agent
 from policies.templates import render as render_template
 from sandbox.config import BackendConfig
@@ -93,47 +98,9 @@ def _runnable(contract: AgentContract) -> str | None:
     return None
 
 
-def _own_route(settings: RunSettings, contract: AgentContract) -> bool:
-    """Whether the agent's own configured model runs it (not inherited, not overridden)."""
-    return not contract.model.inherit and settings.model_override is None
-
-
 def _model(settings: RunSettings, contract: AgentContract, parent: Model | None) -> Model:
-    if settings.script is not None:
-        return settings.script  # one replay for the whole tree, in execution order
-    if parent is None and settings.config.default_model:
-        parent = resolve_model(ModelRoute(candidates=(parse_ref(settings.config.default_model),)),
-                               config=settings.config, parent=None)
-    variant = contract.variant if _applies(settings, contract) else None
-    return resolve_model(contract.model, config=settings.config, parent=parent,
-                         override=settings.model_override, variant=variant)
-
-
-def _applies(settings: RunSettings, contract: AgentContract) -> bool:
-    """Whether the agent's ``reasoning`` and ``variant`` apply (zuno: only with the agent's
-    configured model; they have no effect on a route selected elsewhere)."""
-    return not contract.settings_need_own_model or _own_route(settings, contract)
-
-
-def _usable_reviewers(contract: AgentContract, registry: LoadResult) -> list[AgentContract]:
-    """The agent's response reviewers, resolved in its namespace; a missing or unusable one
-    is a user error before anything runs (an answer to be checked never goes unchecked)."""
-    found: list[AgentContract] = []
-    for name in contract.response_reviewers:
-        reviewer = resolve_agent(contract, name, registry.agents)
-        why = None if reviewer is not None else (
-            f"no agent named {name!r} in namespace {namespace_of(contract)!r}")
-        if reviewer is not None and (reviewer.disabled or reviewer.status not in (
-                None, AgentStatus.ACTIVE)):
-            why = f"{name!r} is disabled or not ACTIVE"
-        if why is not None or reviewer is None:
-            raise RunError(f"agent {contract.name!r} names response reviewer {name!r}, which "
-                           f"cannot run: {why}", code="unknown_reviewer",
-                           context={"agent": contract.name, "source": contract.origin.source},
-                           hint="define the reviewer agent, or remove it from "
-                           "responseReviewers")
-        found.append(reviewer)
-    return found
+    return agent_model(contract, config=settings.config, script=settings.script,
+                       override=settings.model_override, parent=parent)
 
 
 def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecord:
@@ -157,7 +124,7 @@ def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecor
     refusal = _runnable(contract)
     if refusal is not None:
         raise RunError(f"agent {agent!r} cannot be run: {refusal}", code="agent_not_runnable")
-    _usable_reviewers(contract, settings.registry)
+    usable_reviewers(contract, settings.registry)
     try:
         info = inspect_repo(settings.root)  # a user's mistake: before anything is created
     except SandboxConfigError as exc:
@@ -194,19 +161,6 @@ def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecor
         write_run(settings.ledger, record, [], patch=run.patch, keep_transcript=True,
                   preimages=run.preimages)
     return record
-
-
-def _task_contract(instructions: str | None) -> tuple[str | None, str | None]:
-    """pi's ``instructions`` task contract, cut to 16 KB (at a character boundary), and a
-    note saying so when it was cut."""
-    if instructions is None or not instructions.strip():
-        return None, None
-    data = instructions.encode("utf-8")
-    if len(data) <= MAX_INSTRUCTIONS_BYTES:
-        return instructions, None
-    kept = data[:MAX_INSTRUCTIONS_BYTES].decode("utf-8", "ignore")
-    return kept, (f"the instructions task contract was cut to 16 KB ({len(data)} bytes given, "
-                  f"{len(kept.encode('utf-8'))} kept)")
 
 
 def _deadline(*limits: float | None) -> float | None:
@@ -286,8 +240,8 @@ class AgentRun:
             system_prompt=self._system_prompt([s.instructions for s in skills]),
             memory=self.contract.memory,
             sampling=Sampling(temperature=self.contract.temperature, top_p=self.contract.top_p,
-                              reasoning=self.contract.reasoning
-                              if _applies(self.settings, self.contract) else None,
+                              reasoning=self.contract.reasoning if settings_apply(
+                                  self.contract, self.settings.model_override) else None,
                               options=self.contract.options),
             steps=self.contract.steps, limits=self.settings.limits, deadline=self.deadline,
             progress=self.settings.progress, depth=self.depth,
@@ -336,7 +290,7 @@ class AgentRun:
                 status = RunStatus.STEP_LIMIT
             elif self.contract.response_reviewers and not self.reviewing:
                 self.reviews = run_reviews(
-                    _usable_reviewers(self.contract, self.settings.registry),
+                    usable_reviewers(self.contract, self.settings.registry),
                     self.contract.name, prompt, outcome.final_text, self._review_with)
                 if any(review["verdict"] != "pass" for review in self.reviews):
                     status = RunStatus.REVIEW_FAILED
@@ -456,7 +410,7 @@ class AgentRun:
         if not self.settings.limits.take_child():
             raise ToolDenied("this run may start no more children (shared limit)")
         try:
-            _usable_reviewers(contract, self.settings.registry)
+            usable_reviewers(contract, self.settings.registry)
             model = _model(self.settings, contract, self.model)
         except ModelError as exc:
             raise ToolDenied(f"cannot resolve a model for {agent!r}: {exc.message}") from exc
@@ -468,7 +422,7 @@ class AgentRun:
         # still be running (a left-behind process could swap paths under the snapshot).
         self.sandbox.stop_processes()
         remaining = self.deadline - time.monotonic() if self.deadline is not None else None
-        handoff, cut = _task_contract(instructions)
+        handoff, cut = task_contract(instructions)
         child = AgentRun(self.settings, contract, derive_child(self.capability, contract), model,
                          repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
                          deadline=_deadline(remaining, contract.timeout_seconds),
