@@ -97,6 +97,7 @@ def list_json(result: LoadResult) -> dict[str, Any]:
     return {
         "agents": [agent_json(c) for _, c in sorted(result.agents.items())],
         "diagnostics": diagnostics_json(result.diagnostics),
+        "default_agent": result.default_agent,
     }
 
 

@@ -7,6 +7,7 @@ at what the model was sent and what the run recorded.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -173,6 +174,9 @@ def test_default_agent_may_be_markdown_and_is_used_when_none_is_named(fs, cli) -
               "--backend", "host", "--script", str(script), "--json", "go")
     assert out.exit_code == 0, out.output
     assert '"agent": "main"' in out.output
+    listed = cli("agents", "list", "--json", "--root", str(fs.repo), "--trust-project",
+                 "--no-personal")
+    assert json.loads(listed.output)["default_agent"] == "main"
 
 
 def test_no_agent_and_no_default_is_a_clear_error(fs) -> None:
