@@ -28,6 +28,7 @@ from executor.errors import (
     EXIT_USER,
     ExecutorError,
 )
+from executor.offer import root_capability
 from executor.suggest import unknown_agent
 from executor.text import one_line, printable
 from executor.views import agent_json, list_json, render_check, render_show
@@ -109,9 +110,8 @@ def find_agent(name: str, result: LoadResult, *, root: Path, trust_project: bool
     raise unknown_agent(name, result, trusted=trust_project, untrusted=untrusted)
 
 
-def _root_capability() -> Capability:
-    user = load_user_config()
-    return Capability.root(custom_tools=user.custom_tools, depth=user.subagent_depth)
+def _root_capability(registry: LoadResult | None = None) -> Capability:
+    return root_capability(load_user_config(), registry)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -169,9 +169,10 @@ def agents_show(root: Path, trust_project: bool, config_file: Path | None, stric
     contract = find_agent(name, result, root=root, trust_project=trust_project,
                           config_file=config_file, strict=strict, no_personal=no_personal)
     if as_json:
-        click.echo(json.dumps(agent_json(contract, effective=_root_capability()), indent=2))
+        click.echo(json.dumps(agent_json(contract, effective=_root_capability(result),
+                                         agents=result.agents), indent=2))
     else:
-        echo(render_show(contract, _root_capability()))
+        echo(render_show(contract, _root_capability(result), result.agents))
 
 
 @agents.command("check")

@@ -15,6 +15,7 @@ from executor.dispatch import ApprovalHandler
 from executor.errors import (
     EXIT_DENIED,
     EXIT_FAILURE,
+    EXIT_FINDINGS,
     EXIT_INTERRUPTED,
     EXIT_OK,
     ExecutorError,
@@ -64,7 +65,10 @@ BACKENDS: dict[str, type[BackendConfig]] = {
 STATUS_EXIT = {RunStatus.COMPLETED: EXIT_OK, RunStatus.FAILED: EXIT_FAILURE,
                RunStatus.TIMEOUT: EXIT_FAILURE, RunStatus.DENIED: EXIT_DENIED,
                RunStatus.CANCELLED: EXIT_INTERRUPTED, RunStatus.RUNNING: EXIT_FAILURE,
-               RunStatus.CRASHED: EXIT_FAILURE}
+               RunStatus.CRASHED: EXIT_FAILURE,
+               # The run ended and found something to fix: out of steps, or its answer
+               # failed a response reviewer's check (its answer and diff are recorded).
+               RunStatus.STEP_LIMIT: EXIT_FINDINGS, RunStatus.REVIEW_FAILED: EXIT_FINDINGS}
 
 
 def exit_code(record: RunRecord) -> int:
@@ -86,7 +90,13 @@ def run_json(record: RunRecord) -> dict[str, Any]:
         "backend": record.backend, "mode": record.mode, "error": record.error,
         "children": record.children, "usage": record.usage, "steps": record.steps,
         "state": record.state,
+        "reviews": record.reviews,
     }
+
+
+def _welcome(agent: str, message: str) -> None:
+    """A catalog agent's ``welcomeMessage``, shown when its session starts."""
+    echo(f"{one_line(agent)}: {one_line(message)}", err=True)
 
 
 def _approval(approve: str | None, progress: Progress) -> ApprovalHandler | None:
@@ -117,7 +127,8 @@ def _script(path: Path) -> ScriptedModel:
 
 @cli.command("run")
 @loader_options
-@click.option("--agent", "agent", required=True, help="The agent to run.")
+@click.option("--agent", "agent", help="The agent to run (default: the default_agent of a "
+              "zuno.json).")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="auto",
               show_default=True, help="Where the child runs; 'host' has no process isolation.")
 @click.option("--mode", "mode", type=click.Choice([m.value for m in SandboxMode]),
@@ -133,7 +144,8 @@ def _script(path: Path) -> ScriptedModel:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.argument("prompt")
 def run_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                no_personal: bool, agent: str, backend: str, mode: str, script: Path | None,
+                no_personal: bool, agent: str | None, backend: str, mode: str,
+                script: Path | None,
                 model: str | None, approve: str | None, timeout: float | None, as_json: bool,
                 prompt: str) -> None:
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff.
@@ -145,8 +157,10 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
         raise click.UsageError("--script and --model are exclusive")
     ledger = ledger_dir(root)  # refuses a state dir a child could write, before anything
     registry = load(root, trust_project, config_file, strict, no_personal)
-    find_agent(agent, registry, root=root, trust_project=trust_project, config_file=config_file,
-               strict=strict, no_personal=no_personal)
+    if agent is not None or registry.default_agent is not None:  # run_agent says when neither
+        find_agent(agent or str(registry.default_agent), registry, root=root,
+                   trust_project=trust_project, config_file=config_file, strict=strict,
+                   no_personal=no_personal)
     config = load_user_config()
     replay = _script(script) if script is not None else None
     if backend == "host":
@@ -158,6 +172,7 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
         mode_ceiling=SandboxMode(mode), model_override=model, script=replay,
         approval=_approval(approve, progress), progress=progress, timeout_seconds=timeout,
         config_file=config_path(),
+        welcome=None if as_json else _welcome,
     )
     with progress:
         record = run_agent(settings, agent, prompt)
@@ -190,6 +205,11 @@ def _print_record(record: RunRecord, ledger: Path) -> None:
         echo(f"note: {one_line(note)}", err=True)
     for line in child_lines(record, _child(ledger)):
         echo(line, err=True)
+    for review in record.reviews:  # response reviewers' checks of the answer
+        reason = str(review.get("text", "")).strip().split("\n")[-1]
+        echo(f"review by {one_line(str(review['reviewer']))}: {str(review['verdict']).upper()}"
+             + (f": {one_line(reason)}" if review["verdict"] != "pass" and reason else ""),
+             err=True)
     if record.final_text:
         echo(record.final_text)
     if record.diff:

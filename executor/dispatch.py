@@ -4,7 +4,9 @@ The model is shown only the tools the child holds (:meth:`Dispatcher.schemas`);
 the dispatcher then refuses every call to any other name. One call goes
 through a fixed pipeline:
 
-1. **exact name**: the name must be exactly one of the visible tools. A
+1. **exact name**: the name must be exactly one of the visible tools, as the
+   model was shown it (a catalog agent is offered ``run_agent``, not
+   ``delegate``; the canonical name of a renamed tool is not callable). A
    hidden, unknown or misspelled name (case, homoglyph, whitespace, an extra
    segment) is denied with a tool error that lists the tools available, and
    nothing runs;
@@ -148,7 +150,9 @@ class Dispatcher(Generic[ContextT]):
                  approval: ApprovalHandler | None = None,
                  descriptions: Mapping[str, str] | None = None,
                  deferred: frozenset[str] = frozenset(),
-                 paths: Callable[[str], list[str]] | None = None) -> None:
+                 paths: Callable[[str], list[str]] | None = None,
+                 names: Mapping[str, str] | None = None,
+                 unavailable: Mapping[str, str] | None = None) -> None:
         self.agent = agent
         self.capability = capability
         self.context = context
@@ -162,18 +166,36 @@ class Dispatcher(Generic[ContextT]):
         #: Every spelling a path subject must be judged under (normalized, and the real
         #: path behind in-tree symlinks), so ``./secrets/key`` meets ``secrets/**``.
         self.paths = paths or (lambda path: [path])
+        #: canonical name -> the name the model is shown (and must call), where they differ.
+        self.names = {k: v for k, v in (names or {}).items() if k in self.tools and k != v}
+        self._canonical = {wire: name for name, wire in self.names.items()}
+        #: Tools the agent holds but no run can call -> why (said in the denial).
+        self.unavailable = dict(unavailable or {})
         self.audit: list[AuditRecord] = []
 
+    def wire(self, name: str) -> str:
+        """The name the model sees for canonical tool ``name``."""
+        return self.names.get(name, name)
+
+    def canonical(self, called: str) -> str | None:
+        """The canonical tool a model-visible name calls (``None``: no such offered name)."""
+        if called in self._canonical:
+            return self._canonical[called]
+        return None if called in self.names else called
+
     def activate(self, names: Sequence[str]) -> list[str]:
-        """Make deferred tools visible (tool_search); return the ones that were deferred."""
-        activated = [name for name in names if name in self.deferred]
+        """Make deferred tools visible (tool_search, by the names the model sees); return
+        the ones that were deferred."""
+        wanted = {self.canonical(name) for name in names}
+        activated = [name for name in sorted(self.deferred) if name in wanted]
         self.deferred -= set(activated)
-        return activated
+        return [self.wire(name) for name in activated]
 
     def schemas(self) -> list[ToolSchema]:
         """The tools the model is shown: exactly the ones it may call."""
         return [
-            ToolSchema(name=name, description=self.descriptions.get(name, tool.description),
+            ToolSchema(name=self.wire(name),
+                       description=self.descriptions.get(name, tool.description),
                        parameters=tool.args.model_json_schema())
             for name, tool in sorted(self.tools.items()) if name not in self.deferred
         ]
@@ -199,12 +221,16 @@ class Dispatcher(Generic[ContextT]):
                        name=call.name, is_error=output.is_error)
 
     def _pipeline(self, call: ToolCall) -> tuple[Decision, str, ToolOutput]:
-        tool = self.tools.get(call.name) if call.name not in self.deferred else None
-        if tool is None:
-            available = ", ".join(sorted(set(self.tools) - self.deferred)) or "none"
+        name = self.canonical(call.name)
+        tool = self.tools.get(name) if name is not None and name not in self.deferred else None
+        if tool is None or name is None:
+            available = ", ".join(sorted(self.wire(n) for n in set(self.tools) - self.deferred))
             reason = f"tool {call.name!r} is not available to this agent"
+            if call.name in self.unavailable:
+                reason += f": {self.unavailable[call.name]}"
             return Decision.DENIED, reason, ToolOutput(
-                f"error: {reason}; the tools you can use are: {available}", is_error=True)
+                f"error: {reason}; the tools you can use are: {available or 'none'}",
+                is_error=True)
         if call.raw_arguments is not None:
             reason = "arguments are not a JSON object"
             return Decision.INVALID, reason, ToolOutput(
@@ -218,16 +244,16 @@ class Dispatcher(Generic[ContextT]):
             return Decision.INVALID, problems, ToolOutput(
                 f"error: invalid arguments for {call.name}: {problems}", is_error=True)
         subjects = tool.subjects(args)
-        if call.name in PATH_TOOLS:
+        if name in PATH_TOOLS:
             subjects = [spelling for subject in subjects
                         for spelling in ([None] if subject is None else self.paths(subject))]
-        action = self._decide(call.name, subjects)
+        action = self._decide(name, subjects)
         decision = Decision.ALLOWED
         if action is Action.DENY:
-            reason = self._deny_reason(call.name, subjects)
+            reason = self._deny_reason(name, subjects)
             return Decision.DENIED, reason, ToolOutput(f"error: denied: {reason}", is_error=True)
         if action is Action.ASK:
-            approved, reason = self._ask(call, subjects)
+            approved, reason = self._ask(call, name, subjects)
             if not approved:
                 return Decision.DENIED, reason, ToolOutput(f"error: denied: {reason}",
                                                            is_error=True)
@@ -263,12 +289,13 @@ class Dispatcher(Generic[ContextT]):
             return f"a permission rule denies {tool} on {', '.join(map(repr, blocked[:3]))}"
         return f"a permission rule denies {tool}"
 
-    def _ask(self, call: ToolCall, subjects: Sequence[str | None]) -> tuple[bool, str]:
-        why = ("every call needs approval" if call.name in self.capability.approval_required
+    def _ask(self, call: ToolCall, name: str,
+             subjects: Sequence[str | None]) -> tuple[bool, str]:
+        why = ("every call needs approval" if name in self.capability.approval_required
                else "a permission rule asks for approval")
         if self.approval is None:
             return False, f"{call.name} needs approval ({why}) and this run has no approver"
-        request = ApprovalRequest(agent=self.agent, tool=call.name, arguments=call.arguments,
+        request = ApprovalRequest(agent=self.agent, tool=name, arguments=call.arguments,
                                   subjects=tuple(s for s in subjects if s is not None),
                                   reason=why)
         if self.approval(request):

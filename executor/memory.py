@@ -23,13 +23,14 @@ request, so a replayed script stays deterministic.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 
 from executor.models.base import Message
 from policies.contract import MemoryConfig, MemoryKind
 
-__all__ = ["DEFAULT_WINDOW", "estimate_tokens", "request_view"]
+__all__ = ["DEFAULT_WINDOW", "estimate_tokens", "request_view", "text_only_view"]
 
 DEFAULT_WINDOW = 8
 _RESULT_EXCERPT = 120
@@ -136,3 +137,46 @@ def request_view(messages: Sequence[Message], memory: MemoryConfig, *,
         else:  # appended to the task: providers want user/assistant to alternate
             view[1] = replace(task, content=f"{task.content}\n\n{summary}")
     return view + [m for step in kept for m in step]
+
+
+_CALL_ARGS = 300
+
+
+def text_only_view(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with every tool call and tool result written out as text.
+
+    The finalization request after a step limit carries no tools (zuno: "one
+    additional text-only request with no tools"). A provider refuses tool-call
+    blocks in a request that defines no tools, so the conversation is sent as
+    plain text: an assistant turn says which tools it called, and the results
+    of one step become one user message. Consecutive user messages are joined,
+    so roles still alternate.
+    """
+    out: list[Message] = []
+    for message in messages:
+        if message.role == "assistant" and message.tool_calls:
+            calls = "\n".join(
+                f"[tool call {call.name}({_call_text(call.arguments, call.raw_arguments)})]"
+                for call in message.tool_calls)
+            text = f"{message.content}\n{calls}" if message.content.strip() else calls
+            out.append(Message(role="assistant", content=text))
+            continue
+        if message.role == "tool":
+            outcome = "error" if message.is_error else "result"
+            text = f"[tool {outcome} of {message.name or 'a tool'}]\n{message.content}"
+        elif message.role == "user":
+            text = message.content
+        else:
+            out.append(Message(role=message.role, content=message.content))
+            continue
+        if out and out[-1].role == "user":
+            out[-1] = Message(role="user", content=f"{out[-1].content}\n\n{text}")
+        else:
+            out.append(Message(role="user", content=text))
+    return out
+
+
+def _call_text(arguments: dict[str, object], raw: str | None) -> str:
+    text = raw if raw is not None else json.dumps(arguments, ensure_ascii=False,
+                                                  sort_keys=True, default=str)
+    return text if len(text) <= _CALL_ARGS else text[: _CALL_ARGS - 1] + "…"

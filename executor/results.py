@@ -2,9 +2,10 @@
 
 Every run writes one record: its id, the agent and its contract digest, the
 backend and mode, the status (``completed``, ``failed``, ``denied``,
-``timeout``, ``cancelled``), the final text, the unified diff and changed
-files, the transcript (JSONL), the audit of every tool call with its decision,
-the denied calls, usage, timings and resource use.
+``timeout``, ``cancelled``, ``step_limit``, ``review_failed``), the final
+text, the unified diff and changed files, the transcript (JSONL), the audit of
+every tool call with its decision, the denied calls, usage, timings, resource
+use and the response reviewers' verdicts.
 
 A run writes its record twice before it ends: when it starts (``running``,
 with the process that owns it) and once its sandbox exists (with the
@@ -69,6 +70,10 @@ class RunStatus(StrEnum):
     DENIED = "denied"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    #: Stopped by its step limit: the final text is the one text-only summary request.
+    STEP_LIMIT = "step_limit"
+    #: A response reviewer found the answer wanting (see ``reviews``).
+    REVIEW_FAILED = "review_failed"
     #: Still going (its owner process is alive), or crashed (it is not).
     RUNNING = "running"
     #: The process died without finishing the record (``corral gc`` wrote this).
@@ -115,6 +120,8 @@ class RunRecord(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     resources: dict[str, float] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    #: Response reviewers' checks of the answer: reviewer, run_id, verdict, text.
+    reviews: list[dict[str, Any]] = Field(default_factory=list)
     #: The process running it, while ``status`` is ``running``: host, pid, start time.
     owner: dict[str, Any] | None = None
     #: The sandbox it runs in (its captured diff survives a crash under results/<id>).

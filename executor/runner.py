@@ -15,6 +15,12 @@ own sandbox opened on the parent's workspace; its result (final text, status,
 diff) comes back as the tool result, cut with an explicit marker where too
 long, and the full text stays in the child's run record. Children are
 retained until their parent ends and accept follow-ups (``child=<run id>``).
+
+Each session's tools come from :func:`executor.offer.make_offer`, the same
+computation ``agents show`` prints. A run that names no agent runs the
+zuno ``default_agent``; a catalog agent's response reviewers check its answer
+(:mod:`executor.reviews`), and its welcome message is shown when its
+top-level session starts.
 """
 
 from __future__ import annotations
@@ -23,13 +29,16 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from executor.dispatch import ApprovalHandler, Dispatcher, ToolDenied
 from executor.errors import ModelError, RunError
 from executor.merge_preimages import capture_preimages
-from executor.models import Model, Sampling, ScriptedModel, resolve_model
+from executor.models import Model, Sampling, ScriptedModel
+from executor.offer import make_offer, root_capability
+from executor.prepare import agent_model, settings_apply, task_contract, usable_reviewers
 from executor.results import (
     RunRecord,
     RunStatus,
@@ -38,15 +47,17 @@ from executor.results import (
     running_owner,
     write_run,
 )
+from executor.reviews import run_reviews
 from executor.session import ProgressEvent, RunTimeout, Session, SessionOutcome, SharedLimits
 from executor.skills import resolve_skills
 from executor.suggest import unknown_agent
-from executor.tools import ToolContext, native_tools, truncate
+from executor.tools import ToolContext, native_tools, truncate, with_overrides
 from policies.capability import Capability, DelegationDenied, check_delegation, derive_child
 from policies.config import UserConfig
-from policies.contract import AgentContract, AgentStatus, ModelRoute, SandboxMode
+from policies.contract import AgentContract, AgentStatus, SandboxMode
 from policies.loader import Environment, LoadResult
-from policies.loader.models import parse_ref
+from policies.scoping import delegation_targets, local_name, namespace_of, resolve_agent
+from policies.templates import render as render_template
 from sandbox.config import BackendConfig
 from sandbox.errors import SandboxConfigError, SandboxDenied, SandboxError
 from sandbox.factory import open_sandbox
@@ -82,6 +93,9 @@ class RunSettings:
     use_ripgrep: bool = True
     #: Where ``config`` was read from, to name it when it lacks what the run needs.
     config_file: Path | None = None
+    #: Shows an agent's welcome message (catalog ``welcomeMessage``) when its top-level
+    #: session starts: (agent, message).
+    welcome: Callable[[str, str], None] | None = None
 
 
 def _runnable(contract: AgentContract) -> str | None:
@@ -94,24 +108,29 @@ def _runnable(contract: AgentContract) -> str | None:
     return None
 
 
-def _model(settings: RunSettings, route: ModelRoute, parent: Model | None) -> Model:
-    if settings.script is not None:
-        return settings.script  # one replay for the whole tree, in execution order
-    if parent is None and settings.config.default_model:
-        parent = resolve_model(ModelRoute(candidates=(parse_ref(settings.config.default_model),)),
-                               config=settings.config, parent=None)
-    return resolve_model(route, config=settings.config, parent=parent,
-                         override=settings.model_override)
+def _model(settings: RunSettings, contract: AgentContract, parent: Model | None) -> Model:
+    return agent_model(contract, config=settings.config, script=settings.script,
+                       override=settings.model_override, parent=parent)
 
 
-def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
-    """Run one agent as the top of a run tree; return its record (also written)."""
+def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecord:
+    """Run one agent as the top of a run tree; return its record (also written).
+
+    ``agent`` ``None`` runs the default agent (zuno ``default_agent``: "Agent to use
+    when none is named").
+    """
+    if agent is None:
+        agent = settings.registry.default_agent
+        if agent is None:
+            raise RunError("no agent was named and no default_agent is set", code="no_agent",
+                           hint="pass --agent NAME, or set default_agent in a zuno.json")
     contract = settings.registry.get(agent)
     if contract is None:
         raise unknown_agent(agent, settings.registry, trusted=settings.trust_project)
     refusal = _runnable(contract)
     if refusal is not None:
         raise RunError(f"agent {agent!r} cannot be run: {refusal}", code="agent_not_runnable")
+    usable_reviewers(contract, settings.registry)
     try:
         info = inspect_repo(settings.root)  # a user's mistake: before anything is created
     except SandboxConfigError as exc:
@@ -120,16 +139,20 @@ def run_agent(settings: RunSettings, agent: str, prompt: str) -> RunRecord:
     repository = [settings.root, info.top, info.git_dir, info.common_dir]
     check_state_dir(settings.ledger, repositories=repository)
     check_state_dir(settings.state_root or default_state_root(), repositories=repository)
-    root = Capability.root(custom_tools=settings.config.custom_tools,
-                           sandbox=settings.mode_ceiling, depth=settings.config.subagent_depth)
+    root = root_capability(settings.config, settings.registry, sandbox=settings.mode_ceiling)
     capability = derive_child(root.model_copy(update={"depth": root.depth + 1}), contract)
     try:
-        model = _model(settings, contract.model, None)
+        model = _model(settings, contract, None)
     except ModelError as exc:  # nothing was contacted: the route or the config is wrong
+        if exc.code == "variant":
+            raise RunError(exc.message, code="unknown_variant", context=exc.context,
+                           hint=exc.hint) from exc
         raise _no_model(exc, settings) from exc
     deadline = _deadline(settings.timeout_seconds, contract.timeout_seconds)
     run = AgentRun(settings, contract, capability, model, repo=settings.root, depth=0,
                    parent_run=None, deadline=deadline)
+    if contract.welcome_message and settings.welcome is not None:
+        settings.welcome(contract.display_name, contract.welcome_message)
     try:
         record = run.turn(prompt)
     except BaseException:
@@ -170,8 +193,13 @@ class AgentRun:
 
     def __init__(self, settings: RunSettings, contract: AgentContract, capability: Capability,
                  model: Model, *, repo: Path, depth: int, parent_run: str | None,
-                 deadline: float | None) -> None:
+                 deadline: float | None, handoff: str | None = None,
+                 reviewing: bool = False) -> None:
         self.settings = settings
+        self.handoff = handoff
+        #: A response reviewer at work: its own reviewers are not run (no loops).
+        self.reviewing = reviewing
+        self.reviews: list[dict[str, Any]] = []
         self.contract = contract
         self.capability = capability
         self.model = model
@@ -211,27 +239,36 @@ class AgentRun:
         self.record = self.record.model_copy(update={"backend": self.sandbox.backend,
                                                      "sandbox_id": self.sandbox.id})
         self._write_running()
-        bindings = {b.name: b for b in self.contract.tool_bindings}
+        # One offer for the schemas and for `agents show`: they cannot disagree.
+        offer = make_offer(self.capability, self.contract, self.settings.registry.agents)
+        descriptions = dict(offer.descriptions)
+        implemented = native_tools(use_ripgrep=self.settings.use_ripgrep,
+                                   delegate_targets=offer.targets,
+                                   delegate_description=descriptions.pop("delegate", None))
+        overrides = {b.name: b.overrides for b in self.contract.tool_bindings if b.enabled}
+        tools = {name: with_overrides(implemented[name], overrides.get(name, {}))
+                 for name in (*offer.tools, *offer.deferred)}
         self.context = ToolContext(sandbox=self.sandbox, agent=self.contract.name,
                                    delegate=self.delegate, list_agents=self.delegable,
                                    deadline=self.deadline)
         dispatcher = Dispatcher(
-            agent=self.contract.name, capability=self.capability,
-            tools=native_tools(use_ripgrep=self.settings.use_ripgrep), context=self.context,
-            approval=self.settings.approval,
-            descriptions={n: b.description for n, b in bindings.items() if b.description},
-            deferred=frozenset(n for n, b in bindings.items() if b.deferred),
-            paths=self._spellings,
+            agent=self.contract.name, capability=self.capability, tools=tools,
+            context=self.context, approval=self.settings.approval, descriptions=descriptions,
+            deferred=frozenset(offer.deferred), paths=self._spellings, names=offer.names,
+            unavailable=offer.unavailable,
         )
         self.context.permits = dispatcher.permits
-        self.context.deferred = {n: b.description or n for n, b in bindings.items() if b.deferred}
+        self.context.deferred = {offer.wire(n): descriptions.get(n) or tools[n].description
+                                 for n in offer.deferred}
         self.context.activate = dispatcher.activate
         self.session = Session(
             agent=self.contract.name, model=self.model, dispatcher=dispatcher,
             system_prompt=self._system_prompt([s.instructions for s in skills]),
             memory=self.contract.memory,
             sampling=Sampling(temperature=self.contract.temperature, top_p=self.contract.top_p,
-                              reasoning=self.contract.reasoning),
+                              reasoning=self.contract.reasoning if settings_apply(
+                                  self.contract, self.settings.model_override) else None,
+                              options=self.contract.options),
             steps=self.contract.steps, limits=self.settings.limits, deadline=self.deadline,
             progress=self.settings.progress, depth=self.depth,
         )
@@ -263,8 +300,13 @@ class AgentRun:
 
     def _system_prompt(self, skills: list[str]) -> str:
         root = self.sandbox.root if self.sandbox is not None else self.repo
-        parts = [self.contract.instructions.strip() or
-                 f"You are the {self.contract.name} agent."]
+        instructions = self.contract.instructions.strip()
+        if self.contract.instructions_template:  # filled in when the session starts
+            instructions = render_template(instructions, today=date.today())
+        parts = [instructions or f"You are the {self.contract.name} agent."]
+        if self.handoff:
+            parts.append(f"## Task contract from the agent that delegated to you\n\n"
+                         f"{self.handoff}")
         parts += [f"## Skill\n\n{text}" for text in skills]
         parts.append(f"You work in {root} ({self.capability.sandbox.value} "
                      "sandbox); tool paths are relative to it.")
@@ -277,6 +319,14 @@ class AgentRun:
         try:
             session = self.session if self.session is not None else self._open()
             outcome = session.run(prompt)
+            if outcome.stopped_by != "answer":  # the summary of a stopped run, not an answer
+                status = RunStatus.STEP_LIMIT
+            elif self.contract.response_reviewers and not self.reviewing:
+                self.reviews = run_reviews(
+                    usable_reviewers(self.contract, self.settings.registry),
+                    self.contract.name, prompt, outcome.final_text, self._review_with)
+                if any(review["verdict"] != "pass" for review in self.reviews):
+                    status = RunStatus.REVIEW_FAILED
         except RunTimeout as exc:
             status, error = RunStatus.TIMEOUT, exc.to_dict()
         except SandboxDenied as exc:
@@ -327,6 +377,7 @@ class AgentRun:
                 "resources": dict(self.context.resources) if self.context else {},
                 "notes": self.record.notes + (outcome.notes if outcome else []),
                 "children": list(self.children),
+                "reviews": list(self.reviews),
             }
         self.record = self.record.model_copy(update=update)
         write_run(self.settings.ledger, self.record,
@@ -359,28 +410,32 @@ class AgentRun:
     # -- delegation ------------------------------------------------------------------------
 
     def delegable(self) -> list[tuple[str, str]]:
-        """Agents this one may delegate to right now."""
-        out = []
-        for name, contract in sorted(self.settings.registry.agents.items()):
-            try:
-                check_delegation(self.capability, contract)
-            except DelegationDenied:
-                continue
-            out.append((name, contract.description or ""))
-        return out
+        """Agents this one may delegate to right now (of its namespace, by the names it
+        uses for them)."""
+        return [(local_name(c), c.description or "") for c in delegation_targets(
+            self.capability, self.contract, self.settings.registry.agents.values())]
 
-    def delegate(self, agent: str, prompt: str, child_id: str | None) -> str:
-        """The ``delegate`` tool: start (or follow up with) a child; its result as text."""
+    def delegate(self, agent: str, prompt: str, child_id: str | None,
+                 instructions: str | None = None) -> str:
+        """The ``delegate`` tool: start (or follow up with) a child; its result as text.
+
+        ``instructions`` (pi's task contract) goes into a new child's system prompt,
+        cut to 16 KB; a follow-up takes none (the child has its contract already).
+        """
         if child_id is not None:
             child = self._retained(child_id)
-            if child.contract.name != agent:  # the permission rules judged `agent`
-                raise ToolDenied(f"child {child_id!r} runs agent {child.contract.name!r}, "
-                                 f"not {agent!r}")
+            if local_name(child.contract) != agent and child.contract.name != agent:
+                raise ToolDenied(f"child {child_id!r} runs agent {local_name(child.contract)!r}"
+                                 f", not {agent!r}")  # the permission rules judged `agent`
+            if instructions is not None:
+                raise ToolDenied("instructions are the task contract of a new child; send a "
+                                 "follow-up as the prompt")
             return self._report(child, child.turn(prompt))
-        contract = self.settings.registry.get(agent)
+        contract = resolve_agent(self.contract, agent, self.settings.registry.agents)
         if contract is None:
             names = ", ".join(name for name, _ in self.delegable()) or "none"
-            raise ToolDenied(f"no agent named {agent!r}; you may delegate to: {names}")
+            raise ToolDenied(f"no agent named {agent!r} in namespace "
+                             f"{namespace_of(self.contract)!r}; you may delegate to: {names}")
         try:
             check_delegation(self.capability, contract)
         except DelegationDenied as exc:
@@ -388,25 +443,56 @@ class AgentRun:
         if not self.settings.limits.take_child():
             raise ToolDenied("this run may start no more children (shared limit)")
         try:
-            model = _model(self.settings, contract.model, self.model)
+            usable_reviewers(contract, self.settings.registry)
+            model = _model(self.settings, contract, self.model)
         except ModelError as exc:
             raise ToolDenied(f"cannot resolve a model for {agent!r}: {exc.message}") from exc
+        except RunError as exc:
+            raise ToolDenied(exc.message) from exc
         if self.sandbox is None:
             raise ToolDenied("this agent has no workspace to delegate from")
         # The child's snapshot reads this workspace from the host: nothing of ours may
         # still be running (a left-behind process could swap paths under the snapshot).
         self.sandbox.stop_processes()
         remaining = self.deadline - time.monotonic() if self.deadline is not None else None
+        handoff, cut = task_contract(instructions)
         child = AgentRun(self.settings, contract, derive_child(self.capability, contract), model,
                          repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
-                         deadline=_deadline(remaining, contract.timeout_seconds))
+                         deadline=_deadline(remaining, contract.timeout_seconds),
+                         handoff=handoff)
+        if cut:
+            child.record = child.record.model_copy(update={"notes": [cut]})
         self.children[child.run_id] = child
         try:
             record = child.turn(prompt)
         except RunError as exc:
             del self.children[child.run_id]
             raise ToolDenied(f"{agent!r} could not start: {exc.message}") from exc
-        return self._report(child, record)
+        report = self._report(child, record)
+        return f"note: {cut}\n{report}" if cut else report
+
+    def _review_with(self, reviewer: AgentContract, prompt: str) -> RunRecord:
+        """One response reviewer on this agent's workspace: read-only, under this agent's
+        capability, no delegation; closed as soon as it answered."""
+        if self.sandbox is None:
+            raise RunError("the reviewed agent has no workspace", code="review")
+        self.sandbox.stop_processes()  # nothing of ours may run under the reviewer's reads
+        ceiling = self.capability.model_copy(update={
+            "sandbox": SandboxMode.READ_ONLY, "read_only": True, "depth": 1,
+            "delegates": frozenset()})
+        try:
+            model = _model(self.settings, reviewer, self.model)
+        except ModelError as exc:
+            raise RunError(f"no model for reviewer {reviewer.name!r}: {exc.message}",
+                           code="review") from exc
+        remaining = self.deadline - time.monotonic() if self.deadline is not None else None
+        run = AgentRun(self.settings, reviewer, derive_child(ceiling, reviewer), model,
+                       repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
+                       deadline=_deadline(remaining, reviewer.timeout_seconds), reviewing=True)
+        try:
+            return run.turn(prompt)
+        finally:
+            run.close()
 
     def _retained(self, ref: str) -> AgentRun:
         """A retained child by run id, or by agent name when exactly one child ran it."""
@@ -428,6 +514,8 @@ class AgentRun:
                  f"{record.mode} sandbox; follow up with child={record.run_id}"]
         if record.error:
             lines.append(f"error: {record.error.get('message', record.error.get('code'))}")
+        lines += [f"review by {review['reviewer']}: {review['verdict'].upper()}"
+                  for review in record.reviews]
         lines.append(truncate(record.final_text or "(no final text)", MAX_RESULT_CHARS,
                               what="the child's final text",
                               hint=f"the full text is in run {record.run_id}"))

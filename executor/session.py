@@ -5,10 +5,13 @@ child). Each *step* is one tool-capable request: the model answers with text
 (the turn ends) or with tool calls, which the dispatcher runs and answers.
 When the agent's ``steps`` limit (zuno's semantics) or the tree's shared step
 budget is spent and the model still wants tools, exactly one more request is
-sent, text only (tool definitions kept, ``tool_choice`` none), asking for the
-completed work, the remaining work, the evidence and the blockers; the limit
-is never silently raised. The request view of the transcript comes from the
-agent's memory strategy; the transcript itself keeps everything.
+sent, text only and with no tools defined (the conversation's tool calls and
+results written out as text, which every provider accepts without tool
+definitions), asking for the completed work, the remaining work, the evidence
+and the blockers; the limit is never silently raised, and the run reports that
+it stopped at its limit (``stopped_by``), never that it completed. The request
+view of the transcript comes from the agent's memory strategy; the transcript
+itself keeps everything.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from executor.dispatch import Dispatcher, render_arguments
 from executor.errors import ExecutorError
-from executor.memory import request_view
+from executor.memory import request_view, text_only_view
 from executor.models.base import Message, Model, Sampling, ToolCall, Usage
 from policies.contract import MemoryConfig
 
@@ -140,11 +143,14 @@ class Session:
             raise RunTimeout(f"agent {self.agent!r} ran out of time",
                              operation="session", hint="raise --timeout or the agent's limit")
 
-    def _request(self, sampling: Sampling) -> Any:
+    def _request(self, sampling: Sampling, *, tools: bool = True) -> Any:
         self._check_deadline()
         view = request_view(self.messages, self.memory, budget_tokens=self.budget_tokens)
+        if not tools:
+            view = text_only_view(view)
         started = time.monotonic()
-        response = self.model.complete(view, self.dispatcher.schemas(), sampling=sampling)
+        response = self.model.complete(view, self.dispatcher.schemas() if tools else [],
+                                       sampling=sampling)
         self.model_seconds += time.monotonic() - started
         self.requests += 1
         self.usage = self.usage + response.usage
@@ -177,13 +183,14 @@ class Session:
                 self.messages.append(self.dispatcher.dispatch(call, step=step))
                 record = self.dispatcher.audit[-1]
                 self._emit("tool_done", step, f"{call.name}: {record.decision}",
-                           _written(call) if not record.is_error else ())
+                           _written(call, self.dispatcher.canonical(call.name))
+                           if not record.is_error else ())
 
     def _finalize(self, step: int, why: Literal["steps", "shared_steps"],
                   notes: list[str]) -> SessionOutcome:
-        """The one text-only request after a limit (tools defined, none callable)."""
+        """The one text-only request after a limit: no tools in it at all."""
         self.messages.append(Message(role="user", content=FINALIZE_PROMPT))
-        response = self._request(replace(self.sampling, tool_choice="none"))
+        response = self._request(self.sampling, tools=False)
         if response.tool_calls:
             notes.append(f"the finalization answer asked for {len(response.tool_calls)} tool "
                          "call(s); none was run")
@@ -193,11 +200,12 @@ class Session:
                               self.model_seconds, notes)
 
 
-def _written(call: ToolCall) -> tuple[str, ...]:
-    """The paths a successful write tool call changed (progress display only)."""
-    if call.name in ("write_file", "edit") and isinstance(call.arguments.get("path"), str):
+def _written(call: ToolCall, tool: str | None) -> tuple[str, ...]:
+    """The paths a successful write tool call changed (progress display only); ``tool`` is
+    the canonical name of the tool called."""
+    if tool in ("write_file", "edit") and isinstance(call.arguments.get("path"), str):
         return (call.arguments["path"],)
-    if call.name == "apply_patch" and isinstance(call.arguments.get("patch"), str):
+    if tool == "apply_patch" and isinstance(call.arguments.get("patch"), str):
         return tuple(line[4:].split("\t")[0].removeprefix("b/")
                      for line in call.arguments["patch"].split("\n")
                      if line.startswith("+++ ") and line[4:].strip() != "/dev/null")

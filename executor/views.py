@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from executor.offer import make_offer
 from executor.text import one_line, printable
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, restrict
 from policies.contract import AgentContract
@@ -25,8 +27,10 @@ def own_tools(contract: AgentContract) -> list[str] | None:
     return sorted(tools)
 
 
-def agent_json(contract: AgentContract, *, effective: Capability | None = None) -> dict[str, Any]:
-    """The ``agents show --json`` object."""
+def agent_json(contract: AgentContract, *, effective: Capability | None = None,
+               agents: Mapping[str, AgentContract] | None = None) -> dict[str, Any]:
+    """The ``agents show --json`` object; ``effective`` is the root capability, and the
+    ``effective`` tools are exactly what a run's model is offered (:mod:`executor.offer`)."""
     route = contract.model
     data: dict[str, Any] = {
         "name": contract.name,
@@ -48,6 +52,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None) 
             "inherit": route.inherit,
             "foreign": route.foreign,
             "needs_override": route.needs_override,
+            "parent_fallback": route.parent_fallback,
         },
         "user_invocable": contract.user_invocable,
         "subagent_available": contract.subagent_available,
@@ -75,7 +80,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None) 
     if effective is not None:
         narrowed = restrict(effective, contract)
         data["effective"] = {
-            "tools": narrowed.visible_tools(),
+            **make_offer(narrowed, contract, agents or {}).to_json(),
             "sandbox": narrowed.sandbox.value,
             "read_only": narrowed.read_only,
             "approval_required": sorted(narrowed.approval_required),
@@ -93,17 +98,19 @@ def list_json(result: LoadResult) -> dict[str, Any]:
     return {
         "agents": [agent_json(c) for _, c in sorted(result.agents.items())],
         "diagnostics": diagnostics_json(result.diagnostics),
+        "default_agent": result.default_agent,
     }
 
 
-def render_show(contract: AgentContract, effective: Capability) -> str:
+def render_show(contract: AgentContract, effective: Capability,
+                agents: Mapping[str, AgentContract] | None = None) -> str:
     """The effective, resolved contract as text (like ``zuno debug agent``).
 
     Every value a definition file chose is escaped (:func:`one_line`): a
     description cannot carry terminal escapes, nor a newline that would fake
     the ``tools`` or ``effective`` line after it. The instructions keep their lines.
     """
-    data = agent_json(contract, effective=effective)
+    data = agent_json(contract, effective=effective, agents=agents)
     route = data["model_route"]
     if route["needs_override"]:
         model = f"{route['foreign']} ({contract.origin.format.value} model: needs an override)"
@@ -129,6 +136,13 @@ def render_show(contract: AgentContract, effective: Capability) -> str:
                            or "(none)"),
         "denied       " + (names(data["denied_tools"]) or "-"),
         "effective    " + (names(data["effective"]["tools"]) or "(none)"),
+        *(["deferred     " + names(data["effective"]["deferred"]) + " (tool_search)"]
+          if data["effective"]["deferred"] else []),
+        *(["model sees   " + ", ".join(f"{one_line(wire)} ({one_line(tool)})" for tool, wire
+                                       in data["effective"]["names"].items())]
+          if data["effective"]["names"] else []),
+        *(f"  not offered {one_line(tool)}: {one_line(why)}"
+          for tool, why in data["effective"]["unavailable"].items()),
         "delegates    " + ("inherit" if data["delegates"] is None else names(data["delegates"])
                            or "(none)"),
         f"reachable    user: {'yes' if contract.user_invocable else 'no'}, "
@@ -146,6 +160,10 @@ def render_show(contract: AgentContract, effective: Capability) -> str:
         lines.append("skills       " + names(list(contract.required_skills)))
     if contract.extras:
         lines.append("extras       " + names(sorted(contract.extras)))
+    if contract.response_reviewers:
+        lines.append("reviewers    " + names(list(contract.response_reviewers)))
+    if contract.welcome_message:
+        lines.append(f"welcome      {one_line(contract.welcome_message)}")
     # Split on newlines only: splitlines() would also break at \r, \x85 or U+2028 and
     # hide them instead of showing them.
     body = contract.instructions.removesuffix("\n")

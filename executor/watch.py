@@ -11,6 +11,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from policies.loader import Environment
+from policies.loader.discovery import project_zuno_dirs
 
 __all__ = ["watch_definitions"]
 
@@ -44,6 +45,7 @@ def watch_definitions(root: Path, env: Environment, check: Callable[[], Any], *,
     observer = Observer()
     observer.schedule(_Trigger(changed, root), str(root), recursive=False)
     bases = [root / name for name in _PROJECT_DIRS]
+    bases += [path for path in project_zuno_dirs(root) if path.parent != root]  # nested layers
     if personal:
         bases += [env.home / name for name in (".claude", ".copilot", ".codex", ".cursor",
                                               ".gemini", ".pi")]

@@ -17,6 +17,11 @@ repository's files must never widen what its own agents may do.
     type = "openai"                       # openai (chat completions) or anthropic
     base_url = "http://localhost:8000/v1"
     api_key_env = "LOCAL_API_KEY"         # the key is read from this variable
+    [providers.local.variants.fast]       # a model variant (zuno `variant: fast`):
+    reasoning_effort = "low"              # request fields it sends
+
+A role's fallbacks may also be one comma-separated string (``fast = "a, b"``),
+as pi's roles are ("string with commas, or array").
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from policies.capability import DEFAULT_SUBAGENT_DEPTH
 from policies.errors import PolicyError
@@ -45,6 +50,8 @@ class ProviderConfig(BaseModel):
     api_key_env: str | None = None
     timeout_seconds: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
+    #: Named model variants: request fields each sends (an agent's ``variant`` picks one).
+    variants: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
 
 
 class UserConfig(BaseModel):
@@ -65,6 +72,15 @@ class UserConfig(BaseModel):
     @classmethod
     def _tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(check_tool_name(name) for name in value)
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _role_chains(cls, value: object) -> object:
+        """A role's chain may be a comma-separated string (pi), split in order."""
+        if not isinstance(value, dict):
+            return value
+        return {role: [part.strip() for part in chain.split(",") if part.strip()]
+                if isinstance(chain, str) else chain for role, chain in value.items()}
 
 
 class ConfigError(PolicyError):

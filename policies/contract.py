@@ -21,6 +21,7 @@ from policies.permissions import PermissionPolicy
 from policies.tools import check_tool_name
 
 __all__ = [
+    "RESERVED_OPTION_KEYS",
     "AgentContract",
     "AgentFormat",
     "AgentMode",
@@ -37,6 +38,13 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+#: Request fields provider options may never set: they carry the conversation, the
+#: tools and the protocol, which corral alone decides.
+RESERVED_OPTION_KEYS = frozenset({
+    "model", "messages", "system", "tools", "tool_choice", "functions", "function_call",
+    "stream", "stream_options", "n", "parallel_tool_calls",
+})
 
 
 class AgentFormat(StrEnum):
@@ -132,6 +140,9 @@ class ModelRoute(BaseModel):
     provider: str | None = None
     foreign: str | None = None
     foreign_format: AgentFormat | None = None
+    #: When no candidate is available, the parent's model runs the agent (pi: "then the
+    #: authenticated parent model").
+    parent_fallback: bool = False
 
     @property
     def inherit(self) -> bool:
@@ -195,6 +206,9 @@ class ToolBinding(BaseModel):
     deferred: bool = False
     needs_approval: bool = False
     overrides: dict[str, JsonValue] = Field(default_factory=dict)
+    #: The name the definition gave the tool (``run_agent``, ``file_read``), when it is not
+    #: the canonical one: the model is offered the tool under this name.
+    wire_name: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -212,6 +226,8 @@ class Origin(BaseModel):
     source: str
     scope: Scope
     line: int | None = None
+    #: Earlier configuration layers this definition was merged over (zuno), oldest first.
+    layers: tuple[str, ...] = ()
 
 
 class AgentContract(BaseModel):
@@ -229,11 +245,19 @@ class AgentContract(BaseModel):
     display_name: str
     description: str | None = None
     instructions: str = ""
+    #: The instructions are a template (catalog ``{{ current_date }}``), filled in when a
+    #: session starts.
+    instructions_template: bool = False
     model: ModelRoute = Field(default_factory=ModelRoute)
     reasoning: str | None = None
     temperature: float | None = None
     top_p: float | None = None
     variant: str | None = None
+    #: Provider options sent with every request (zuno ``options``, unknown keys included).
+    options: dict[str, JsonValue] = Field(default_factory=dict)
+    #: ``reasoning`` and ``variant`` apply only when the agent's own model route runs it
+    #: (zuno), never to an inherited or overridden model.
+    settings_need_own_model: bool = False
     tools: frozenset[str] | None = None
     denied_tools: frozenset[str] = frozenset()
     delegates: frozenset[str] | None = None
@@ -249,6 +273,9 @@ class AgentContract(BaseModel):
     required_skills: tuple[str, ...] = ()
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     tool_bindings: tuple[ToolBinding, ...] = ()
+    #: ``toolSearch`` groups whose deferred tools ``tool_search`` may activate; empty: every
+    #: deferred tool of the agent.
+    tool_search_groups: tuple[str, ...] = ()
     status: AgentStatus | None = None
     namespace: str | None = None
     welcome_message: str | None = None
@@ -256,6 +283,9 @@ class AgentContract(BaseModel):
     color: str | None = None
     origin: Origin
     extras: dict[str, JsonValue] = Field(default_factory=dict)
+    #: The definition's fields as written, for formats whose configuration layers merge
+    #: (zuno: objects merge, arrays replace). Not part of the contract's content.
+    raw_layer: dict[str, JsonValue] | None = Field(default=None, exclude=True, repr=False)
 
     @field_validator("tools", "denied_tools")
     @classmethod

@@ -6,6 +6,12 @@ builds the model-visible schemas from it. Custom tools (installed MCP or
 extension tools) are allowed by exact name and always belong to the ``custom``
 group, which counts as side-effecting.
 
+Some tools are named by definitions but cannot run in corral: ``web_fetch``
+and ``web_search`` (sandboxes have no network) and every custom tool (no
+provider runs them until MCP support lands). :func:`why_unrunnable` says why;
+the loader warns when a definition grants one, and the model is never offered
+one.
+
 Matching is exact. :func:`check_tool_name` rejects a name that is not ASCII,
 not NFKC-stable, contains whitespace or control characters, or differs only by
 case from a native name; nothing here ever does a fuzzy match, because a fuzzy
@@ -24,15 +30,18 @@ from policies.errors import ToolNameError
 __all__ = [
     "CUSTOM_TOOL_RE",
     "NATIVE_TOOLS",
+    "SEARCH_GROUPS",
     "SideEffect",
     "ToolGroup",
     "ToolSpec",
     "check_tool_name",
     "group_of",
+    "in_search_group",
     "is_native",
     "is_side_effecting",
     "is_tool_pattern",
     "tool_matches",
+    "why_unrunnable",
 ]
 
 
@@ -161,3 +170,38 @@ def is_side_effecting(name: str) -> bool:
     """Custom tools are side-effecting by default: nothing proves otherwise."""
     spec = NATIVE_TOOLS.get(name)
     return spec is None or spec.side_effect is not SideEffect.NONE
+
+
+#: Native tools no run can call, and why.
+_UNRUNNABLE = {
+    "web_fetch": "sandboxes have no network, so corral never offers it",
+    "web_search": "sandboxes have no network, so corral never offers it",
+}
+_CUSTOM_UNRUNNABLE = ("corral has no provider that runs custom or MCP tools yet (MCP support "
+                      "is planned), so it is never offered")
+
+
+def why_unrunnable(name: str) -> str | None:
+    """Why no run can call tool ``name`` (a pattern counts as custom), or ``None``."""
+    if name in _UNRUNNABLE:
+        return _UNRUNNABLE[name]
+    if name in NATIVE_TOOLS:
+        return None
+    return _CUSTOM_UNRUNNABLE
+
+
+#: The groups a catalog ``toolSearch`` may list: corral's tool groups, ``web`` (the
+#: catalog spec's name for the network group) and ``*``; any other name is an MCP
+#: server (``github`` selects ``mcp__github__*``).
+SEARCH_GROUPS = frozenset({*(g.value for g in ToolGroup), "web", "*"})
+
+
+def in_search_group(group: str, tool: str) -> bool:
+    """Whether ``tool`` belongs to the ``toolSearch`` group ``group``."""
+    if group == "*":
+        return True
+    if group == "web":
+        group = ToolGroup.NETWORK.value
+    if group in {g.value for g in ToolGroup}:
+        return group_of(tool).value == group
+    return tool.startswith(f"mcp__{group}__")

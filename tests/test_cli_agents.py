@@ -53,7 +53,7 @@ def test_list_json_shape(repo: Path) -> None:
     code, out = run("agents", "list", "--root", str(repo), "--trust-project", "--json")
     assert code == 0
     data = json.loads(out)
-    assert set(data) == {"agents", "diagnostics"}
+    assert set(data) == {"agents", "diagnostics", "default_agent"}
     names = [a["name"] for a in data["agents"]]
     assert names == ["fixer", "research", "scout"]
     for agent in data["agents"]:

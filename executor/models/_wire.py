@@ -10,9 +10,10 @@ from typing import Any
 from executor.errors import ModelError
 from executor.models.base import Message, ModelResponse, Sampling, ToolSchema
 from executor.models.http import HttpClient, RetryPolicy, Sleep
+from policies.contract import RESERVED_OPTION_KEYS
 
-__all__ = ["MAX_DEPTH", "HttpModel", "decode_arguments", "nonneg_int", "protocol_error",
-           "too_deep"]
+__all__ = ["MAX_DEPTH", "HttpModel", "decode_arguments", "merge_options", "nonneg_int",
+           "protocol_error", "too_deep"]
 
 
 class HttpModel:
@@ -24,8 +25,11 @@ class HttpModel:
 
     def __init__(self, *, model: str, url: str, provider: str, api_key: str | None,
                  headers: Mapping[str, str], timeout: float, max_retries: int,
-                 retry: RetryPolicy | None, sleep: Sleep = time.sleep) -> None:
+                 retry: RetryPolicy | None, sleep: Sleep = time.sleep,
+                 defaults: Mapping[str, Any] | None = None) -> None:
         self._model = model
+        #: Request fields of the model's variant (below the agent's own options).
+        self._defaults = dict(defaults or {})
         self._provider = provider
         self._url = url
         self._secrets = (api_key,) if api_key else ()
@@ -40,9 +44,10 @@ class HttpModel:
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *,
                  sampling: Sampling) -> ModelResponse:
-        """One request in the provider's protocol."""
-        return self._parse(self._http.post_json(self._url, self._body(messages, tools,
-                                                                       sampling)))
+        """One request in the provider's protocol, with the provider options."""
+        body = self._body(messages, tools, sampling)
+        merge_options(body, sampling.options, self._defaults)
+        return self._parse(self._http.post_json(self._url, body))
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:
@@ -50,6 +55,19 @@ class HttpModel:
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
         raise NotImplementedError
+
+
+def merge_options(body: dict[str, Any], *layers: Mapping[str, Any]) -> None:
+    """Add provider options to a request ``body``, the first layer winning: never a field
+    corral alone sets (:data:`~policies.contract.RESERVED_OPTION_KEYS`), never over an
+    explicit setting (temperature, top_p, reasoning); ``max_tokens`` is only a default."""
+    taken = set(body) - {"max_tokens"}
+    for layer in layers:
+        for key, value in layer.items():
+            if key in RESERVED_OPTION_KEYS or key in taken:
+                continue
+            body[key] = value
+            taken.add(key)
 
 
 #: Tool arguments nested deeper than this are refused (kept as raw text): every layer

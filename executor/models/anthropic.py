@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from executor.models._wire import (
@@ -66,14 +66,15 @@ class AnthropicModel(HttpModel):
     def __init__(self, *, model: str, base_url: str = "https://api.anthropic.com",
                  api_key: str | None = None, provider: str = "anthropic",
                  timeout: float = 120.0, max_retries: int = 3,
-                 retry: RetryPolicy | None = None, sleep: Sleep = time.sleep) -> None:
+                 retry: RetryPolicy | None = None, sleep: Sleep = time.sleep,
+                 defaults: Mapping[str, Any] | None = None) -> None:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
         super().__init__(
             model=model, url=base_url.rstrip("/") + "/v1/messages", provider=provider,
             api_key=api_key, headers=headers, timeout=timeout, max_retries=max_retries,
-            retry=retry, sleep=sleep)
+            retry=retry, sleep=sleep, defaults=defaults)
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:

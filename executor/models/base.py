@@ -11,7 +11,7 @@ errors into :class:`executor.errors.ModelError` at exactly one boundary, with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -74,9 +74,9 @@ class Message:
 class Sampling:
     """Per-request settings; ``None`` leaves the provider's default.
 
-    ``tool_choice="none"`` keeps the tool definitions in the request (a
-    conversation with tool calls in it needs them) but forbids new calls: the
-    session's one text-only finalization request uses it.
+    ``tool_choice="none"`` keeps the tool definitions in the request but
+    forbids new calls (a provider feature; the session's finalization request
+    sends no tools at all instead, as zuno's spec says).
     """
 
     temperature: float | None = None
@@ -84,6 +84,10 @@ class Sampling:
     reasoning: str | None = None
     max_tokens: int = 4096
     tool_choice: Literal["auto", "none"] = "auto"
+    #: Provider options (zuno ``options``): request fields sent verbatim, except the ones
+    #: corral alone sets (:data:`policies.contract.RESERVED_OPTION_KEYS`); an explicit
+    #: setting above (temperature, top_p, reasoning) wins over the same option.
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

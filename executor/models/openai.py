@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from executor.models._wire import HttpModel, decode_arguments, nonneg_int, protocol_error
@@ -56,11 +56,13 @@ class OpenAIChatModel(HttpModel):
 
     def __init__(self, *, model: str, base_url: str, api_key: str | None = None,
                  provider: str = "openai", timeout: float = 120.0, max_retries: int = 3,
-                 retry: RetryPolicy | None = None, sleep: Sleep = time.sleep) -> None:
+                 retry: RetryPolicy | None = None, sleep: Sleep = time.sleep,
+                 defaults: Mapping[str, Any] | None = None) -> None:
         super().__init__(
             model=model, url=base_url.rstrip("/") + "/chat/completions", provider=provider,
             api_key=api_key, headers={"authorization": f"Bearer {api_key}"} if api_key else {},
-            timeout=timeout, max_retries=max_retries, retry=retry, sleep=sleep)
+            timeout=timeout, max_retries=max_retries, retry=retry, sleep=sleep,
+            defaults=defaults)
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:

@@ -23,6 +23,10 @@ candidate is tried. A provider without ``api_key_env`` needs no key (Ollama,
 llama.cpp). When nothing is available the error lists every candidate tried
 and why.
 
+A route with ``parent_fallback`` (pi: "then the authenticated parent model")
+falls back to the parent's model when no candidate is available; the error
+then lists the parent too.
+
 A foreign model name (``sonnet`` in a Claude file) is refused unless
 ``override`` is given; ``override`` (``corral run --model ROUTE``) replaces
 the route entirely, ``provider`` included.
@@ -41,6 +45,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from executor.errors import ModelError
 from executor.models.anthropic import AnthropicModel
@@ -138,8 +143,23 @@ def expand_candidates(refs: Sequence[ModelRef], *, roles: Mapping[str, Sequence[
 
 
 def build_provider_model(provider: str, config: ProviderConfig, model: str, *,
-                         env: Mapping[str, str]) -> Model:
-    """A connection to ``model`` through ``config``; ``unavailable`` when its key is unset."""
+                         env: Mapping[str, str], variant: str | None = None) -> Model:
+    """A connection to ``model`` through ``config``; ``unavailable`` when its key is unset.
+
+    ``variant`` names one of the provider's ``variants``: its request fields go with
+    every request; a variant the provider does not define is a config error.
+    """
+    defaults: dict[str, Any] = {}
+    if variant is not None:
+        if variant not in config.variants:
+            defined = ", ".join(sorted(config.variants)) or "none"
+            raise ModelError(
+                f"variant {variant!r} is not defined for provider {provider!r} (defined: "
+                f"{defined})", code="variant", operation="resolve_model",
+                context={"provider": provider, "variant": variant},
+                hint=f"add [providers.{provider}.variants.{variant}] with the request fields "
+                "it sends to your corral config, or remove variant from the agent")
+        defaults = dict(config.variants[variant])
     api_key: str | None = None
     if config.api_key_env:
         api_key = env.get(config.api_key_env) or None
@@ -151,12 +171,15 @@ def build_provider_model(provider: str, config: ProviderConfig, model: str, *,
                 hint=f"export {config.api_key_env}=... before running")
     cls = OpenAIChatModel if config.type == "openai" else AnthropicModel
     return cls(model=model, base_url=config.base_url, api_key=api_key, provider=provider,
-               timeout=config.timeout_seconds, max_retries=config.max_retries)
+               timeout=config.timeout_seconds, max_retries=config.max_retries,
+               defaults=defaults)
 
 
 def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None,
-                  override: str | None = None, env: Mapping[str, str] | None = None) -> Model:
-    """The first available model of ``route`` (see the module docstring for the rules)."""
+                  override: str | None = None, env: Mapping[str, str] | None = None,
+                  variant: str | None = None) -> Model:
+    """The first available model of ``route`` (see the module docstring for the rules);
+    ``variant`` applies to a model the route connects (never to an inherited one)."""
     env = os.environ if env is None else env
     if override is not None:
         if not override.strip():
@@ -183,13 +206,19 @@ def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None
             attempts.append(candidate)
             continue
         try:
-            model = _connect(candidate, route=route, config=config, parent=parent, env=env)
+            model = _connect(candidate, route=route, config=config, parent=parent, env=env,
+                             variant=variant)
         except ModelError as exc:
             if exc.code != "unavailable":
                 raise
             attempts.append(Attempt(str(candidate), exc.message))
             continue
         return with_level(model, candidate.level)
+    if route.parent_fallback:
+        if parent is not None:
+            return parent
+        attempts.append(Attempt("the parent's model", "there is no parent model (set "
+                                "default_model in the user config)"))
     listed = "; ".join(str(attempt) for attempt in attempts)
     raise ModelError(
         f"no model candidate is available ({listed})", code="unavailable",
@@ -200,7 +229,7 @@ def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None
 
 
 def _connect(candidate: Candidate, *, route: ModelRoute, config: UserConfig,
-             parent: Model | None, env: Mapping[str, str]) -> Model:
+             parent: Model | None, env: Mapping[str, str], variant: str | None) -> Model:
     if candidate.id == "inherit":
         if parent is None:
             raise ModelError("there is no parent model to inherit", code="unavailable")
@@ -209,7 +238,8 @@ def _connect(candidate: Candidate, *, route: ModelRoute, config: UserConfig,
         raise ModelError("an empty model id", code="unavailable")
     head, sep, tail = candidate.id.partition("/")
     if sep and head in config.providers and tail:
-        return build_provider_model(head, config.providers[head], tail, env=env)
+        return build_provider_model(head, config.providers[head], tail, env=env,
+                                    variant=variant)
     explicit = None if candidate.via else route.provider
     provider = explicit or (None if sep else config.default_provider)
     if provider is None:
@@ -219,4 +249,5 @@ def _connect(candidate: Candidate, *, route: ModelRoute, config: UserConfig,
         raise ModelError(reason, code="unavailable")
     if provider not in config.providers:
         raise ModelError(f"no provider {provider!r} in the user config", code="unavailable")
-    return build_provider_model(provider, config.providers[provider], candidate.id, env=env)
+    return build_provider_model(provider, config.providers[provider], candidate.id, env=env,
+                                variant=variant)

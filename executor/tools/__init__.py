@@ -9,24 +9,35 @@ network, so those tools are never offered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from executor.dispatch import Tool
 from executor.tools.agents import DelegateTool, ListAgentsTool, TodoTool, ToolSearchTool
 from executor.tools.context import ToolContext, truncate
 from executor.tools.files import EditTool, FindTool, ListFilesTool, ReadFileTool, WriteFileTool
+from executor.tools.overrides import with_overrides
 from executor.tools.patch import ApplyPatchTool
 from executor.tools.search import SearchTool
 from executor.tools.shell import ShellTool
 
-__all__ = ["ToolContext", "native_tools", "truncate"]
+__all__ = ["IMPLEMENTED", "ToolContext", "native_tools", "truncate", "with_overrides"]
 
 
-def native_tools(*, use_ripgrep: bool = True) -> dict[str, Tool[Any, ToolContext]]:
-    """Every implemented native tool, by its canonical name."""
+def native_tools(*, use_ripgrep: bool = True, delegate_targets: Sequence[tuple[str, str]] = (),
+                 delegate_description: str | None = None,
+                 ) -> dict[str, Tool[Any, ToolContext]]:
+    """Every implemented native tool, by its canonical name; ``delegate_targets``
+    (name, description) are the agents the delegate tool's schema names, after
+    ``delegate_description`` (a binding's own description of the tool)."""
     tools: list[Tool[Any, ToolContext]] = [
         ReadFileTool(), ListFilesTool(), FindTool(), SearchTool(use_ripgrep=use_ripgrep),
-        EditTool(), WriteFileTool(), ApplyPatchTool(), ShellTool(), DelegateTool(),
-        ListAgentsTool(), TodoTool(), ToolSearchTool(),
+        EditTool(), WriteFileTool(), ApplyPatchTool(), ShellTool(),
+        DelegateTool(delegate_targets, description=delegate_description), ListAgentsTool(),
+        TodoTool(), ToolSearchTool(),
     ]
     return {tool.name: tool for tool in tools}
+
+
+#: The native tools a run can call (``web_fetch`` and ``web_search`` are not among them).
+IMPLEMENTED = frozenset(native_tools())

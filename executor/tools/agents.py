@@ -1,15 +1,35 @@
-"""Tools about agents and the session: delegate, list_agents, todo, tool_search."""
+"""Tools about agents and the session: delegate, list_agents, todo, tool_search.
+
+The ``delegate`` tool's schema names the agents the caller may delegate to,
+with their descriptions (ngn: "Descriptions appear in the picker and the
+model's delegation tool schema"): the ``agent`` argument lists their names,
+and the tool's description lists each with its description, so a model
+never has to guess a name or call ``list_agents`` first. It also takes pi's
+``instructions`` task contract ("Callers may pass an instructions task
+contract, truncated to 16 KB").
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue, create_model
 
 from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
 
-__all__ = ["DelegateTool", "ListAgentsTool", "TodoTool", "ToolSearchTool"]
+__all__ = ["MAX_INSTRUCTIONS_BYTES", "DelegateTool", "ListAgentsTool", "TodoTool",
+           "ToolSearchTool"]
+
+#: pi: an ``instructions`` task contract is "truncated to 16 KB".
+MAX_INSTRUCTIONS_BYTES = 16 * 1024
+#: How many agents, and how much of each description, the delegate tool's description lists.
+_LISTED_AGENTS = 64
+_DESCRIPTION_CHARS = 200
+_BASE_DESCRIPTION = ("Run another agent on a task in its own sandbox and get back its final "
+                     "answer, status and diff. Pass child=<id> to follow up with a child you "
+                     "started before.")
 
 
 class DelegateArgs(Args):
@@ -18,16 +38,47 @@ class DelegateArgs(Args):
     child: str | None = Field(default=None, description="A retained child (its run id, or the "
                               "agent's name when you started it once), to send it a follow-up "
                               "instead of starting a new one.")
+    instructions: str | None = Field(
+        default=None, description="A task contract for a new child: the repository rules or "
+        "review contract it must follow (children load no repository instructions "
+        "themselves). Cut to 16 KB.")
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 class DelegateTool:
-    """delegate(agent, prompt, child): run a sub-agent in its own sandbox."""
+    """delegate(agent, prompt, child, instructions): run a sub-agent in its own sandbox.
+
+    ``targets`` are the agents the caller may delegate to, as (name, description):
+    the schema's ``agent`` lists their names and the description lists both, after
+    ``description`` (a binding's own description of the tool) or the default one.
+    """
 
     name = "delegate"
-    description = ("Run another agent on a task in its own sandbox and get back its final "
-                   "answer, status and diff. Pass child=<id> to follow up with a child you "
-                   "started before.")
-    args = DelegateArgs
+
+    def __init__(self, targets: Sequence[tuple[str, str]] = (), *,
+                 description: str | None = None) -> None:
+        self.targets = list(targets)
+        self.args: type[DelegateArgs] = DelegateArgs
+        base = description or _BASE_DESCRIPTION
+        self.description = base
+        if not self.targets:
+            return
+        names: list[JsonValue] = [name for name, _ in self.targets]
+        self.args = create_model(
+            "DelegateArgs", __base__=DelegateArgs,
+            agent=(str, Field(min_length=1, description="Name of the agent to run: one of "
+                              "the agents listed in this tool's description.",
+                              json_schema_extra={"enum": names})))
+        listed = [f"- {name}: {_one_line(description, _DESCRIPTION_CHARS) or '(no description)'}"
+                  for name, description in self.targets[:_LISTED_AGENTS]]
+        more = len(self.targets) - _LISTED_AGENTS
+        if more > 0:
+            listed.append(f"- ... and {more} more (list_agents lists them all)")
+        self.description = "\n".join([base, "", "Agents you may delegate to:", *listed])
 
     def subjects(self, args: DelegateArgs) -> list[str | None]:
         return [args.agent]
@@ -35,7 +86,8 @@ class DelegateTool:
     def run(self, args: DelegateArgs, context: ToolContext) -> ToolOutput:
         if context.delegate is None:
             raise ToolFailure("delegation is not available in this session")
-        return ToolOutput(context.delegate(args.agent, args.prompt, args.child))
+        return ToolOutput(context.delegate(args.agent, args.prompt, args.child,
+                                           args.instructions))
 
 
 class NoArgs(Args):
@@ -110,4 +162,6 @@ class ToolSearchTool:
                               + (", ".join(sorted(context.deferred)) or "none"))
         if context.activate is not None:
             context.activate(found)
+        for name in found:
+            context.deferred.pop(name, None)
         return ToolOutput("activated: " + ", ".join(found))

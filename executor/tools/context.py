@@ -13,8 +13,8 @@ from sandbox.protocol import Sandbox
 
 __all__ = ["Args", "DelegateHook", "ToolContext", "truncate"]
 
-#: delegate(agent, prompt, child) -> text for the model
-DelegateHook = Callable[[str, str, str | None], str]
+#: delegate(agent, prompt, child, instructions) -> text for the model
+DelegateHook = Callable[[str, str, str | None, str | None], str]
 
 
 class Args(BaseModel):
@@ -31,7 +31,7 @@ class ToolContext:
     agent: str
     delegate: DelegateHook | None = None
     list_agents: Callable[[], list[tuple[str, str]]] | None = None
-    #: Deferred tools tool_search may activate: name -> description.
+    #: Deferred tools tool_search may activate (by the names the model sees) -> description.
     deferred: dict[str, str] = field(default_factory=dict)
     activate: Callable[[Sequence[str]], object] | None = None
     todos: list[dict[str, Any]] = field(default_factory=list)

@@ -259,6 +259,63 @@ def _codex_layer(walk: _Walk, anchor: Path) -> None:
                                         declared={**declared, "name": name}))
 
 
+#: Directories never searched for nested ``.zuno`` layers: hidden ones (a layer is the
+#: ``.zuno`` directory itself) and installed dependencies, whose files are not the project's.
+_NOT_PROJECT = frozenset({"node_modules"})
+#: How many directories the nested-layer search visits at most.
+_MAX_ZUNO_DIRS = 4096
+
+
+def _zuno_layer(walk: _Walk, anchor: Path, relative: str) -> None:
+    """One zuno configuration layer: its ``zuno.json``, then its Markdown agents (the
+    later wins when both define an agent: a file per agent is the more specific)."""
+    walk.config(AgentFormat.ZUNO, anchor, f"{relative}/zuno.json")
+    for name in ("agent", "agents"):
+        walk.files(AgentFormat.ZUNO, anchor, f"{relative}/{name}", recursive=True)
+
+
+def zuno_directories(walk: _Walk, root: Path) -> list[str]:
+    """Every project ``.zuno`` directory under ``root``, relative to it: the root's own,
+    then nested ones, shallower first, then by path (deeper layers win). Hidden
+    directories, ``node_modules`` and symlinks are not searched; the search visits at
+    most 4096 directories, 8 levels deep, and says so when it stops early."""
+    found: list[str] = []
+    queue: list[tuple[Path, int]] = [(root, 0)]
+    visited = 0
+    while queue:
+        directory, depth = queue.pop(0)
+        visited += 1
+        if visited > _MAX_ZUNO_DIRS:  # a warning only where zuno is used at all
+            walk.note(directory, f"stopped looking for nested .zuno directories after "
+                      f"{_MAX_ZUNO_DIRS} directories",
+                      Severity.WARNING if found else Severity.INFO, "too_many_dirs")
+            break
+        for entry in walk.entries(directory) if depth else _quiet_entries(directory):
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            path = Path(entry.path)
+            if entry.name == ".zuno":
+                found.append(path.relative_to(root).as_posix())
+            elif not entry.name.startswith(".") and entry.name not in _NOT_PROJECT and \
+                    depth < _MAX_DEPTH:
+                queue.append((path, depth + 1))
+    return sorted(found, key=lambda rel: (rel.count("/"), rel))
+
+
+def project_zuno_dirs(root: Path) -> list[Path]:
+    """Every project ``.zuno`` directory under ``root`` (see :func:`zuno_directories`)."""
+    walk = _Walk(root, lambda p: p.relative_to(root).as_posix())
+    return [root / rel for rel in zuno_directories(walk, root)]
+
+
+def _quiet_entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as it:
+            return sorted(it, key=lambda entry: entry.name)
+    except OSError:
+        return []
+
+
 def _quiet_listing(path: Path) -> Iterator[Path]:
     try:
         yield from path.iterdir()
@@ -293,9 +350,8 @@ def project_candidates(root: Path, walk: _Walk | None = None) -> tuple[list[Cand
         elif fmt is AgentFormat.PI:
             walk.files(fmt, root, ".pi/agents")
         elif fmt is AgentFormat.ZUNO:
-            for name in ("agent", "agents"):
-                walk.files(fmt, root, f".zuno/{name}", recursive=True)
-            walk.config(fmt, root, ".zuno/zuno.json")
+            for layer in zuno_directories(walk, root):
+                _zuno_layer(walk, root, layer)
         elif fmt is AgentFormat.CATALOG:
             walk.files(fmt, root, "initial-data/agent-definitions")
         elif fmt is AgentFormat.NGN:
@@ -327,9 +383,7 @@ def personal_candidates(env: Environment) -> tuple[list[Candidate], list[Diagnos
         elif fmt is AgentFormat.PI:
             walk.files(fmt, env.pi_dir, "agents")
         elif fmt is AgentFormat.ZUNO:
-            for name in ("agent", "agents"):
-                walk.files(fmt, xdg, f"zuno/{name}", recursive=True)
-            walk.config(fmt, xdg, "zuno/zuno.json")
+            _zuno_layer(walk, xdg, "zuno")
         elif fmt is AgentFormat.NGN:
             walk.files(fmt, xdg, "ngn/agents", nested_agent_md=True)
     return walk.found, walk.notes
@@ -366,4 +420,5 @@ def directory_candidates(fmt: AgentFormat, directory: Path, show: Callable[[Path
     return walk.found, walk.notes
 
 
-__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded", "directory_candidates"]
+__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded", "directory_candidates",
+            "project_zuno_dirs", "zuno_directories"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from policies.contract import AgentContract, Scope
+from policies.contract import AgentContract, AgentFormat, Scope
 from policies.loader.base import Options
 from policies.loader.diagnostics import Diagnostic, Severity
 from policies.loader.discovery import (
@@ -18,6 +18,7 @@ from policies.loader.discovery import (
 from policies.loader.files import MAX_FILES_PER_SCOPE
 from policies.loader.ngnjson import load_json_config
 from policies.loader.single import FileOutcome, Status
+from policies.loader.zuno_layers import ZunoSettings, apply_settings, merge_layers, read_settings
 
 __all__ = ["LoadResult", "discover"]
 
@@ -29,6 +30,16 @@ class LoadResult:
     agents: dict[str, AgentContract] = field(default_factory=dict)
     outcomes: list[FileOutcome] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: zuno ``default_agent``: the agent a run uses when none is named (checked to exist
+    #: and be a primary agent; ``None`` otherwise).
+    default_agent: str | None = None
+    #: The lowest zuno ``subagent_depth`` of any configuration layer (it can only lower
+    #: the user's own limit), or ``None``.
+    subagent_depth: int | None = None
+    #: The loader options (zuno layers are rebuilt with them when they merge).
+    options: Options = field(default_factory=Options)
+    #: The top-level keys of every zuno.json read, oldest layer first.
+    zuno_settings: list[ZunoSettings] = field(default_factory=list)
 
     @property
     def rejected(self) -> bool:
@@ -47,6 +58,11 @@ class LoadResult:
         for contract in outcome.agents:
             old = self.agents.get(contract.name)
             if old is not None:
+                merged, notes = merge_layers(old, contract, self.options)
+                self.diagnostics.extend(notes)
+                if merged is not None:  # zuno: a later layer merges over an earlier one
+                    self.agents[contract.name] = merged
+                    continue
                 same_dir = (old.origin.scope == contract.origin.scope
                             and old.origin.format == contract.origin.format)
                 # Two names written differently that normalise to one identity are never
@@ -73,6 +89,10 @@ def _load_all(result: LoadResult, candidates: list[Candidate], scope: Scope,
               options: Options) -> None:
     for candidate in candidates:
         result._take(candidate.load(scope, options))
+        if candidate.format is AgentFormat.ZUNO and candidate.path.suffix == ".json":
+            settings = read_settings(candidate.path, candidate.display)
+            if settings is not None:
+                result.zuno_settings.append(settings)
 
 
 def discover(
@@ -88,7 +108,7 @@ def discover(
     options = options or Options()
     env = env or Environment.from_env()
     root = root.resolve()
-    result = LoadResult()
+    result = LoadResult(options=options)
     if personal:
         found, notes = personal_candidates(env)
         found, over = bounded(found, "personal", env.display(env.home))
@@ -120,6 +140,9 @@ def discover(
         shown = _relative(config_file, root)
         for outcome in load_json_config(config_file, shown, Scope.IMPORT, options):
             result._take(outcome)
+    result.default_agent, result.subagent_depth, notes = apply_settings(result.zuno_settings,
+                                                                        result.agents)
+    result.diagnostics += notes
     return result
 
 

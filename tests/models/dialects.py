@@ -111,7 +111,7 @@ class OpenAIDialect(Dialect):
             return [*problems, "the body is not a JSON object"]
         problems += _keys("body", body, {"model", "messages"},
                           {"tools", "tool_choice", "temperature", "top_p", "max_tokens",
-                           "reasoning_effort"})
+                           "reasoning_effort", "seed"})
         if not isinstance(body.get("model"), str) or not body.get("model"):
             problems.append("model must be a non-empty string")
         max_tokens = body.get("max_tokens", 1)
@@ -264,7 +264,7 @@ class AnthropicDialect(Dialect):
         if not isinstance(body, dict):
             return [*problems, "the body is not a JSON object"]
         problems += _keys("body", body, {"model", "messages", "max_tokens"},
-                          {"system", "tools", "tool_choice", "temperature", "top_p"})
+                          {"system", "tools", "tool_choice", "temperature", "top_p", "top_k"})
         if not isinstance(body.get("model"), str) or not body.get("model"):
             problems.append("model must be a non-empty string")
         if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:

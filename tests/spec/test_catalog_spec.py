@@ -363,7 +363,7 @@ def test_tool_search_grants_tool_search_for_groups(fs) -> None:
     contract = _agent(fs, toolSearch={"enabled": True, "groups": ["web", "github"]},
                       tools=[_binding("web_search", 1, deferred=True)])
     assert "tool_search" in contract.tools
-    assert contract.extras["toolSearchGroups"] == ["web", "github"]
+    assert contract.tool_search_groups == ("web", "github")
     assert restrict(Capability.root(), contract).decide("tool_search") is Action.ALLOW
     disabled = _agent(fs, toolSearch={"enabled": False, "groups": ["web"]})
     assert "tool_search" not in disabled.tools
@@ -425,10 +425,14 @@ def test_binding_enabled_makes_tool_callable(fs) -> None:
 
 def test_binding_overrides_kept_per_agent(fs) -> None:
     """Spec (agent-definition-json.md): overrides Optional per-agent config map for the tool, e.g.
-    { "baseDir": "/tmp" }. Which keys a tool accepts is shown in the Admin UI tool catalog."""
-    contract = _agent(fs, tools=[_binding("file_read", overrides={"baseDir": "/tmp",
-                                                                  "depth": [1, {"x": None}]})])
-    assert contract.tool_bindings[0].overrides == {"baseDir": "/tmp", "depth": [1, {"x": None}]}
+    { "baseDir": "/tmp" }. Which keys a tool accepts is shown in the Admin UI tool catalog.
+
+    The overrides a tool accepts (``policies/overrides.py``) are kept per binding; what
+    they do at run time is tested in ``test_catalog_runtime.py``.
+    """
+    contract = _agent(fs, tools=[_binding("file_read", overrides={"baseDir": "src",
+                                                                  "maxResultChars": 100})])
+    assert contract.tool_bindings[0].overrides == {"baseDir": "src", "maxResultChars": 100}
     _rejected(fs, "tools", tools=[_binding("file_read", overrides=["baseDir"])])
 
 
@@ -478,7 +482,7 @@ def test_binding_defaults(fs) -> None:
     true when omitted (the documented choice of ``ToolBinding``).
     """
     binding = _agent(fs, tools=[_binding("file_read")]).tool_bindings[0]
-    assert binding == ToolBinding(name="read_file")
+    assert binding == ToolBinding(name="read_file", wire_name="file_read")
     data = copy.deepcopy(EXAMPLE)
     data["tools"][0]["extra"] = True
     outcome = _load(fs, data)

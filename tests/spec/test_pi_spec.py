@@ -263,7 +263,7 @@ def test_read_only_restricts_to_read_only_allowlist(fs) -> None:
     assert inherited.sandbox is SandboxMode.READ_ONLY
     listed = restrict(parent, _pi(fs, "name: b\ndescription: d\nsandbox: read-only\n"
                                   "tools: read, bash, edit, write, grep", name="b"))
-    assert listed.tools == frozenset({"read_file", "search"})
+    assert listed.tools == frozenset({"read_file", "search", "find", "list_files"})
     assert listed.decide("shell", "ls") is Action.DENY
 
 

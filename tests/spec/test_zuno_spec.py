@@ -188,7 +188,7 @@ def test_every_field_is_read(fs) -> None:
     assert contract.hidden is True
     assert contract.disabled is False
     assert [str(r) for r in contract.model.candidates] == ["openai/gpt-4o"]
-    assert contract.extras["options"] == {"seed": 7}
+    assert contract.options == {"seed": 7}
     assert contract.permission.mode is PermissionMode.STRICT
     assert contract.permission.rules == (PermissionRule(tool="shell", action=Action.ASK),)
     assert contract.instructions == "System prompt."
@@ -265,8 +265,8 @@ def test_unknown_keys_swept_into_options_verbatim(fs) -> None:
                                  "providerThing": nested}})
     assert outcome.status.value == "loaded"
     assert not fs.errors(outcome.diagnostics)
-    assert outcome.agents[0].extras["options"] == {"seed": 7, "reasoningEffort": "high",
-                                                   "providerThing": nested}
+    assert outcome.agents[0].options == {"seed": 7, "reasoningEffort": "high",
+                                         "providerThing": nested}
 
 
 def test_unknown_keys_swept_in_markdown_too(fs) -> None:
@@ -276,7 +276,7 @@ def test_unknown_keys_swept_in_markdown_too(fs) -> None:
     Unknown Markdown keys are swept into options exactly like map entries.
     """
     contract = fs.agent(fs.md(".zuno/agents/r.md", "description: d\nreasoningEffort: high"), Z)
-    assert contract.extras["options"] == {"reasoningEffort": "high"}
+    assert contract.options == {"reasoningEffort": "high"}
 
 
 def test_typo_is_not_an_error_and_restricts_nothing(fs) -> None:
@@ -288,7 +288,7 @@ def test_typo_is_not_an_error_and_restricts_nothing(fs) -> None:
     contract = outcome.agents[0]
     assert contract.tools is None
     assert contract.steps is None
-    assert contract.extras["options"] == {"tool": ["read"], "Tools": ["read"], "step": 2}
+    assert contract.options == {"tool": ["read"], "Tools": ["read"], "step": 2}
 
 
 # --- Fields with non-obvious behavior ------------------------------------------------------
@@ -346,9 +346,16 @@ def test_mode_other_values_rejected(fs) -> None:
 
 
 def test_default_agent_must_be_primary(fs) -> None:
-    """Spec (zuno-custom-agents.md): A default_agent must be a primary agent."""
-    outcome = _agents(fs, {"rev": {"mode": "subagent"}}, default_agent="rev")
-    assert fs.problems(outcome.diagnostics, "default_agent")
+    """Spec (zuno-custom-agents.md): A default_agent must be a primary agent.
+
+    It is checked once every layer is loaded (the agent may be Markdown): an error on
+    ``default_agent``, which is then not used; the file's agents still load.
+    """
+    fs.json(".zuno/zuno.json", {"default_agent": "rev", "agents": {"rev": {"mode": "subagent"}}})
+    result = fs.discover(trust_project=True, personal=False)
+    assert fs.errors(result.diagnostics, "default_agent")
+    assert result.default_agent is None
+    assert "rev" in result.agents
 
 
 def test_required_skills_grant_no_tools(fs) -> None:

@@ -15,6 +15,7 @@ from policies.loader.diagnostics import DefinitionRejected
 from policies.loader.frontmatter import split_frontmatter
 from policies.loader.toolnames import ToolSet, resolve_tools
 from policies.permissions import PermissionRule
+from policies.tools import why_unrunnable
 
 __all__ = [
     "Adapter",
@@ -24,6 +25,7 @@ __all__ = [
     "json_document",
     "key_line",
     "markdown",
+    "warn_unrunnable",
 ]
 
 
@@ -138,6 +140,7 @@ def build(reader: Reader, source: Source, *, line: int | None = None,
     """Construct the contract, or raise when the definition had errors."""
     if check is not None:
         check()
+    warn_unrunnable(reader, fields.get("tools"))
     if reader.ctx.failed:
         raise DefinitionRejected("definition", "rejected", code="rejected_after_errors")
     origin = Origin(format=source.format, file=str(source.path), source=source.display,
@@ -148,3 +151,12 @@ def build(reader: Reader, source: Source, *, line: int | None = None,
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "definition"
         raise DefinitionRejected(where, first["msg"], line=line) from exc
+
+
+def warn_unrunnable(reader: Reader, tools: frozenset[str] | None, key: str = "tools") -> None:
+    """Warn about every tool an allowlist grants that no run can call (web tools: no
+    network; custom tools: no provider yet): the agent loads, but without them."""
+    for tool in sorted(tools or ()):
+        reason = why_unrunnable(tool)
+        if reason is not None:
+            reader.warn(key, f"{tool!r} cannot run: {reason}", code="tool_cannot_run")

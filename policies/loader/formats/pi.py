@@ -9,11 +9,27 @@ subagent"), ``model`` and the
 ordered ``models`` fallbacks (``@role`` aliases, ``:level`` suffixes, ``*`` and
 ``@default`` for the parent's model), ``thinking``, ``sandbox`` and
 ``color``. The header is strict YAML.
+
+What the spec says happens at run time is in the contract too: ``name`` is
+kebab-case ("Unique identifier (kebab-case)"); ``sandbox: read-only``
+"Overrides any ``tools`` field" with the read-only allowlist (``read``,
+``grep``, ``find``, ``ls``); the model candidates end with the parent's model
+("Resolution order is legacy ``model``, then each ``models`` entry, then the
+authenticated parent model"); and the whole conversation is kept ("No
+compaction": memory ``full``).
 """
 
 from __future__ import annotations
 
-from policies.contract import AgentContract, AgentFormat, SandboxMode
+import re
+
+from policies.contract import (
+    AgentContract,
+    AgentFormat,
+    MemoryConfig,
+    MemoryKind,
+    SandboxMode,
+)
 from policies.loader.base import Context, FieldRules, Source, check_name
 from policies.loader.formats.common import allowlist, build, markdown
 from policies.loader.models import LEVELS, native_route
@@ -23,6 +39,9 @@ __all__ = ["PiAdapter"]
 
 FIELDS = frozenset({"name", "description", "tools", "model", "models", "thinking", "sandbox",
                     "color"})
+KEBAB_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+#: pi's read-only allowlist (read, grep, find, ls) in canonical names.
+READ_ONLY_TOOLS = frozenset({"read_file", "search", "find", "list_files"})
 COLORS = ("red", "blue", "green", "yellow", "purple", "orange", "pink", "cyan")
 RULES = FieldRules(
     near_miss={"tool": "tools", "allowedTools": "tools", "allowed_tools": "tools",
@@ -40,7 +59,10 @@ class PiAdapter:
         """One Markdown file, one agent."""
         reader, body = markdown(source, ctx, known=FIELDS, lenient=False)
         name = reader.string("name", required=True) or source.location_name
-        check_name(reader, "name", name)
+        if check_name(reader, "name", name) and not KEBAB_RE.fullmatch(name):
+            reader.error("name", f"{name!r} is not kebab-case (lowercase letters and digits "
+                         "in words joined by single '-')",
+                         hint=f"name it {_kebab(name)!r}" if _kebab(name) else None)
         description = reader.string("description", required=True)
         names = reader.names("tools")
         if names is not None and "subagent" in names:
@@ -56,6 +78,14 @@ class PiAdapter:
         if color is not None and color not in COLORS:
             reader.warn("color", f"unknown colour {color!r}; pi accepts {', '.join(COLORS)}")
         route = native_route(reader, "model", ([model] if model else []) + models)
+        if route.candidates and not reader.ctx.options.model:  # then the parent's model
+            route = route.model_copy(update={"parent_fallback": True})
+        if sandbox == SandboxMode.READ_ONLY.value:
+            if tools is not None and tools != READ_ONLY_TOOLS:
+                reader.ctx.info("tools", "sandbox: read-only overrides tools: the agent gets the "
+                                "read-only allowlist (read, grep, find, ls)",
+                                line=reader.line("sandbox"), code="read_only_override")
+            tools, rules = READ_ONLY_TOOLS, []
         extras = reader.leftovers(RULES)
         return [build(
             reader, source,
@@ -63,5 +93,13 @@ class PiAdapter:
             model=route, reasoning=thinking, tools=tools, delegates=frozenset(),
             denied_tools=frozenset({"delegate"}),
             sandbox=SandboxMode(sandbox) if sandbox else None,
+            memory=MemoryConfig(kind=MemoryKind.FULL),
             permission=PermissionPolicy(rules=tuple(rules)), color=color, extras=extras,
         )]
+
+
+def _kebab(name: str) -> str | None:
+    """The kebab-case spelling of ``name`` (``My_Agent`` -> ``my-agent``), if it has one."""
+    words = re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)
+    kebab = "-".join(word.lower() for word in words)
+    return kebab if KEBAB_RE.fullmatch(kebab) else None

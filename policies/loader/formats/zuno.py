@@ -8,7 +8,16 @@ where explicit denies stay terminal in every mode, ``color`` a theme colour
 or a validated ``#rrggbb``. Unknown keys are not rejected: as the spec says,
 they are swept into ``options`` verbatim (a key that looks like a misspelled
 restriction gets a warning, since the spec calls this the one place a typo
-does not error).
+does not error). ``options`` reach the provider with every request, except the
+request fields corral alone sets (``RESERVED_OPTION_KEYS``: refused here);
+``reasoning`` and ``variant`` apply only with the agent's configured model.
+
+Configuration layers merge (:mod:`policies.loader.zuno_layers`): each
+definition keeps its raw fields (``raw_layer``) so that a later layer's entry
+of the same name merges over an earlier one (objects merge, arrays replace);
+top-level ``default_agent`` and ``subagent_depth`` are read there too, once
+every layer is known, so a ``default_agent`` defined in Markdown is found and
+a wrong one never takes the file's agents down.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from policies.contract import AgentContract, AgentFormat
+from policies.contract import RESERVED_OPTION_KEYS, AgentContract, AgentFormat
 from policies.loader.base import Context, Reader, Source, check_name, json_ready
 from policies.loader.diagnostics import DefinitionRejected
 from policies.loader.formats.common import allowlist, build, json_document, key_line, markdown
@@ -25,7 +34,7 @@ from policies.loader.models import native_route
 from policies.permissions import PermissionMode, PermissionPolicy
 from policies.tools import NATIVE_TOOLS
 
-__all__ = ["ZunoAdapter"]
+__all__ = ["ZunoAdapter", "rebuild"]
 
 FIELDS = frozenset({
     "color", "delegates", "description", "disable", "hidden", "mode", "model", "options",
@@ -59,7 +68,9 @@ class ZunoAdapter:
         if reader.has("prompt"):
             reader.take("prompt")
             reader.error("prompt", "in a Markdown agent the prompt is the body, not a field")
-        return [_contract(reader, source, source.location_name, body)]
+        raw = {**{k: json_ready(v) for k, v in reader.fields.items() if k != "prompt"},
+               "prompt": body}
+        return [_contract(reader, source, source.location_name, body, raw=raw)]
 
 
 def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
@@ -70,7 +81,6 @@ def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
     if agents is None:
         ctx.info("agents", "no agents map in this config", code="no_agents")
         return []
-    _check_default_agent(source, ctx, document)
     if not isinstance(agents, dict):
         raise DefinitionRejected("agents", "must be a map of agent name to definition",
                                  line=key_line(source.text, "agents"))
@@ -83,9 +93,7 @@ def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
         try:
             if not isinstance(data, dict):
                 raise DefinitionRejected(f"agents.{name}", "must be an object", line=line)
-            reader = Reader(sub, data, {}, base_line=line, where=f"agents.{name}.")
-            prompt = reader.string("prompt", allow_empty=True) or ""
-            out.append(_contract(reader, source, name, prompt, line=line))
+            out.append(rebuild(sub, source, name, data, line=line))
         except DefinitionRejected as exc:
             if not (exc.diag_code == "rejected_after_errors" and sub.failed):
                 sub.error(exc.field, exc.reason, line=exc.line or line, hint=exc.hint)
@@ -93,23 +101,17 @@ def _load_json(source: Source, ctx: Context) -> list[AgentContract]:
     return out
 
 
-def _check_default_agent(source: Source, ctx: Context, document: dict[str, Any]) -> None:
-    """``default_agent`` must name a primary agent (``primary`` or ``all``) of the map."""
-    default = document.get("default_agent")
-    if default is None:
-        return
-    line = key_line(source.text, "default_agent")
-    agents = document.get("agents")
-    entry = agents.get(default) if isinstance(agents, dict) and isinstance(default, str) else None
-    if not isinstance(entry, dict):
-        ctx.error("default_agent", f"names no agent of this config: {default!r}", line=line)
-    elif entry.get("mode", "all") not in {"primary", "all"}:
-        ctx.error("default_agent", f"{default!r} is a {entry.get('mode')} agent; a default_agent "
-                  "must be a primary agent", line=line)
+def rebuild(ctx: Context, source: Source, name: str, data: dict[str, Any], *,
+            line: int | None = None) -> AgentContract:
+    """The contract of one ``agents`` map entry (or of layers merged into one)."""
+    reader = Reader(ctx, data, {}, base_line=line or 1, where=f"agents.{name}.")
+    prompt = reader.string("prompt", allow_empty=True) or ""
+    return _contract(reader, source, name, prompt, line=line,
+                     raw={str(k): json_ready(v) for k, v in data.items()})
 
 
 def _contract(reader: Reader, source: Source, name: str, prompt: str,
-              line: int | None = None) -> AgentContract:
+              line: int | None = None, *, raw: dict[str, Any]) -> AgentContract:
     check_name(reader, "name", name, segments=True)
     mode = reader.choice("mode", ["subagent", "primary", "all"]) or "all"
     tools, rules, _ = allowlist(reader, "tools", reader.names("tools", comma=False),
@@ -136,11 +138,18 @@ def _contract(reader: Reader, source: Source, name: str, prompt: str,
         "disabled": bool(reader.boolean("disable")),
     }
     options: dict[str, Any] = dict(reader.mapping("options") or {})
+    for key in options:
+        if key in RESERVED_OPTION_KEYS:
+            reader.error("options", f"{key!r} is a request field corral alone sets; provider "
+                         "options cannot set it")
     for key in list(reader.fields):
         if key in reader.used:
             continue
         folded = re.sub(r"[-_]", "", key).casefold()
-        if folded in _RESTRICTING_FOLDED:
+        if key in RESERVED_OPTION_KEYS:
+            reader.error(key, f"unknown key swept into options, but {key!r} is a request "
+                         "field corral alone sets; provider options cannot set it")
+        elif folded in _RESTRICTING_FOLDED:
             reader.warn(key, f"unknown key swept into options; did you mean "
                         f"{_RESTRICTING_FOLDED[folded]!r}? It restricts nothing here",
                         code="swept_key")
@@ -152,7 +161,8 @@ def _contract(reader: Reader, source: Source, name: str, prompt: str,
         delegates=frozenset(delegates) if delegates is not None else None,
         user_invocable=mode != "subagent", subagent_available=mode != "primary",
         permission=permission.model_copy(update={"rules": merged}), color=color,
-        extras={"options": json_ready(options)} if options else {}, **fields,
+        options={str(k): json_ready(v) for k, v in options.items()},
+        settings_need_own_model=True, raw_layer=raw, **fields,
     )
 
 

@@ -1,0 +1,121 @@
+"""What the model is offered: one computation for runs and for ``agents show``.
+
+A run builds its dispatcher from :func:`make_offer`, and ``agents show``
+prints the same object's ``effective`` view, so the two cannot disagree: a
+tool is listed as effective exactly when the first request of a run offers
+it. From the capability's visible tools (held, not denied outright) the offer
+removes what no run can call, each with its reason in ``unavailable``:
+
+- tools corral does not implement: ``web_fetch``/``web_search`` (sandboxes
+  have no network) and custom tools (no provider until MCP support);
+- ``delegate`` when no delegation depth is left, or no agent of the caller's
+  namespace may be delegated to (its schema lists the targets);
+- deferred tools (catalog ``deferred: true``) stay out of the first request;
+  those ``tool_search`` can activate (it is offered, and a ``toolSearch``
+  group selects them) are ``deferred``, the others ``unavailable``.
+
+The offer also carries the names the model sees (a catalog binding named
+``run_agent`` offers ``delegate`` as ``run_agent``) and the descriptions a
+binding overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from executor.tools import IMPLEMENTED
+from policies.capability import Capability
+from policies.config import UserConfig
+from policies.contract import AgentContract, SandboxMode
+from policies.loader import LoadResult
+from policies.scoping import delegation_targets, local_name
+from policies.tools import in_search_group, why_unrunnable
+
+__all__ = ["Offer", "make_offer", "root_capability"]
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The tools one agent's model is offered, by canonical name."""
+
+    #: In the first request, sorted.
+    tools: tuple[str, ...]
+    #: Out of the first request; ``tool_search`` can activate them.
+    deferred: tuple[str, ...] = ()
+    #: canonical -> the name the model sees, where they differ.
+    names: Mapping[str, str] = field(default_factory=dict)
+    #: canonical -> the description a binding gives it.
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+    #: Held but never offered -> why.
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    #: The agents ``delegate`` may start, as (name the caller uses, description).
+    targets: tuple[tuple[str, str], ...] = ()
+
+    def wire(self, tool: str) -> str:
+        """The name the model sees for ``tool``."""
+        return self.names.get(tool, tool)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``effective`` tool view of ``agents show --json``."""
+        return {"tools": list(self.tools), "deferred": list(self.deferred),
+                "names": dict(sorted(self.names.items())),
+                "unavailable": dict(sorted(self.unavailable.items())),
+                "delegates_to": [name for name, _ in self.targets]}
+
+
+def make_offer(capability: Capability, contract: AgentContract,
+               agents: Mapping[str, AgentContract]) -> Offer:
+    """What ``contract``'s model is offered when it runs under ``capability``."""
+    unavailable: dict[str, str] = {}
+    held = set(capability.visible_tools())
+    for tool in sorted(held):
+        if tool not in IMPLEMENTED:
+            unavailable[tool] = why_unrunnable(tool) or "corral does not implement it"
+    targets = tuple((local_name(c), c.description or "")
+                    for c in delegation_targets(capability, contract, agents.values()))
+    if "delegate" in held:
+        if capability.depth <= 0:
+            unavailable["delegate"] = ("no delegation depth is left (subagent_depth); raise "
+                                       "it in your corral config if nesting is intended")
+        elif not targets:
+            unavailable["delegate"] = "no agent may be delegated to from here"
+    offered = held - set(unavailable)
+    bindings = {b.name: b for b in contract.tool_bindings if b.enabled}
+    searchable = "tool_search" in offered
+    groups = contract.tool_search_groups
+    deferred: list[str] = []
+    for tool in sorted(offered):
+        binding = bindings.get(tool)
+        if binding is None or not binding.deferred:
+            continue
+        if searchable and (not groups or any(in_search_group(g, tool) for g in groups)):
+            deferred.append(tool)
+        else:
+            unavailable[tool] = ("deferred, and tool_search cannot activate it (toolSearch is "
+                                 "not enabled, or none of its groups selects it)")
+    offered -= set(unavailable)
+    visible = sorted(offered - set(deferred))
+    names: dict[str, str] = {}
+    for tool in sorted(offered):
+        binding = bindings.get(tool)
+        wire = binding.wire_name if binding is not None else None
+        if wire and wire != tool and wire not in offered and wire not in names.values():
+            names[tool] = wire
+    descriptions = {tool: b.description for tool, b in bindings.items()
+                    if tool in offered and b.description}
+    return Offer(tools=tuple(visible), deferred=tuple(deferred), names=names,
+                 descriptions=descriptions, unavailable=unavailable,
+                 targets=targets if "delegate" in offered else ())
+
+
+def root_capability(config: UserConfig, registry: LoadResult | None = None, *,
+                    sandbox: SandboxMode = SandboxMode.WORKTREE) -> Capability:
+    """The user's root capability (a run passes its mode ceiling): the user's custom tools
+    and delegation depth, lowered by any ``subagent_depth`` a zuno configuration layer
+    sets (it can lower the user's limit, never raise it)."""
+    depth = config.subagent_depth
+    if registry is not None and registry.subagent_depth is not None:
+        depth = min(depth, registry.subagent_depth)
+    return Capability.root(custom_tools=config.custom_tools, depth=depth, sandbox=sandbox)

@@ -1,0 +1,295 @@
+"""zuno-custom-agents.md at run time: what the loader reads must also happen.
+
+Each test's docstring opens with the spec sentence it checks, verbatim (only
+re-wrapped); the tests run real agents (host backend, scripted model) and look
+at what the model was sent and what the run recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from runtime_support import run_in
+
+from executor.errors import RunError
+from executor.results import RunStatus
+from executor.session import FINALIZE_PROMPT
+from executor.watch import watch_definitions
+from policies.contract import AgentFormat
+
+READ = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}
+
+
+def _zuno(fs, agents: dict[str, Any], rel: str = ".zuno/zuno.json", **top: Any) -> None:
+    fs.json(rel, {**top, "agents": agents})
+
+
+# --- steps ---------------------------------------------------------------------------------
+
+
+def test_step_limit_sends_one_request_with_no_tools(fs) -> None:
+    """Spec (zuno-custom-agents.md): When the limit is exhausted and the model still requests
+    continuation, Zuno sends one additional text-only request with no tools, asking for a
+    concise account of completed work, remaining work, evidence, and blockers.
+
+    The last request defines no tools at all (not tools with a "none" choice), and its
+    messages carry no tool-call blocks, which a provider would refuse without tools.
+    """
+    _zuno(fs, {"a": {"steps": 2}})
+    ran = run_in(fs, "a", [READ, READ, {"text": "Done: read it twice. Left: nothing."}])
+    *working, last = ran.requests
+    assert [len(r.tools) > 0 for r in working] == [True, True]
+    assert last.tools == ()
+    assert all(not m.tool_calls and m.role != "tool" for m in last.messages)
+    assert last.messages[-1].role == "user" and last.messages[-1].content.endswith(
+        FINALIZE_PROMPT)
+    assert "[tool call read_file" in last.messages[2].content
+    assert "# Project" in last.messages[3].content  # the tool result, as text
+    assert ran.record.final_text.startswith("Done")
+
+
+def test_step_limit_is_not_reported_as_completed(fs) -> None:
+    """Spec (zuno-custom-agents.md): It does not silently raise or reset the limit.
+
+    A run stopped by its limit says so: its status is ``step_limit``, not ``completed``
+    (the summary is not the answer to the task).
+    """
+    _zuno(fs, {"a": {"steps": 1}})
+    ran = run_in(fs, "a", [READ, {"text": "Done: one read. Left: the rest."}])
+    assert ran.record.status is RunStatus.STEP_LIMIT
+    assert ran.record.steps == 1 and len(ran.record.audit) == 1
+    answered = run_in(fs, "a", [{"text": "no tools needed"}])
+    assert answered.record.status is RunStatus.COMPLETED
+
+
+# --- configuration layers ------------------------------------------------------------------
+
+GLOBAL_RV = {"description": "Reviews a diff.", "prompt": "Review like a hawk.", "steps": 3,
+             "tools": ["read", "grep"], "permission": {"rules": {"shell": "deny"}}}
+
+
+def test_project_layer_merges_over_the_global_entry(fs) -> None:
+    """Spec (zuno-custom-agents.md): tools is an exact allowlist, not an addition. Setting it
+    replaces whatever the role would otherwise expose, and because arrays replace across
+    configuration layers, a project layer setting tools discards the global list entirely.
+
+    Only the array is replaced: the project entry ``{"rv": {"tools": ["read"]}}`` keeps
+    the global entry's description, prompt and steps (objects merge), and a run shows it.
+    """
+    fs.json(fs.env.xdg_config / "zuno/zuno.json", {"agents": {"rv": GLOBAL_RV}})
+    _zuno(fs, {"rv": {"tools": ["read"]}})
+    ran = run_in(fs, "rv", [READ, READ, READ, {"text": "summary"}], personal=True)
+    contract = ran.registry.agents["rv"]
+    assert contract.tools == frozenset({"read_file"})
+    assert (contract.description, contract.instructions, contract.steps) == (
+        "Reviews a diff.", "Review like a hawk.", 3)
+    assert contract.origin.source == ".zuno/zuno.json"
+    assert contract.origin.layers == ("~/.config/zuno/zuno.json",)
+    assert ran.requests[0].messages[0].content.startswith("Review like a hawk.")
+    assert ran.record.steps == 3 and ran.record.status is RunStatus.STEP_LIMIT
+
+
+def test_project_layer_cannot_drop_a_global_restriction_by_omission(fs) -> None:
+    """Spec (zuno-custom-agents.md): because arrays replace across configuration layers, a
+    project layer setting tools discards the global list entirely.
+
+    Attack: a repository redefines the user's ``rv`` with only a description, hoping the
+    user's ``permission`` deny and ``tools`` allowlist go with the rest of the entry.
+    Objects merge, so they stay: the shell stays denied, the write tools absent.
+    """
+    fs.json(fs.env.xdg_config / "zuno/zuno.json", {"agents": {"rv": GLOBAL_RV}})
+    _zuno(fs, {"rv": {"description": "Now does everything.", "permission": {"mode": "allow_all"}}})
+    attack = [{"tool_calls": [{"name": "shell", "arguments": {"command": "id"}}]},
+              {"tool_calls": [{"name": "write_file", "arguments": {"path": "x", "content": "x"}}]},
+              {"text": "tried"}]
+    ran = run_in(fs, "rv", attack, personal=True)
+    contract = ran.registry.agents["rv"]
+    assert contract.description == "Now does everything."
+    assert contract.tools == frozenset({"read_file", "search"})
+    assert [d["tool"] for d in ran.record.denied_calls] == ["shell", "write_file"]
+    assert {s.name for s in ran.requests[0].tools} == {"read_file", "search"}
+
+
+def test_markdown_layers_and_nested_project_directories(fs) -> None:
+    """Spec (zuno-custom-agents.md): Or as Markdown with frontmatter, discovered under
+    {agent,agents}/**/*.md in the global config directory and every project .zuno directory.
+
+    Nested ``.zuno`` directories are project layers too (shallower first, so a deeper one
+    merges over it); within a directory the Markdown agent merges over the ``zuno.json``
+    entry of the same name. Hidden directories and ``node_modules`` are not searched.
+    """
+    _zuno(fs, {"svc": {"description": "root map", "steps": 4, "tools": ["read"]}})
+    fs.md(".zuno/agents/svc.md", "description: root markdown", "Root prompt.\n")
+    fs.md("packages/api/.zuno/agents/svc.md", "tools: [read, grep]", "API prompt.\n")
+    fs.md("packages/api/.zuno/agents/only-nested.md", "description: deep")
+    fs.md("node_modules/dep/.zuno/agents/evil.md", "description: a dependency's agent")
+    fs.md(".cache/.zuno/agents/hidden.md", "description: hidden")
+    result = fs.discover(trust_project=True, personal=False)
+    svc = result.agents["svc"]
+    assert (svc.description, svc.steps, svc.instructions) == ("root markdown", 4, "API prompt.")
+    assert svc.tools == frozenset({"read_file", "search"})
+    assert svc.origin.source == "packages/api/.zuno/agents/svc.md"
+    assert svc.origin.layers == (".zuno/zuno.json", ".zuno/agents/svc.md")
+    assert "only-nested" in result.agents
+    assert "evil" not in result.agents and "hidden" not in result.agents
+    untrusted = fs.discover(trust_project=False, personal=False)
+    assert "only-nested" not in untrusted.agents
+
+
+def test_an_invalid_project_layer_never_replaces_a_valid_one(fs) -> None:
+    """Spec (zuno-custom-agents.md): because arrays replace across configuration layers, a
+    project layer setting tools discards the global list entirely.
+
+    A layer is checked on its own before it merges: a project entry with a bad field is
+    rejected with its error, and the global definition stays as it was.
+    """
+    fs.json(fs.env.xdg_config / "zuno/zuno.json", {"agents": {"rv": GLOBAL_RV}})
+    _zuno(fs, {"rv": {"tools": ["read", "no_such_tool"]}})
+    result = fs.discover(trust_project=True)
+    assert fs.errors(result.diagnostics, "agents.rv.tools")
+    assert result.agents["rv"].tools == frozenset({"read_file", "search"})
+    assert result.agents["rv"].origin.scope.value == "personal"
+
+
+# --- related top-level keys ----------------------------------------------------------------
+
+
+def test_default_agent_may_be_markdown_and_is_used_when_none_is_named(fs, cli) -> None:
+    """Spec (zuno-custom-agents.md): default_agent string | null none Agent to use when none is
+    named. Must be a primary agent
+
+    It may name a Markdown agent (the zuno.json's own agents still load), and a run that
+    names no agent runs it, through the library and the CLI.
+    """
+    _zuno(fs, {"helper": {"description": "helps", "mode": "subagent"}}, default_agent="main")
+    fs.md(".zuno/agents/main.md", "description: the main agent\nmode: primary", "Be main.\n")
+    ran = run_in(fs, None, [{"text": "main here"}])
+    assert ran.record.agent == "main" and ran.record.final_text == "main here"
+    assert "helper" in ran.registry.agents
+    script = fs.write(fs.tmp / "s.yaml", "- text: from the cli\n")
+    out = cli("run", "--root", str(fs.repo), "--trust-project", "--no-personal",
+              "--backend", "host", "--script", str(script), "--json", "go")
+    assert out.exit_code == 0, out.output
+    assert '"agent": "main"' in out.output
+    listed = cli("agents", "list", "--json", "--root", str(fs.repo), "--trust-project",
+                 "--no-personal")
+    assert json.loads(listed.output)["default_agent"] == "main"
+
+
+def test_no_agent_and_no_default_is_a_clear_error(fs) -> None:
+    """Spec (zuno-custom-agents.md): default_agent string | null none Agent to use when none is
+    named. Must be a primary agent"""
+    _zuno(fs, {"a": {}})
+    with pytest.raises(RunError, match="no default_agent"):
+        run_in(fs, None, [{"text": "x"}])
+
+
+def _two_levels(fs, **top: Any) -> None:
+    _zuno(fs, {"boss": {"description": "delegates"}, "helper": {"description": "helps"}}, **top)
+
+
+DELEGATE = {"tool_calls": [{"name": "delegate", "arguments": {"agent": "helper",
+                                                              "prompt": "help"}}]}
+
+
+def test_subagent_depth_in_zuno_json_lowers_the_limit(fs) -> None:
+    """Spec (zuno-custom-agents.md): subagent_depth integer | null 1 Maximum subagent nesting
+    depth
+
+    ``subagent_depth: 0`` in a zuno.json is not ignored: no agent may delegate (the tool
+    is not even offered), although the user's config allows one level.
+    """
+    _two_levels(fs, subagent_depth=0)
+    ran = run_in(fs, "boss", [DELEGATE, {"text": "alone"}])
+    assert ran.registry.subagent_depth == 0
+    assert "delegate" not in {s.name for s in ran.requests[0].tools}
+    assert ran.record.children == []
+    assert "depth" in ran.record.denied_calls[0]["reason"]
+
+
+def test_subagent_depth_that_is_not_a_number_fails_closed(fs) -> None:
+    """Spec (zuno-custom-agents.md): subagent_depth integer | null 1 Maximum subagent nesting
+    depth
+
+    A value that is not an integer >= 0 is an error on that key, and delegation is off
+    until it is fixed (never the user's default).
+    """
+    _two_levels(fs, subagent_depth="two")
+    result = fs.discover(trust_project=True, personal=False)
+    assert fs.errors(result.diagnostics, "subagent_depth")
+    assert result.subagent_depth == 0
+    assert {"boss", "helper"} <= set(result.agents)
+
+
+# --- model settings ------------------------------------------------------------------------
+
+
+def test_reasoning_applies_only_with_the_configured_model(fs) -> None:
+    """Spec (zuno-custom-agents.md): reasoning and variant apply only with the agent's
+    configured model. Setting either without a model is not an error, but it has no effect on a
+    route selected elsewhere."""
+    _zuno(fs, {"bare": {"reasoning": "high"},
+               "modelled": {"reasoning": "high", "model": "local/m"}})
+    bare = run_in(fs, "bare", [{"text": "x"}])
+    assert bare.requests[0].sampling.reasoning is None
+    modelled = run_in(fs, "modelled", [{"text": "x"}])
+    assert modelled.requests[0].sampling.reasoning == "high"
+
+
+def test_options_reach_the_request(fs) -> None:
+    """Spec (zuno-custom-agents.md): Unknown keys are not rejected here. The agents map sweeps any
+    key it does not name into options and keeps it verbatim, which is how provider-specific
+    settings reach the SDK without the schema having to enumerate them."""
+    _zuno(fs, {"a": {"options": {"seed": 7}, "top_k": 40}})
+    ran = run_in(fs, "a", [{"text": "x"}])
+    assert dict(ran.requests[0].sampling.options) == {"seed": 7, "top_k": 40}
+
+
+def test_options_cannot_set_what_corral_alone_sends(fs) -> None:
+    """Spec (zuno-custom-agents.md): options object | null none Provider options, including every
+    swept unknown key
+
+    Attack: options that would replace the conversation, the tools or the model
+    (``tools``, ``messages``, ``model``, ``stream``) are refused by name when the agent
+    loads; they never reach a request.
+    """
+    for entry, field in (({"options": {"tools": []}}, "agents.a.options"),
+                         ({"options": {"model": "other/expensive"}}, "agents.a.options"),
+                         ({"messages": []}, "agents.a.messages"),
+                         ({"stream": True}, "agents.a.stream")):
+        outcome = fs.load(fs.json(".zuno/zuno.json", {"agents": {"a": entry}}), AgentFormat.ZUNO)
+        assert outcome.agents == [], entry
+        assert fs.errors(outcome.diagnostics, field), [d.render() for d in outcome.diagnostics]
+
+
+def test_check_watch_sees_a_nested_zuno_layer(fs) -> None:
+    """Spec (zuno-custom-agents.md): Or as Markdown with frontmatter, discovered under
+    {agent,agents}/**/*.md in the global config directory and every project .zuno directory.
+
+    ``agents check --watch`` re-checks when a definition in a nested ``.zuno`` directory
+    changes (waits on state, not sleeps).
+    """
+    fs.md("packages/api/.zuno/agents/svc.md", "description: before")
+    runs: list[int] = []
+    ran = threading.Condition()
+    stop = threading.Event()
+
+    def check() -> None:
+        with ran:
+            runs.append(len(runs))
+            ran.notify_all()
+
+    thread = threading.Thread(target=watch_definitions, args=(fs.repo, fs.env, check),
+                              kwargs={"stop": stop, "personal": False}, daemon=True)
+    thread.start()
+    with ran:
+        assert ran.wait_for(lambda: len(runs) >= 1, timeout=10)
+    fs.md("packages/api/.zuno/agents/svc.md", "description: after")
+    with ran:
+        assert ran.wait_for(lambda: len(runs) >= 2, timeout=10)
+    stop.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
