@@ -165,6 +165,9 @@ def _decide_shell(rules: Sequence[PermissionRule], command: str) -> Action | Non
     reading = read_command_line(command)
     subjects = [*reading.candidates, *_glob_head_subjects(rules, reading.glob_heads)]
     restrictive = {_restrictive(rules, subject) for subject in subjects}
+    if not reading.exhaustive:  # unreadable and too long to list: every pattern may match
+        restrictive |= {rule.action for rule in rules
+                        if _has_pattern(rule) and rule.action is not Action.ALLOW}
     if Action.DENY in restrictive:
         return Action.DENY
     if reading.certain:

@@ -366,7 +366,8 @@ class _Parser:
 
     def _word_tok(self, start: int) -> _Tok:
         word = self.read_word()
-        if word.raw.isdigit() and self.ch() in ("<", ">"):
+        # An IO number: bash reads any digits, dash one ("10>f" is the word 10 then ">f").
+        if word.raw.isdigit() and (self.bash or len(word.raw) == 1) and self.ch() in ("<", ">"):
             if self.ch(1) == "(":
                 raise self.error("a number before a process substitution")
             return self._redir_tok(word.raw, start)
@@ -881,7 +882,10 @@ def parse(text: str, *, bash: bool) -> Script:
     if "\x00" in text:
         raise ShellSyntaxError("a NUL character", text.index("\x00"))
     parser = _Parser(text, bash=bash, depth=0)
-    script = parser.script(stop_ops=(), stop_words=())
+    try:
+        script = parser.script(stop_ops=(), stop_words=())
+    except RecursionError:
+        raise ShellSyntaxError("nested too deeply", parser.i) from None
     tok = parser.next()
     if tok.kind != "eof":
         raise parser.error(f"unexpected {tok.value or tok.kind!r}", tok.start)

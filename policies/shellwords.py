@@ -27,7 +27,8 @@ is deliberately asymmetric:
   ``find -exec``, and a shell's standard input (a heredoc, a here-string or
   the words of the commands piped into it). When a reading fails, the line
   is also split at every operator character, with and without its quotes,
-  and every word sequence of it is a candidate. A command word that
+  and every word sequence of it is a candidate (a line too long to list
+  them all matches every deny and ask pattern). A command word that
   globs (``/bin/r?``) is matched against a pattern's command name.
 
 A determined writer can still phrase a command no pattern anticipates
@@ -89,6 +90,8 @@ _GLOB_CHARS = frozenset("*?[")
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _MAX_DEPTH = 4
 _MAX_BRACE_WORDS = 64
+#: Words of reading work per line (nested texts and every word sequence included).
+_WORK_BUDGET = 400_000
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ class ShellReading:
     pattern may not allow the line (empty when ``certain``). ``candidates``:
     every reading a deny pattern is tried against. ``glob_heads``: pairs of a
     command word that globs (its basename) and the rest of the command.
+    ``exhaustive`` is false when the broadest reading was too large to list
+    (then every deny and ask pattern must be taken to match).
     """
 
     commands: tuple[str, ...]
@@ -108,12 +113,26 @@ class ShellReading:
     reasons: tuple[str, ...]
     candidates: tuple[str, ...]
     glob_heads: tuple[tuple[str, str], ...]
+    exhaustive: bool = True
 
 
 class _Collector:
+    """Candidates of one line and its nested texts, within a work budget (in words)."""
+
     def __init__(self) -> None:
         self.candidates: dict[str, None] = {}
         self.glob_heads: dict[tuple[str, str], None] = {}
+        self.exhaustive = True
+        self.budget = _WORK_BUDGET
+        self.nested: set[str] = set()
+        self.segments: set[str] = set()
+
+    def spend(self, words: int) -> bool:
+        """Charge ``words`` of work; false (and not exhaustive) once the budget is gone."""
+        self.budget -= words
+        if self.budget < 0:
+            self.exhaustive = False
+        return self.exhaustive
 
     def add(self, text: str) -> None:
         text = " ".join(text.split())
@@ -121,14 +140,14 @@ class _Collector:
             self.candidates.setdefault(text)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def read_command_line(command: str) -> ShellReading:
     """Read ``command`` as bash and as sh; see the module doc for what follows."""
     return _read(command, depth=0)
 
 
-def _read(command: str, *, depth: int) -> ShellReading:
-    collector = _Collector()
+def _read(command: str, *, depth: int, into: _Collector | None = None) -> ShellReading:
+    collector = into or _Collector()
     collector.add(command)
     reasons: list[str] = []
     commands: dict[str, None] = {}
@@ -152,6 +171,7 @@ def _read(command: str, *, depth: int) -> ShellReading:
         reasons=tuple(dict.fromkeys(reasons)),
         candidates=tuple(collector.candidates),
         glob_heads=tuple(collector.glob_heads),
+        exhaustive=collector.exhaustive,
     )
 
 
@@ -406,14 +426,13 @@ def _exec_operands(base: str, args: list[str]) -> list[list[str]]:
 
 
 def _nested(text: str, out: _Collector, depth: int) -> None:
+    if text in out.nested or not out.spend(len(text.split())):
+        return
+    out.nested.add(text)
     if depth >= _MAX_DEPTH:
         _crude(text, out, depth)
         return
-    inner = _read(text, depth=depth + 1)
-    for candidate in inner.candidates:
-        out.add(candidate)
-    for head in inner.glob_heads:
-        out.glob_heads.setdefault(head)
+    _read(text, depth=depth + 1, into=out)
 
 
 def _crude(text: str, out: _Collector, depth: int) -> None:
@@ -428,13 +447,16 @@ def _crude(text: str, out: _Collector, depth: int) -> None:
     for variant in (bare, re.sub(r"[\\'\"]", " ", unquoted), bare.replace(",", " ")):
         for segment in _CRUDE_SPLIT_RE.split(variant):
             words = segment.split()
-            if words:
+            if words and " ".join(words) not in out.segments:
+                out.segments.add(" ".join(words))
                 _deny_words_crude(words, out, depth)
 
 
 def _deny_words_crude(words: list[str], out: _Collector, depth: int) -> None:
     """Every word sequence of a segment: any word may start a command in some reading."""
     for start in range(len(words)):
+        if not out.spend(len(words) - start):
+            return
         if depth >= _MAX_DEPTH:
             out.add(" ".join(words[start:]))
         else:

@@ -278,3 +278,25 @@ def test_a_pattern_free_allow_still_allows_what_no_pattern_may() -> None:
     assert asking.decide("shell", "sudo git push origin") is Action.ASK
     assert asking.decide("shell", "echo `git push origin`") is Action.ASK
     assert asking.decide("shell", "git status") is Action.ALLOW
+
+
+def test_hostile_sizes_fail_closed_quickly() -> None:
+    """Deep nesting is a refusal, not a crash; a huge unreadable line is denied by any deny
+    pattern instead of listing every word sequence."""
+    deep = "(" * 5000 + "git diff" + ")" * 5000
+    assert GIT_DIFF.decide("shell", deep) is Action.DENY
+    huge = "git diff 'unterminated " + "a " * 5000 + "; rm x"
+    reading = read_command_line(huge)
+    assert not reading.certain and not reading.exhaustive
+    assert NO_RM.decide("shell", huge) is Action.DENY
+    assert _policy("git push *", Action.ASK, PermissionMode.STANDARD).decide(
+        "shell", huge) is Action.ASK
+    assert GIT_DIFF.decide("shell", "git diff " + "a " * 5000) is Action.ALLOW  # readable
+
+
+def test_io_numbers_follow_each_dialect() -> None:
+    """dash reads ``10<f`` as the word 10 then ``<f``; bash as a redirection of fd 10."""
+    assert read_command_line("git diff 10</dev/null").commands == ("git diff", "git diff 10")
+    exact = _policy("git diff", Action.ALLOW, PermissionMode.STRICT)
+    assert exact.decide("shell", "git diff 2>/dev/null") is Action.ALLOW
+    assert exact.decide("shell", "git diff 10</dev/null") is Action.DENY
