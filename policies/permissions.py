@@ -35,7 +35,6 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from policies.shellwords import read_command_line, shell_segments
 from policies.tools import check_tool_name, is_side_effecting, tool_matches
 
 __all__ = [
@@ -162,7 +161,9 @@ def _decide_shell(rules: Sequence[PermissionRule], command: str) -> Action | Non
     read with certainty; a line that is not (a syntax error, a substitution,
     a write redirection, ...) is decided by the pattern-free rules alone.
     """
-    reading = read_command_line(command)
+    from policies import shellwords  # noqa: PLC0415 - the parser loads on first use (CLI start)
+
+    reading = shellwords.read_command_line(command)
     subjects = [*reading.candidates, *_glob_head_subjects(rules, reading.glob_heads)]
     restrictive = {_restrictive(rules, subject) for subject in subjects}
     if not reading.exhaustive:  # unreadable and too long to list: every pattern may match
@@ -183,6 +184,14 @@ def _decide_shell(rules: Sequence[PermissionRule], command: str) -> Action | Non
     if None in literal:
         return None
     return Action.ALLOW
+
+
+def shell_segments(command: str) -> tuple[list[str], bool]:
+    """The top-level simple commands of ``command``, literally, and whether it is opaque
+    (no pattern may allow it); see :func:`policies.shellwords.shell_segments`."""
+    from policies import shellwords  # noqa: PLC0415 - the parser loads on first use (CLI start)
+
+    return shellwords.shell_segments(command)
 
 
 def _has_pattern(rule: PermissionRule) -> bool:

@@ -60,6 +60,9 @@ _SPECIAL = frozenset("@*#?-$!0123456789")
 _ARITH_OK = re.compile(r"[A-Za-z0-9_ \t\n+\-*/%<>=!&|^~?:,()$]*")
 _PARAM_OK = re.compile(r"[A-Za-z0-9_@*#?\-$!:%/=+^,.~ ]*")
 _MAX_DEPTH = 32
+#: Runs of characters that are plain inside a word / inside double quotes (fast path).
+_PLAIN_RE = re.compile(r"[^ \t\n;&|()<>'\"\\$`]+")
+_PLAIN_DQ_RE = re.compile(r"[^\"\\$`]+")
 
 
 class ShellSyntaxError(ValueError):
@@ -403,8 +406,11 @@ class _Parser:
             elif char == "`":
                 parts.append(self._backtick(in_quotes=False))
             else:
-                self.take()
-                parts.append(Literal(char, False))
+                plain = _PLAIN_RE.match(self.s, self.i)
+                if plain is None:  # pragma: no cover - ch() returned a plain character
+                    raise self.error(f"unexpected {char!r}")
+                self.i = plain.end()
+                parts.append(Literal(plain.group(), False))
         if not parts:
             raise self.error(f"unexpected {self.ch()!r}")
         return Word(self.s[start:self.i], tuple(_merge(parts)))
@@ -441,7 +447,11 @@ class _Parser:
             elif char == "`":
                 parts.append(self._backtick(in_quotes=not heredoc))
             else:
-                parts.append(Literal(self.take(), True))
+                plain = _PLAIN_DQ_RE.match(self.s, self.i)
+                if plain is None:  # pragma: no cover - ch() returned a plain character
+                    raise self.error(f"unexpected {char!r}")
+                self.i = plain.end()
+                parts.append(Literal(plain.group(), True))
 
     def _dollar(self, *, in_quotes: bool) -> Part:
         start = self.i
