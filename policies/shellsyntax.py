@@ -401,6 +401,11 @@ class _Parser:
                 if self.i >= len(self.s):
                     raise self.error("a backslash at the end of the text")
                 parts.append(Literal(self.take(), True))
+            elif char == "$" and self.bash and self.ch(1) == '"':
+                # bash $"..": a double-quoted string it may translate; its expansions run.
+                self._skip(2)
+                parts.append(Expansion("ansi", '$"'))
+                parts.extend(self._double_quoted())
             elif char == "$":
                 parts.append(self._dollar(in_quotes=False))
             elif char == "`":
@@ -473,12 +478,8 @@ class _Parser:
             self.take()
             self._ansi_c()
             return Expansion("ansi", self.s[start:self.i])
-        if nxt == '"' and not in_quotes:
-            if not self.bash:
-                return Literal("$", False)
-            self.take()
-            self._double_quoted()
-            return Expansion("ansi", self.s[start:self.i])
+        if nxt == '"' and not in_quotes:  # sh: a plain "$" (bash's $".." is read by read_word)
+            return Literal("$", False)
         if nxt and nxt in _SPECIAL:
             self.take()
             return Param(nxt, self.s[start:self.i])
@@ -805,7 +806,8 @@ class _Parser:
         word = target.word
         if tok.value in ("<<", "<<-"):
             delimiter = word.text
-            if any(not isinstance(p, Literal) for p in word.parts) or "\n" in delimiter:
+            if (any(not isinstance(p, Literal) for p in word.parts) or "\n" in delimiter
+                    or "\\\n" in word.raw):
                 raise self.error("a heredoc delimiter that expands", target.start)
             quoted = any(isinstance(p, Literal) and p.quoted for p in word.parts)
             doc = Heredoc(delimiter, quoted, tok.value == "<<-")

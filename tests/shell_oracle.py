@@ -52,6 +52,7 @@ trap '[[ ${FUNCNAME[0]-} == command_not_found_handle ]] ||
 _BASH_KEPT = ("printf", "return")
 _DRIVER = r"""
 cd /scratch || exit 90
+: > f; : > list  # files the lines read from, so an input redirection does not fail
 IFS= read -r -d '' prelude < /io/prelude.sh
 for f in /io/lines/*; do
   n=${f##*/}

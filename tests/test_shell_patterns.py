@@ -300,3 +300,10 @@ def test_io_numbers_follow_each_dialect() -> None:
     exact = _policy("git diff", Action.ALLOW, PermissionMode.STRICT)
     assert exact.decide("shell", "git diff 2>/dev/null") is Action.ALLOW
     assert exact.decide("shell", "git diff 10</dev/null") is Action.DENY
+
+
+def test_bash_locale_strings_show_their_substitutions() -> None:
+    """bash runs ``$(..)`` inside ``$".."``; sh reads ``$`` then a double-quoted string."""
+    assert GIT_DIFF.decide("shell", 'git diff $"$(id)"') is Action.DENY
+    assert NO_RM.decide("shell", 'git diff $"$(rm x)"') is Action.DENY
+    assert GIT_DIFF.decide("shell", 'git diff $"plain"') is Action.ALLOW
