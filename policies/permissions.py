@@ -14,15 +14,20 @@ Argument patterns are globs over the call's *subject*: the command for
 ``?`` do not. A trailing `` *`` also matches the bare command (``git status *``
 matches ``git status``).
 
-Shell commands are read by :mod:`policies.shellwords`: a deny pattern denies
-the call when it matches *any* reading of it (each simple command, unwrapped,
-nested ``sh -c`` text included); an allow pattern allows it only when it
-matches *every* simple command, literally; and a command that hides what it
-runs (substitutions, ``eval``) is never allowed by a pattern.
+Shell commands are read by a strict shell parser (:mod:`policies.shellsyntax`,
+as bash and as sh) in :mod:`policies.shellwords`: a deny or ask pattern
+applies when it matches *any* reading of the line (each simple command,
+unwrapped, nested ``sh -c`` text, substitutions, heredocs fed to shells; the
+whole line split at every operator when a reading fails); an allow pattern
+allows it only when it matches *every* simple command of both readings,
+literally; and a line that hides or changes what runs (substitutions,
+``eval``, assignments, functions, file redirections) or that the parser
+cannot read with certainty is never allowed by a pattern.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -30,7 +35,6 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from policies.shellwords import deny_candidates, shell_segments
 from policies.tools import check_tool_name, is_side_effecting, tool_matches
 
 __all__ = [
@@ -149,22 +153,77 @@ def _last_match(
 
 
 def _decide_shell(rules: Sequence[PermissionRule], command: str) -> Action | None:
-    segments, opaque = shell_segments(command)
-    candidates = [command.strip(), *deny_candidates(command)]
-    if any(_last_match(rules, candidate) is Action.DENY for candidate in candidates):
+    """A shell call: deny and ask patterns on any reading, allow on every literal command.
+
+    See :mod:`policies.shellwords`. A deny or ask *pattern* that matches any
+    candidate reading wins; pattern-free rules (and ``*``) decide as for any
+    tool. Allow patterns must match every literal simple command of a line
+    read with certainty; a line that is not (a syntax error, a substitution,
+    a write redirection, ...) is decided by the pattern-free rules alone.
+    """
+    from policies import shellwords  # noqa: PLC0415 - the parser loads on first use (CLI start)
+
+    reading = shellwords.read_command_line(command)
+    subjects = [*reading.candidates, *_glob_head_subjects(rules, reading.glob_heads)]
+    restrictive = {_restrictive(rules, subject) for subject in subjects}
+    if not reading.exhaustive:  # unreadable and too long to list: every pattern may match
+        restrictive |= {rule.action for rule in rules
+                        if _has_pattern(rule) and rule.action is not Action.ALLOW}
+    if Action.DENY in restrictive:
         return Action.DENY
-    per_segment = [_last_match(rules, segment) for segment in segments] or [
-        _last_match(rules, command.strip())
-    ]
-    if Action.ASK in per_segment:
+    if reading.certain:
+        literal = [_last_match(rules, text) for text in reading.commands] or [
+            _last_match(rules, command.strip())
+        ]
+    else:
+        literal = [_last_match([r for r in rules if not _has_pattern(r)], command.strip())]
+    if Action.DENY in literal:
+        return Action.DENY
+    if Action.ASK in literal or Action.ASK in restrictive:
         return Action.ASK
-    if None in per_segment:
-        return None
-    # Every simple command was allowed by a rule. A substitution hides what
-    # runs, so a pattern never allows it; a pattern-free allow still does.
-    if opaque and any(rule.pattern is not None for rule in rules):
+    if None in literal:
         return None
     return Action.ALLOW
+
+
+def shell_segments(command: str) -> tuple[list[str], bool]:
+    """The top-level simple commands of ``command``, literally, and whether it is opaque
+    (no pattern may allow it); see :func:`policies.shellwords.shell_segments`."""
+    from policies import shellwords  # noqa: PLC0415 - the parser loads on first use (CLI start)
+
+    return shellwords.shell_segments(command)
+
+
+def _has_pattern(rule: PermissionRule) -> bool:
+    return rule.pattern is not None and rule.pattern not in {"*", "**"}
+
+
+def _restrictive(rules: Sequence[PermissionRule], subject: str) -> Action | None:
+    """The action of the last rule matching ``subject`` when it is a deny/ask pattern."""
+    found: PermissionRule | None = None
+    for rule in rules:
+        if rule.pattern is None or glob_matches(rule.pattern, subject):
+            found = rule
+    if found is None or found.action is Action.ALLOW or not _has_pattern(found):
+        return None
+    return found.action
+
+
+def _glob_head_subjects(
+    rules: Sequence[PermissionRule], heads: Sequence[tuple[str, str]]
+) -> list[str]:
+    """For a command word that globs (``/bin/r?``), the patterns' command names it matches."""
+    out: list[str] = []
+    for rule in rules:
+        if not heads or not _has_pattern(rule) or rule.pattern is None:
+            continue
+        name = rule.pattern.split(" ", 1)[0]
+        if not name or set(name) & set("*?["):
+            continue
+        for glob, rest in heads:
+            if fnmatch.fnmatchcase(name, glob):
+                out.append(f"{name} {rest}".rstrip())
+    return out
 
 
 #: Tools whose subject is a workspace path: there ``*`` stops at ``/``.

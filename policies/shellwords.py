@@ -1,19 +1,35 @@
-"""Reading a shell command line well enough to apply command patterns to it.
+"""What a shell command line runs, read for command patterns.
 
 Command patterns (``git *`` allowed, ``rm *`` denied) are a policy
 convenience, not an OS sandbox: the sandbox backends are what confine a
-command. Within that limit the reading is deliberately asymmetric:
+command. The line is read by :mod:`policies.shellsyntax` twice, as bash and
+as POSIX sh (``sh -c``, dash, is what every backend runs), and the reading
+is deliberately asymmetric:
 
-* an **allow** pattern must match *every* simple command of the line, read
-  literally (a wrapper such as ``sudo git`` is not ``git``), and a line that
-  hides what it runs (``$(...)``, backticks, process substitution, ``${...}``,
-  ``eval``, ``sh -c``) is never allowed by a pattern;
-* a **deny** pattern denies the line when it matches *any* candidate: each
-  simple command, with grouping syntax and shell keywords stripped (``(rm x)``,
-  ``{ rm x; }``, ``then rm x``), with wrappers stripped (``sudo``, ``env
-  A=b``, ``nohup``, ``command``, ``exec``, ``timeout 5``, ...), with the
-  command word reduced to its basename (``/bin/rm``), and recursively the
-  text of ``sh -c '...'``, ``eval '...'`` and substitutions.
+* an **allow** pattern must match *every* simple command of *both* readings,
+  each rendered literally (a wrapper such as ``sudo git`` is not ``git``).
+  A line is never allowed by a pattern when either reading fails (a syntax
+  error, a construct the reader refuses, an unterminated quote or heredoc),
+  or when it hides or changes what runs: command, process or arithmetic
+  substitution, ``${..}`` with an operator, an expanding heredoc body, a
+  command name that expands (``$x``, a glob, braces, ``~``), variable
+  assignments (``PATH=.. git``), a function definition, a ``for`` loop,
+  ``eval``/``source``/``.``/``exec``/``trap``/``alias``/a nested shell, or a
+  redirection that writes a file (only ``/dev/null`` and descriptor
+  duplication are allowed: ``git diff > ~/.bashrc`` is not ``git diff``);
+* a **deny** pattern denies the line when it matches *any* candidate: every
+  simple command of every reading (in substitutions, function bodies and
+  compound commands too), as written, unquoted and literally rendered, with
+  wrappers stripped (``sudo``, ``env A=b``, ``nohup``, ``exec``,
+  ``timeout 5``, ``xargs``, ...), with its command word reduced to its
+  basename (``/bin/rm``) or brace-expanded (``{rm,-rf,x}``), and recursively
+  the text run by ``sh -c``, ``eval``, ``trap``, ``su -c``, ``env -S``,
+  ``find -exec``, and a shell's standard input (a heredoc, a here-string or
+  the words of the commands piped into it). When a reading fails, the line
+  is also split at every operator character, with and without its quotes,
+  and every word sequence of it is a candidate (a line too long to list
+  them all matches every deny and ask pattern). A command word that
+  globs (``/bin/r?``) is matched against a pattern's command name.
 
 A determined writer can still phrase a command no pattern anticipates
 (``find -delete``, an interpreter one-liner); deny patterns narrow, the
@@ -23,119 +39,464 @@ sandbox confines.
 from __future__ import annotations
 
 import re
-import shlex
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
 
-__all__ = ["deny_candidates", "shell_segments"]
+from policies.shellsyntax import (
+    Compound,
+    Expansion,
+    FunctionDef,
+    Literal,
+    Pipeline,
+    Redirect,
+    Script,
+    ShellSyntaxError,
+    SimpleCommand,
+    Word,
+    parse,
+)
 
-_SPLIT_RE = re.compile(r"\|\||&&|[;&|\n()`]")
-_OPAQUE_RE = re.compile(r"\$\(|`|<\(|>\(|\$\{|(?:^|[\s;&|(])(?:eval|source|\.)\s")
-_NESTED_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
-_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}",
-                       "fi", "done", "esac", "time", "coproc"})
-_WRAPPERS = frozenset({"sudo", "doas", "env", "nohup", "exec", "command", "builtin", "nice",
-                       "ionice", "timeout", "stdbuf", "setsid", "xargs", "unbuffer", "chroot"})
-_ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+__all__ = ["ShellReading", "deny_candidates", "read_command_line", "shell_segments"]
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish",
+                     "csh", "tcsh", "posh", "yash"})
+#: Commands that run text the line does not show as commands: never allowed by a pattern.
+_HIDING = _SHELLS | {"eval", "source", ".", "exec", "trap", "alias", "unalias", "enable",
+                     "builtin", "shopt", "fc", "command"}
+#: Wrappers that run their operands as a command: name -> (options taking a value, operands
+#: to skip before the command).
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "sudo": (frozenset({"-u", "-g", "-C", "-h", "-p", "-D", "-r", "-t", "-U", "-T", "--user",
+                        "--group", "--chdir", "--prompt", "--host", "--role", "--type"}), 0),
+    "doas": (frozenset({"-u", "-C"}), 0),
+    "env": (frozenset({"-u", "-C", "--unset", "--chdir"}), 0),
+    "nohup": (frozenset(), 0), "setsid": (frozenset(), 0), "unbuffer": (frozenset(), 0),
+    "builtin": (frozenset(), 0), "command": (frozenset(), 0), "exec": (frozenset({"-a"}), 0),
+    "nice": (frozenset({"-n", "--adjustment"}), 0), "ionice": (frozenset({"-c", "-n"}), 0),
+    "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1),
+    "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
+    "xargs": (frozenset({"-I", "-L", "-n", "-P", "-d", "-E", "-s", "-a"}), 0),
+    "chroot": (frozenset({"--userspec", "--groups"}), 1),
+    "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
+    "flock": (frozenset({"-w", "-E", "--timeout"}), 1), "taskset": (frozenset(), 1),
+    "coproc": (frozenset(), 0), "!": (frozenset(), 0), "busybox": (frozenset(), 0),
+    "strace": (frozenset({"-o", "-e", "-p", "-s", "-u"}), 0), "watch": (frozenset({"-n"}), 0),
+}
+_ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
+_SAFE_WORD_RE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_CRUDE_SPLIT_RE = re.compile(r"\|\||&&|\$\(|<\(|>\(|[;&|\n()`{}]")
+_GLOB_CHARS = frozenset("*?[")
+_WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+_MAX_DEPTH = 4
+_MAX_BRACE_WORDS = 64
+#: Words of reading work per line (nested texts and every word sequence included).
+_WORK_BUDGET = 400_000
+
+
+@dataclass(frozen=True)
+class ShellReading:
+    """Everything the policy needs to know about one command line.
+
+    ``commands``: each top-level simple command of the readings that parsed,
+    rendered literally, for allow patterns (which use them only when
+    ``certain``). ``reasons``: why a
+    pattern may not allow the line (empty when ``certain``). ``candidates``:
+    every reading a deny pattern is tried against. ``glob_heads``: pairs of a
+    command word that globs (its basename) and the rest of the command.
+    ``exhaustive`` is false when the broadest reading was too large to list
+    (then every deny and ask pattern must be taken to match).
+    """
+
+    commands: tuple[str, ...]
+    certain: bool
+    reasons: tuple[str, ...]
+    candidates: tuple[str, ...]
+    glob_heads: tuple[tuple[str, str], ...]
+    exhaustive: bool = True
+
+
+class _Collector:
+    """Candidates of one line and its nested texts, within a work budget (in words)."""
+
+    def __init__(self) -> None:
+        self.candidates: dict[str, None] = {}
+        self.glob_heads: dict[tuple[str, str], None] = {}
+        self.exhaustive = True
+        self.budget = _WORK_BUDGET
+        self.nested: set[str] = set()
+        self.segments: set[str] = set()
+
+    def spend(self, words: int) -> bool:
+        """Charge ``words`` of work; false (and not exhaustive) once the budget is gone."""
+        self.budget -= words
+        if self.budget < 0:
+            self.exhaustive = False
+        return self.exhaustive
+
+    def add(self, text: str) -> None:
+        text = " ".join(text.split())
+        if text:
+            self.candidates.setdefault(text)
+
+
+@lru_cache(maxsize=256)
+def read_command_line(command: str) -> ShellReading:
+    """Read ``command`` as bash and as sh; see the module doc for what follows."""
+    return _read(command, depth=0)
+
+
+def _read(command: str, *, depth: int, into: _Collector | None = None) -> ShellReading:
+    collector = into or _Collector()
+    collector.add(command)
+    reasons: list[str] = []
+    commands: dict[str, None] = {}
+    failed = False
+    for bash in (True, False):
+        dialect = "bash" if bash else "sh"
+        try:
+            script = parse(command, bash=bash)
+        except ShellSyntaxError as exc:
+            reasons.append(f"{dialect} reading: {exc}")
+            failed = True
+            continue
+        for rendered in _allow_walk(script, reasons, dialect):
+            commands.setdefault(rendered)
+        _deny_script(script, collector, depth, bash=bash)
+    if failed:
+        _crude(command, collector, depth)
+    return ShellReading(
+        commands=tuple(commands),
+        certain=not reasons,
+        reasons=tuple(dict.fromkeys(reasons)),
+        candidates=tuple(collector.candidates),
+        glob_heads=tuple(collector.glob_heads),
+        exhaustive=collector.exhaustive,
+    )
 
 
 def shell_segments(command: str) -> tuple[list[str], bool]:
-    """Split a command line into simple commands; report whether it is opaque.
-
-    Separators (``;``, ``&&``, ``||``, ``|``, ``&``, newlines, parentheses,
-    backticks) inside quotes do not split. Leading shell keywords and grouping
-    words are dropped from each segment. ``opaque`` is true when the text
-    contains substitution or ``eval``/``source``, whose effect cannot be read
-    off the text.
-    """
-    segments: list[str] = []
-    current: list[str] = []
-    quote: str | None = None
-    i = 0
-    while i < len(command):
-        char = command[i]
-        if quote:
-            current.append(char)
-            if char == quote:
-                quote = None
-            elif char == "\\" and quote == '"' and i + 1 < len(command):
-                current.append(command[i + 1])
-                i += 1
-        elif char in "'\"":
-            quote = char
-            current.append(char)
-        elif char == "\\" and i + 1 < len(command):
-            current.append(char + command[i + 1])
-            i += 1
-        else:
-            match = _SPLIT_RE.match(command, i)
-            if match:
-                segments.append("".join(current))
-                current = []
-                i = match.end()
-                continue
-            current.append(char)
-        i += 1
-    segments.append("".join(current))
-    cleaned = [_strip_keywords(" ".join(segment.split())) for segment in segments]
-    return [segment for segment in cleaned if segment], bool(_OPAQUE_RE.search(command))
+    """The top-level simple commands of ``command`` rendered literally, and whether
+    it is opaque: no pattern may allow it (see :class:`ShellReading`)."""
+    reading = read_command_line(command)
+    return list(reading.commands), not reading.certain
 
 
-def _strip_keywords(segment: str) -> str:
-    words = segment.split(" ")
-    while words and words[0] in _KEYWORDS:
-        words.pop(0)
-    while words and words[-1] in _KEYWORDS:
-        words.pop()
-    return " ".join(words)
-
-
-def _words(segment: str) -> list[str]:
-    try:
-        return shlex.split(segment, posix=True)
-    except ValueError:  # an unbalanced quote: fall back to whitespace
-        return segment.split()
-
-
-def _unwrap(words: list[str]) -> list[str]:
-    """Drop assignments and wrapper commands (with their options) in front."""
-    while words:
-        head = words[0]
-        if _ASSIGNMENT_RE.match(head):
-            words = words[1:]
-        elif head.rsplit("/", 1)[-1] in _WRAPPERS:
-            words = words[1:]
-            while words and (words[0].startswith("-") or _ASSIGNMENT_RE.match(words[0])
-                             or words[0].replace(".", "").isdigit()):
-                words = words[1:]
-        else:
-            break
-    return words
-
-
-def deny_candidates(command: str, *, depth: int = 0) -> list[str]:
+def deny_candidates(command: str) -> list[str]:
     """Every reading of ``command`` a deny pattern is tried against (see module doc)."""
-    segments, _ = shell_segments(command)
+    return list(read_command_line(command).candidates)
+
+
+# --- allow: literal commands and what makes a line opaque ---------------------------------
+
+def _allow_walk(script: Script, reasons: list[str], dialect: str) -> list[str]:
     out: list[str] = []
-    for segment in segments:
-        out.append(segment)
-        words = _unwrap(_words(segment))
-        if not words:
-            continue
-        base = words[0].rsplit("/", 1)[-1].lstrip("\\")
-        plain = " ".join([base, *words[1:]])
-        if plain not in out:
-            out.append(plain)
-        inner = _nested(base, words[1:])
-        if inner is not None and depth < 4:
-            out.extend(deny_candidates(inner, depth=depth + 1))
+    for pipeline in script.pipelines:
+        for command in pipeline.commands:
+            if isinstance(command, FunctionDef):
+                reasons.append(f"{dialect} reading: defines a function ({command.name!r})")
+            elif isinstance(command, Compound):
+                if command.kind == "for":
+                    reasons.append(f"{dialect} reading: a 'for' loop assigns {command.name!r}")
+                for word in command.words:
+                    _word_reasons(word, reasons, dialect)
+                _redirect_reasons(command.redirects, reasons, dialect)
+                for body in command.bodies:
+                    out.extend(_allow_walk(body, reasons, dialect))
+            else:
+                rendered = _allow_simple(command, reasons, dialect)
+                if rendered is not None:
+                    out.append(rendered)
     return out
 
 
-def _nested(base: str, args: list[str]) -> str | None:
-    """The command text a nested shell or eval would run, if any."""
-    if base == "eval" and args:
-        return " ".join(args)
-    if base in _NESTED_SHELLS:
-        for index, arg in enumerate(args):
-            if arg.startswith("-") and "c" in arg.lstrip("-") and index + 1 < len(args):
-                return args[index + 1]
-    return None
+def _allow_simple(command: SimpleCommand, reasons: list[str], dialect: str) -> str | None:
+    where = f"{dialect} reading of {_one_line(command.raw)!r}"
+    if command.assignments:
+        reasons.append(f"{where}: assigns variables")
+    for word in (*command.assignments, *command.words):
+        _word_reasons(word, reasons, dialect)
+    _redirect_reasons(command.redirects, reasons, dialect)
+    if not command.words:
+        return None  # only redirections: runs nothing
+    name = command.words[0].literal
+    if name is None:
+        reasons.append(f"{where}: the command name expands")
+        return None
+    if name.rsplit("/", 1)[-1] in _HIDING:
+        reasons.append(f"{where}: {name!r} runs text that is not on the line as a command")
+    return " ".join(_render(word) for word in command.words)
+
+
+def _word_reasons(word: Word, reasons: list[str], dialect: str) -> None:
+    for part in word.parts:
+        if isinstance(part, Expansion) and part.kind != "ansi":
+            reasons.append(f"{dialect} reading: {part.kind} expansion {_one_line(part.raw)!r}")
+
+
+def _redirect_reasons(redirects: tuple[Redirect, ...], reasons: list[str], dialect: str) -> None:
+    for redirect in redirects:
+        if redirect.target is not None and redirect.heredoc is None:
+            _word_reasons(redirect.target, reasons, dialect)
+        if redirect.heredoc is not None and not redirect.heredoc.quoted:
+            for part in redirect.heredoc.parts:
+                if isinstance(part, Expansion):
+                    reasons.append(f"{dialect} reading: heredoc {part.kind} expansion "
+                                   f"{_one_line(part.raw)!r}")
+        target = redirect.target.literal if redirect.target is not None else None
+        if redirect.op in _WRITES and target != "/dev/null":
+            reasons.append(f"{dialect} reading: writes a file ({redirect.op} "
+                           f"{_one_line(redirect.target.raw if redirect.target else '')})")
+        elif redirect.op in (">&", "<&") and target != "/dev/null" and not (
+                target is not None and (target.isdigit() or target == "-")):
+            reasons.append(f"{dialect} reading: {redirect.op} to a file")
+
+
+def _render(word: Word) -> str:
+    literal = word.literal
+    if literal is None:
+        return word.raw.replace("\\\n", "")
+    if _SAFE_WORD_RE.fullmatch(literal):
+        return literal
+    return "'" + literal.replace("'", "'\\''") + "'"
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.replace("\\\n", "").split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- deny: every reading ------------------------------------------------------------------
+
+def _deny_script(script: Script, out: _Collector, depth: int, *, bash: bool) -> None:
+    for pipeline in script.pipelines:
+        _deny_pipeline(pipeline, out, depth, bash=bash)
+
+
+def _deny_pipeline(pipeline: Pipeline, out: _Collector, depth: int, *, bash: bool) -> None:
+    piped: list[str] = []  # what earlier commands of the pipeline might write to a shell
+    for command in pipeline.commands:
+        if isinstance(command, FunctionDef):
+            _deny_compound(command.body, out, depth, bash=bash)
+            continue
+        if isinstance(command, Compound):
+            _deny_compound(command, out, depth, bash=bash)
+            continue
+        words = [*command.assignments, *command.words]
+        for word in words:
+            _deny_word(word, out, depth, bash=bash)
+        stdin: list[str] = list(piped)
+        for redirect in command.redirects:
+            _deny_redirect(redirect, out, depth, bash=bash)
+            if redirect.heredoc is not None:
+                stdin.append(redirect.heredoc.body)
+            elif redirect.op == "<<<" and redirect.target is not None:
+                stdin.append(redirect.target.text)
+        out.add(command.raw.replace("\\\n", ""))
+        texts = [word.text for word in command.words]
+        out.add(" ".join(_render(word) for word in command.words))
+        variants = [texts]
+        if bash:
+            variants.append(_brace_expand(command.words))
+        for variant in variants:
+            _deny_words([w.text for w in command.assignments] + variant, out, depth,
+                        stdin=stdin)
+        piped.extend(texts[1:])
+        for redirect in command.redirects:
+            if redirect.heredoc is not None:
+                piped.append(redirect.heredoc.body)
+
+
+def _deny_compound(command: Compound, out: _Collector, depth: int, *, bash: bool) -> None:
+    for word in command.words:
+        _deny_word(word, out, depth, bash=bash)
+    for redirect in command.redirects:
+        _deny_redirect(redirect, out, depth, bash=bash)
+    for body in command.bodies:
+        _deny_script(body, out, depth, bash=bash)
+
+
+def _deny_word(word: Word, out: _Collector, depth: int, *, bash: bool) -> None:
+    for part in word.parts:
+        if isinstance(part, Expansion) and part.script is not None:
+            _deny_script(part.script, out, depth, bash=bash)
+
+
+def _deny_redirect(redirect: Redirect, out: _Collector, depth: int, *, bash: bool) -> None:
+    if redirect.target is not None:
+        _deny_word(redirect.target, out, depth, bash=bash)
+    if redirect.heredoc is not None:
+        for part in redirect.heredoc.parts:
+            if isinstance(part, Expansion) and part.script is not None:
+                _deny_script(part.script, out, depth, bash=bash)
+
+
+def _deny_words(words: list[str], out: _Collector, depth: int, *,
+                stdin: list[str] | None = None) -> None:
+    """Candidates of one command given as words: unwrapped, basenamed, nested."""
+    out.add(" ".join(words))
+    while words and _ASSIGNMENT_RE.match(words[0]):
+        words = words[1:]
+    for unwrapped in _unwrappings(words):
+        if not unwrapped:
+            continue
+        head = unwrapped[0]
+        base = head.rsplit("/", 1)[-1].lstrip("\\") or head
+        rest = " ".join(unwrapped[1:])
+        out.add(" ".join(unwrapped))
+        out.add(f"{base} {rest}")
+        if set(base) & _GLOB_CHARS:
+            out.glob_heads.setdefault((base, rest))
+        for text in _nested_texts(base, unwrapped[1:], stdin or []):
+            _nested(text, out, depth)
+        for inner in _exec_operands(base, unwrapped[1:]):
+            _deny_words(inner, out, depth)
+
+
+def _unwrappings(words: list[str]) -> list[list[str]]:
+    """``words``, then each command a wrapper in front of it would run."""
+    out = [words]
+    for _ in range(16):
+        if not words:
+            break
+        base = words[0].rsplit("/", 1)[-1]
+        if base not in _WRAPPERS:
+            break
+        valued, operands = _WRAPPERS[base]
+        words = words[1:]
+        while words:
+            word = words[0]
+            if word == "--":
+                words = words[1:]
+                break
+            if word in valued:
+                words = words[2:]
+            elif word.startswith("-") or _ASSIGNMENT_RE.match(word):
+                words = words[1:]
+            else:
+                break
+        words = words[operands:]
+        out.append(words)
+    return out
+
+
+def _nested_texts(base: str, args: list[str], stdin: list[str]) -> list[str]:
+    """Text that ``base args`` would run as shell commands."""
+    if base == "eval":
+        return [" ".join(args)]
+    if base == "trap" and args:
+        return [args[0]]
+    if base == "alias":
+        return [arg.split("=", 1)[1] for arg in args if "=" in arg]
+    if base in ("su", "runuser", "flock", "env"):
+        flags = {"su": ("-c", "--command"), "runuser": ("-c", "--command"),
+                 "flock": ("-c", "--command"), "env": ("-S", "--split-string")}[base]
+        texts = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in flags]
+        texts += [arg[2:] for arg in args if base == "env" and arg.startswith("-S") and arg != "-S"]
+        return texts
+    if base == "watch":
+        return [" ".join(arg for arg in args if not arg.startswith("-"))]
+    if base not in _SHELLS:
+        return []
+    operands = [arg for arg in args if not arg.startswith(("-", "+"))]
+    if any(arg.startswith("-") and not arg.startswith("--") and "c" in arg for arg in args):
+        return operands  # sh -c TEXT (and, broadly, every operand after it)
+    if not operands or any(arg.startswith("-") and "s" in arg.lstrip("-") for arg in args):
+        return stdin  # a shell reading its standard input
+    return []
+
+
+def _exec_operands(base: str, args: list[str]) -> list[list[str]]:
+    """The commands ``find -exec``/``-execdir``/``-ok`` would run."""
+    if base != "find":
+        return []
+    out: list[list[str]] = []
+    current: list[str] | None = None
+    for arg in args:
+        if arg in ("-exec", "-execdir", "-ok", "-okdir"):
+            current = []
+        elif current is not None and arg in (";", "+"):
+            out.append(current)
+            current = None
+        elif current is not None:
+            current.append(arg)
+    if current:
+        out.append(current)
+    return out
+
+
+def _nested(text: str, out: _Collector, depth: int) -> None:
+    if text in out.nested or not out.spend(len(text.split())):
+        return
+    out.nested.add(text)
+    if depth >= _MAX_DEPTH:
+        _crude(text, out, depth)
+        return
+    _read(text, depth=depth + 1, into=out)
+
+
+def _crude(text: str, out: _Collector, depth: int) -> None:
+    """The broadest reading: every operator character splits, quotes or not, and
+    every word of a segment may start a command.
+
+    Three variants: quotes and backslashes removed, replaced by spaces, and
+    removed with commas read as spaces (bash brace expansion, ``{rm,x}``).
+    """
+    unquoted = re.sub(r"\\\n", "", text)
+    bare = re.sub(r"[\\'\"]", "", unquoted)
+    for variant in (bare, re.sub(r"[\\'\"]", " ", unquoted), bare.replace(",", " ")):
+        for segment in _CRUDE_SPLIT_RE.split(variant):
+            words = segment.split()
+            if words and " ".join(words) not in out.segments:
+                out.segments.add(" ".join(words))
+                _deny_words_crude(words, out, depth)
+
+
+def _deny_words_crude(words: list[str], out: _Collector, depth: int) -> None:
+    """Every word sequence of a segment: any word may start a command in some reading."""
+    for start in range(len(words)):
+        if not out.spend(len(words) - start):
+            return
+        if depth >= _MAX_DEPTH:
+            out.add(" ".join(words[start:]))
+        else:
+            _deny_words(words[start:], out, depth + 1)
+
+
+def _brace_expand(words: tuple[Word, ...]) -> list[str]:
+    """Bash brace expansion of unquoted ``{a,b}`` lists (one level), for deny."""
+    out: list[str] = []
+    for word in words:
+        expanded = _expand_braces(word)
+        if len(out) + len(expanded) > _MAX_BRACE_WORDS:
+            return [w.text for w in words]
+        out.extend(expanded)
+    return out
+
+
+def _expand_braces(word: Word) -> list[str]:
+    # Unquoted characters may be brace syntax; mark quoted ones so they never are.
+    chars: list[tuple[str, bool]] = []
+    for part in word.parts:
+        text = part.text if isinstance(part, Literal) else part.raw
+        quoted = part.quoted if isinstance(part, Literal) else True
+        chars.extend((char, quoted) for char in text)
+    open_at = next((i for i, (c, q) in enumerate(chars) if c == "{" and not q), None)
+    if open_at is None:
+        return [word.text]
+    close_at = next((i for i in range(open_at + 1, len(chars))
+                     if chars[i] == ("}", False)), None)
+    if close_at is None:
+        return [word.text]
+    inner = chars[open_at + 1:close_at]
+    if not any(char == (",", False) for char in inner):
+        return [word.text]
+    options: list[str] = [""]
+    for char, quoted in inner:
+        if char == "," and not quoted:
+            options.append("")
+        else:
+            options[-1] += char
+    prefix = "".join(c for c, _ in chars[:open_at])
+    suffix = "".join(c for c, _ in chars[close_at + 1:])
+    return ["".join(parts) for parts in product([prefix], options, [suffix])]
