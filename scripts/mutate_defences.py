@@ -88,6 +88,11 @@ CAPABILITY = "tests/test_capability.py"
 APPLY = "tests/executor/test_apply.py"
 ATTACKS = "tests/executor/test_apply_attacks.py"
 FAULTS = "tests/executor/test_apply_faults.py"
+SHELL = "tests/test_shell_patterns.py"
+UNTOUCHED = "tests/sandbox/test_parent_git_untouched.py"
+CHANGES = "tests/sandbox/test_workspace_changes.py"
+ROOTPATHS = "tests/sandbox/test_docker_root_paths.py"
+TERMINAL = "tests/executor/test_terminal_escaping.py"
 SPEC = "tests/spec/test_discovery_spec.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -270,9 +275,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "'Read_File' is taken as read_file (a fuzzy match grants a misspelled deny's tool)"),
     mutation(
         "dispatch-exact-name", "tool names", "executor/dispatch.py",
-        "tool = self.tools.get(call.name) if call.name not in self.deferred else None",
-        "tool = self.tools.get(call.name.strip().lower()) if call.name not in self.deferred "
-        "else None",
+        "        name = self.canonical(call.name)\n",
+        "        name = self.canonical(call.name.strip().lower())\n",
         [f"{DISPATCH}::test_variants_of_a_real_name_are_denied_and_nothing_runs"],
         "the dispatcher normalizes names: 'SHELL' and 'shell\\n' run the shell"),
     mutation(
@@ -283,8 +287,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "tools the child does not hold are offered and reach the permission layer"),
     mutation(
         "dispatch-deferred", "tool names", "executor/dispatch.py",
-        "tool = self.tools.get(call.name) if call.name not in self.deferred else None",
-        "tool = self.tools.get(call.name)",
+        "tool = self.tools.get(name) if name is not None and name not in self.deferred else None",
+        "tool = self.tools.get(name) if name is not None else None",
         [f"{DISPATCH}::test_deferred_tools_are_uncallable_until_activated"],
         "a deferred tool is callable before tool_search activated it"),
     # -- narrowing ------------------------------------------------------------------------
@@ -454,6 +458,67 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    elif False:\n",
         [f"{ATTACKS}::test_a_tampered_diff_is_refused_by_apply_check_and_3way"],
         "an edited diff.patch in the ledger is applied"),
+    # -- shell command patterns (policies/shellsyntax.py, policies/shellwords.py) --------
+    mutation(
+        "shell-comment", "shell patterns", "policies/shellsyntax.py",
+        '            if char == "#":\n                while self.i < len(self.s)',
+        '            if char == "#" and False:\n                while self.i < len(self.s)',
+        [f"{SHELL}::test_attack_comment_quote_does_not_allow_a_hidden_command",
+         f"{SHELL}::test_attack_comment_quote_does_not_hide_a_denied_command"],
+        "`git diff #'<nl>id<nl>'` under Bash(git diff:*): the comment is read as a quote "
+        "and the hidden `id` is allowed"),
+    mutation(
+        "shell-expansion", "shell patterns", "policies/shellwords.py",
+        '        if isinstance(part, Expansion) and part.kind != "ansi":\n',
+        '        if False:\n',
+        [f"{SHELL}::test_table"],
+        "`git diff $(id)` is allowed by `git diff *`: the substitution runs id"),
+    mutation(
+        "shell-assignment", "shell patterns", "policies/shellwords.py",
+        '    if command.assignments:\n        reasons.append(f"{where}: assigns variables")\n',
+        '    if False:\n        reasons.append(f"{where}: assigns variables")\n',
+        [f"{SHELL}::test_table"],
+        "`PATH=/tmp/evil git diff` is allowed: the assignment changes which git runs"),
+    # -- the parent's .git, the workspace, the state dir, the terminal ---------------------
+    mutation(
+        "parent-git-freshened", "git hardening", "sandbox/privategit.py",
+        '    return git_env(index_file=index, object_dir=private_git / STORE)\n',
+        '    return git_env(index_file=index, object_dir=private_git / "objects")\n',
+        [f"{UNTOUCHED}::test_parent_git_untouched_by_snapshot_diff_and_teardown[worktree-host]"],
+        "corral's object-writing git sees the parent's objects and freshens their mtimes"),
+    mutation(
+        "manifest-ctime", "workspace-write", "sandbox/changes.py",
+        '    return None if before == after else "modified"\n',
+        '    return None if before[:3] == after[:3] else "modified"\n',
+        [f"{CHANGES}::test_rewrite_keeping_size_and_mtime_reported[host]"],
+        "a child that rewrites an ignored file and resets size and mtime hides the change"),
+    mutation(
+        "docker-stand-ins", "docker", "sandbox/standins.py",
+        "    return bool(mode & 0o001 or (uid == 0 and mode & 0o100))\n",
+        "    return True\n",
+        [f"{ROOTPATHS}::test_child_reaches_its_workspace_by_absolute_path[worktree-docker]"],
+        "docker as root: the image's /root (0700) blocks the child's own absolute path"),
+    mutation(
+        "state-dir-in-work-tree", "state dir", "sandbox/state.py",
+        '            if os.path.lexists(directory / ".git"):\n',
+        '            if False:\n',
+        ["tests/sandbox/test_state_dir_placement.py::test_a_state_dir_in_a_working_tree_is_"
+         "refused_at_any_depth",
+         "tests/executor/test_state_dir_attack.py::test_a_child_cannot_rewrite_another_runs_"
+         "patch_through_a_state_dir_in_its_workspace"],
+        "a state dir inside a working tree a child writes: it edits another run's diff.patch"),
+    mutation(
+        "terminal-escape", "terminal", "executor/text.py",
+        '    if line.replace("\\t", "").isprintable() and (line.isascii() or not '
+        '_INVISIBLE.search(line)):\n',
+        '    if True:\n',
+        [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
+        "ESC[2K and CR in a child's Makefile hide a `curl | sh` line on the terminal"),
+    mutation(
+        "terminal-diff-tty", "terminal", "executor/cli_runs.py",
+        "    if force_escape or sys.stdout.isatty():\n", "    if force_escape:\n",
+        [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
+        "`corral diff` writes the child's raw bytes to a terminal"),
     # -- setuid sweep ---------------------------------------------------------------------
     mutation(
         "setid-setgid", "setuid sweep", "sandbox/setid.py",
