@@ -1,4 +1,7 @@
-"""``corral run``, ``runs``, ``show``, ``diff``, ``discard`` and ``gc``."""
+"""``corral run``, ``runs``, ``show``, ``diff``, ``discard`` and ``gc``.
+
+``runs`` groups a fanout's children under it (:mod:`executor.fanout_record`).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from executor.errors import (
     ExecutorError,
     ModelError,
 )
+from executor.fanout_record import FanoutRecord, fanout_status, scan_fanouts
 from executor.models import ScriptedModel
 from executor.progress import Progress
 from executor.results import (
@@ -219,25 +223,73 @@ def _print_record(record: RunRecord, ledger: Path) -> None:
         echo(line, err=True)
 
 
+def _fanout_header(fanout: FanoutRecord) -> str:
+    check = f"  check `{one_line(fanout.check_command)}`" if fanout.check_command else ""
+    return (f"fanout {one_line(fanout.fanout_id)}  {fanout_status(fanout):9} "
+            f"{len(fanout.children)} child(ren){check}  {one_line(fanout.created_at[:19])}  "
+            f'"{one_line(fanout.prompt)[:60]}"')
+
+
+def _grouped(records: list[RunRecord], fanouts: list[FanoutRecord],
+             ) -> list[tuple[FanoutRecord | None, list[tuple[int | None, RunRecord | str]]]]:
+    """Newest first: a fanout with its children (by index; runs they delegated after
+    them; a planned child without a record by its id), or one run on its own."""
+    by_id = {r.run_id: r for r in records}
+    grouped = {f.fanout_id for f in fanouts}
+    entries: list[tuple[str, FanoutRecord | None, list[tuple[int | None, RunRecord | str]]]] = []
+    for fanout in fanouts:
+        members: list[tuple[int | None, RunRecord | str]] = [
+            (child.index, by_id.get(child.run_id) or child.run_id) for child in fanout.children]
+        planned = {child.run_id for child in fanout.children}
+        members += [(None, r) for r in records if r.fanout == fanout.fanout_id
+                    and r.run_id not in planned]
+        entries.append((fanout.created_at, fanout, members))
+    entries += [(r.started_at, None, [(None, r)]) for r in records
+                if r.fanout not in grouped]
+    entries.sort(key=lambda entry: entry[0], reverse=True)
+    return [(fanout, members) for _, fanout, members in entries]
+
+
 @cli.command("runs")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def runs_command(root: Path, as_json: bool) -> None:
     """List the recorded runs of the repository, newest first: running, crashed (the
     process died), completed..., and what became of each diff (pending, applied,
-    discarded, already in the checkout)."""
-    records, broken = scan_runs(ledger_dir(root))
+    discarded, already in the checkout); a fanout's children grouped under it."""
+    ledger = ledger_dir(root)
+    records, broken = scan_runs(ledger)
+    fanouts, broken_fanouts = scan_fanouts(ledger)
+    groups = _grouped(records, fanouts)
     if as_json:
+        listed: list[dict[str, Any]] = []
+        for fanout, members in groups:
+            if fanout is not None:
+                listed.append({"fanout_id": fanout.fanout_id, "status": fanout_status(fanout),
+                               "prompt": fanout.prompt, "created_at": fanout.created_at,
+                               "check_command": fanout.check_command,
+                               "children": [c.run_id for c in fanout.children]})
+            listed += [run_json(r) | {"started_at": r.started_at, "parent_run": r.parent_run,
+                                      "fanout": r.fanout}
+                       for _, r in members if isinstance(r, RunRecord)]
         click.echo(json.dumps(
-            [run_json(r) | {"started_at": r.started_at, "parent_run": r.parent_run}
-             for r in records]
-            + [{"status": "corrupted", "error": exc.to_dict()} for exc in broken], indent=2))
+            listed + [{"status": "corrupted", "error": exc.to_dict()}
+                      for exc in [*broken, *broken_fanouts]], indent=2))
         return
-    if not records and not broken:
+    if not records and not broken and not fanouts and not broken_fanouts:
         echo("no runs recorded")
-    for r in records:
-        echo(runs_line(r))
-    for exc in broken:  # one unreadable record never hides the others
+    for fanout, members in groups:
+        if fanout is None:
+            echo(runs_line(members[0][1]))  # type: ignore[arg-type]
+            continue
+        echo(_fanout_header(fanout))
+        for index, member in members:
+            mark = f"#{index:<2}" if index is not None else "   "
+            if isinstance(member, str):
+                echo(f"  {mark} {one_line(member)}  not started (no record)")
+            else:
+                echo(f"  {mark} {runs_line(member)}")
+    for exc in [*broken, *broken_fanouts]:  # one unreadable record never hides the others
         render_error(exc.to_dict(), prefix="corrupted", exit_code=exc.exit_code)
 
 
