@@ -1,6 +1,7 @@
 """``corral run``, ``runs``, ``show``, ``diff``, ``discard`` and ``gc``.
 
-``runs`` groups a fanout's children under it (:mod:`executor.fanout_record`).
+``runs`` groups a fanout's children under it (:mod:`executor.fanout_record`);
+``gc --older-than`` also removes what finished runs left (:mod:`executor.fanout_gc`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from executor.errors import (
     ExecutorError,
     ModelError,
 )
-from executor.fanout_record import FanoutRecord, fanout_status, scan_fanouts
+from executor.fanout_gc import parse_duration, prune_finished
+from executor.fanout_record import (
+    FanoutRecord,
+    fanout_status,
+    finalize_crashed_fanouts,
+    scan_fanouts,
+)
 from executor.models import ScriptedModel
 from executor.progress import Progress
 from executor.results import (
@@ -374,22 +381,33 @@ def discard_command(root: Path, run_id: str) -> None:
 
 
 @cli.command("gc")
+@click.option("--older-than", "older_than", metavar="DURATION",
+              help="Also remove what finished runs left (their captured diffs' working "
+              "copies; never a diff no record holds), once finished longer ago than DURATION: "
+              "30m, 12h, 7d, 2w, 1h30m; 0 for all.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def gc_command(as_json: bool) -> None:
+def gc_command(older_than: str | None, as_json: bool) -> None:
     """Clean sandboxes left behind by crashed runs; their diffs are saved first and handed
-    to the runs' records, so `corral show/diff/apply RUN` work on them."""
+    to the runs' records, so `corral show/diff/apply RUN` work on them. Crashed fanouts
+    are marked. With --older-than, also what finished runs left."""
     from executor.crashes import finalize_crashed_runs  # noqa: PLC0415 - needs sandbox.gc
     from sandbox.gc import gc  # noqa: PLC0415 - keeps docker out of the other commands
 
+    age = parse_duration(older_than) if older_than is not None else None
     state_root = default_state_root()
     check_state_dir(state_root)
     report = gc(state_root)
     crashed = finalize_crashed_runs(state_root)
+    fanouts = finalize_crashed_fanouts(state_root)
+    pruned = prune_finished(state_root, age) if age is not None else []
     if as_json:  # ASCII JSON: a directory name cannot put raw controls on a terminal
         click.echo(json.dumps(report.model_dump(mode="json") | {"runs": [
             {"run_id": c.record.run_id, "agent": c.record.agent, "status": "crashed",
              "ledger": str(c.ledger), "changed_files": len(c.record.changed_files),
-             "patch_path": str(c.patch) if c.patch else None} for c in crashed]}, indent=2))
+             "patch_path": str(c.patch) if c.patch else None} for c in crashed],
+            "fanouts": [{"fanout_id": f.fanout_id, "status": f.status} for f in fanouts],
+            "pruned": [{"path": str(p.path), "action": p.action, "run_id": p.run_id,
+                        "detail": p.detail} for p in pruned]}, indent=2))
         return
     for entry in report.entries:
         saved = f"  diff saved to {entry.patch_path}" if entry.patch_path else ""
@@ -401,5 +419,11 @@ def gc_command(as_json: bool) -> None:
                 "repository)" if record.diff else "")
         echo(f"{'run crashed':14} {one_line(record.run_id)}  agent {one_line(record.agent)}, "
              f"{len(record.changed_files)} file(s) in its record{one_line(todo)}")
-    if not report.entries and not crashed:
+    for fanout in fanouts:
+        echo(f"{'fanout crashed':14} {one_line(fanout.fanout_id)}  {len(fanout.children)} "
+             "child(ren); `corral runs` shows each one's state")
+    for item in pruned:
+        owner = f"run {one_line(item.run_id)}: " if item.run_id else ""
+        echo(f"{item.action:14} {one_line(str(item.path))}  {owner}{one_line(item.detail)}")
+    if not report.entries and not crashed and not fanouts and not pruned:
         echo("nothing to clean")
