@@ -32,6 +32,7 @@ from executor.fanout_record import (
     finalize_crashed_fanouts,
     scan_fanouts,
 )
+from executor.fanout_view import check_lines
 from executor.models import ScriptedModel
 from executor.progress import Progress
 from executor.results import (
@@ -208,6 +209,9 @@ def _print_record(record: RunRecord, ledger: Path) -> None:
     """The run's summary on stderr, its answer and diff on stdout. A record is read back
     from the state dir: every field is escaped, ours included."""
     echo(status_line(record), err=True)
+    if record.fanout:
+        echo(f"fanout: {one_line(record.fanout)} (`corral runs` shows its other children)",
+             err=True)
     if record.error:
         render_error(record.error, exit_code=exit_code(record))
     for denied in record.denied_calls:
@@ -318,7 +322,7 @@ def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
         return
     _print_record(record, ledger)
     echo("")
-    for line in show_lines(record, transcript, full=full):
+    for line in [*check_lines(record), *show_lines(record, transcript, full=full)]:
         echo(line)
 
 

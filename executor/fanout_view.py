@@ -15,10 +15,10 @@ from executor.errors import ExecutorError
 from executor.fanout_conflicts import FilePatch, PairResult, matrix, parse_patch
 from executor.fanout_record import FanoutChild, FanoutRecord, fanout_status
 from executor.results import RunRecord, find_run, load_patch, now_iso, run_status
-from executor.runview import human_seconds
+from executor.runview import human_bytes, human_seconds
 from executor.text import one_line
 
-__all__ = ["Row", "conclude", "fanout_json", "fanout_lines", "rows"]
+__all__ = ["Row", "check_lines", "conclude", "fanout_json", "fanout_lines", "rows"]
 
 
 @dataclass(frozen=True)
@@ -139,18 +139,42 @@ def fanout_lines(record: FanoutRecord, ledger: Path) -> list[str]:
         skipped = (run.check or {}).get("skipped")
         if skipped:
             lines.append(f"        check skipped: {one_line(str(skipped))}")
-    for a, b, paths in record.conflicts:
-        lines.append(f"conflict: {short.get(a, a)} and {short.get(b, b)} both change "
-                     f"{one_line(', '.join(paths))}: apply one of them, or apply the second "
-                     "with `corral apply --3way` and resolve the marked conflicts")
-    for a, b, paths in record.same_files:
-        lines.append(f"same files: {short.get(a, a)} and {short.get(b, b)} change "
-                     f"{one_line(', '.join(paths))} in different places: both apply, one after "
-                     "the other (`corral apply --3way` merges the second where a plain apply "
-                     "finds its context changed)")
+    for a, b, pair in _pairs(found):
+        if pair.conflicts:
+            why = "; ".join(f"{path} ({reason})" for path, reason in pair.conflicts.items())
+            merge = (" (or apply the second with `corral apply --3way` and resolve the "
+                     "marked conflicts)" if all(r.startswith("both change lines")
+                                               for r in pair.conflicts.values()) else "")
+            lines.append(f"conflict: {short.get(a, a)} and {short.get(b, b)}: "
+                         f"{one_line(why)}: apply one of them{merge}")
+        elif pair.same_files:
+            lines.append(f"same files: {short.get(a, a)} and {short.get(b, b)} change "
+                         f"{one_line(', '.join(pair.same_files))} in different places: both "
+                         "apply, one after the other (`corral apply --3way` merges the second "
+                         "where a plain apply finds its context changed)")
     lines += [f"note: {one_line(note)}" for note in record.notes]
     with_diff = [row for row in found if row.record is not None and row.record.diff]
     if with_diff:
         lines.append("apply the one you choose: corral apply RUN  (diffs: corral diff RUN; "
                      "those that share no file apply one after another)")
+    return lines
+
+
+def check_lines(record: RunRecord) -> list[str]:
+    """A fanout child's check, for ``corral show``: the command, how it ended, its output's
+    end (escaped, indented)."""
+    check = record.check
+    if not check:
+        return []
+    head = f"check:     `{one_line(str(check.get('command')))}` "
+    if check.get("skipped"):
+        return [head + f"skipped: {one_line(str(check['skipped']))}"]
+    ended = ("timed out" if check.get("timed_out") else f"exit {check.get('exit_code')}")
+    size = int(check.get("output_bytes") or 0)
+    tail = str(check.get("output_tail") or "")
+    shown = len(tail.encode("utf-8", "surrogatepass"))
+    cut = f"; its last {human_bytes(shown)} of {human_bytes(size)}" if size > shown else ""
+    lines = [head + f"{ended} in {human_seconds(float(check.get('duration_seconds', 0.0)))}"
+             f"{cut}"]
+    lines += [f"      {one_line(line)}" for line in tail.rstrip("\n").split("\n") if tail]
     return lines

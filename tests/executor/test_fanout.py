@@ -88,6 +88,10 @@ def test_children_are_compared_row_by_row_with_their_checks_and_conflicts(
     for run in runs:  # each child is a run of its own, with the fanout's id
         record = find_run(ledger_dir(project), run["run_id"])
         assert record.fanout == result["fanout_id"] and record.check == run["check"]
+    code, shown, err = corral("show", runs[0]["run_id"], "--root", str(project))
+    assert f"fanout: {result['fanout_id']}" in err
+    assert "check:     `test -f notes.txt && echo ok` exit 0 in " in shown
+    assert "\n      ok\n" in shown
     assert not (project / "notes.txt").exists()  # nothing is applied by a fanout
     code, out, _ = corral("fanout", "--root", str(project), "--trust-project", "--no-personal",
                           "--backend", backend, "--agent", "w", "--script", a, "-n", "2", "go")
