@@ -168,10 +168,12 @@ def _report(settings: RunSettings, run_id: str, agent: str, detail: str) -> None
 
 def _check(run: AgentRun, shared: FanoutShared, context: JobContext) -> dict[str, Any]:
     command = str(shared.check_command)
-    if run.sandbox is None or not run.collected:
-        why = ("a read-only child changed nothing" if run.capability.sandbox is
-               SandboxMode.READ_ONLY else "its diff could not be recorded")
-        return skipped_check(command, why)
+    if run.capability.sandbox is SandboxMode.READ_ONLY:
+        return skipped_check(command, "a read-only child changed nothing")
+    if run.sandbox is None:
+        return skipped_check(command, "it has no workspace: its sandbox did not open")
+    if not run.collected:
+        return skipped_check(command, "its diff could not be recorded")
     if context.cancellation.cancelled:
         return skipped_check(command, f"the fanout was cancelled: {context.cancellation.reason}")
     remaining = context.deadline.remaining()

@@ -261,3 +261,28 @@ def test_runs_groups_a_fanout_with_its_children(project: Path, tmp_path: Path,
                          "check_command": "true",
                          "children": [r["run_id"] for r in result["runs"]]}
     assert [r.get("fanout") for r in listed[1:]] == [result["fanout_id"]] * 2 + [None]
+
+
+@pytest.mark.parametrize("backend", ["host"], indirect=True)
+def test_children_that_started_from_different_states_are_said_to(
+        project: Path, tmp_path: Path, backend: str) -> None:
+    """Until the fanout's one shared snapshot exists, each child snapshots the checkout when
+    its sandbox opens. Here the user's checkout changes while the first child works (the
+    host backend lets its command write there, as the user's editor would); the second
+    child starts later (one job at a time) from the changed state, and the fanout says so
+    instead of comparing their diffs as if they shared a base."""
+    edits = script(tmp_path, "edits", call("shell", command=f"echo edited >> "
+                                                            f"{project / 'README.md'}"),
+                   {"text": "the user edited meanwhile"})
+    later = script(tmp_path, "later", {"text": "started later"})
+    code, result, _ = fanout(project, "host", "--agent", "w", "--script", edits, "--script",
+                             later, "--jobs", "1", "go")
+    assert code == 0
+    first, second = (r["run_id"] for r in result["runs"])
+    assert sorted(result["bases"].values()) == sorted([[first], [second]])
+    assert any("the children started from 2 different states of the checkout" in note
+               for note in result["notes"])
+    code, out, _ = corral("fanout", "--root", str(project), "--trust-project", "--no-personal",
+                          "--backend", "host", "--agent", "w", "--script", later, "-n", "2",
+                          "go")
+    assert code == 0 and "different states" not in out  # an unchanged checkout: one base
