@@ -35,15 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from executor.approval import parse_approve, policy_handler
-from executor.errors import ExecutorError, RunError
+from executor.errors import ExecutorError
 from executor.fanout_check import run_check, skipped_check
 from executor.fanout_plan import ChildPlan
 from executor.fanout_record import FanoutChild, FanoutRecord, new_fanout_id, write_fanout
+from executor.fanout_view import conclude
 from executor.models import ScriptedModel
 from executor.results import RunRecord, RunStatus, find_run, now_iso, running_owner, set_run_check
 from executor.runner import AgentRun, RunSettings, check_top, top_model
-from executor.scheduling import JobContext, Scheduler
-from executor.scheduling.base import Job
+from executor.scheduling import Handle, Job, JobContext, Scheduler
 from executor.session import ProgressEvent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
@@ -253,7 +253,8 @@ def run_fanout(request: FanoutRequest, *, scheduler: Scheduler,
     """Run the fanout (see the module docstring); its final record (also written).
 
     A Ctrl-C while it waits cancels every child (each ends ``cancelled``, its diff
-    recorded, or never starts and says so) and the record's status is ``cancelled``.
+    recorded, or never starts and says so) and the record's status is ``cancelled``; a
+    second one stops waiting (``failed``; what the children left, ``corral gc`` cleans).
     """
     base = request.settings
     shared = FanoutShared(
@@ -273,20 +274,47 @@ def run_fanout(request: FanoutRequest, *, scheduler: Scheduler,
         timeout_seconds=request.timeout_seconds, backend=base.backend.type,
         owner=running_owner())
     write_fanout(base.ledger, record)
-    interrupted: KeyboardInterrupt | None = None
-    with shared_snapshot(base) as snapshot:
+    try:
+        interrupted, bug = _execute(request, shared, scheduler, report)
+    except BaseException as exc:  # a second Ctrl-C, or a failure of the fanout itself
+        write_fanout(base.ledger, conclude(record, base.ledger, status="failed").model_copy(
+            update={"notes": [*record.notes, f"the fanout stopped before every child "
+                              f"ended: {type(exc).__name__}: {exc}"[:300]]}))
+        raise
+    final = conclude(record, base.ledger, status="cancelled" if interrupted else "completed")
+    write_fanout(base.ledger, final)
+    if bug is not None:
+        raise bug
+    return final  # interrupted: ``cancelled``, every child recorded
+
+
+def _wait(scheduler: Scheduler, handles: list[Handle[str]]) -> bool:
+    """Wait for every job; a first Ctrl-C cancels them all (each ends ``cancelled``, its
+    diff recorded) and waits on; a second one is raised. Whether it was interrupted."""
+    interrupted = False
+    pending = list(handles)
+    while pending:
+        try:
+            for handle in scheduler.as_completed(pending):
+                pending.remove(handle)
+        except KeyboardInterrupt:
+            if interrupted:
+                raise
+            interrupted = True
+            scheduler.cancel("interrupted (Ctrl-C)")
+    return interrupted
+
+
+def _execute(request: FanoutRequest, shared: FanoutShared, scheduler: Scheduler,
+             report: Callable[[Any], None] | None) -> tuple[bool, BaseException | None]:
+    """Submit every child, wait for all, record those that never ran; (interrupted, a bug
+    to raise once everything is recorded)."""
+    with shared_snapshot(request.settings) as snapshot:
         shared = replace(shared, snapshot=snapshot)
         handles = [scheduler.submit(Job(key=f"child {plan.index}: {plan.agent}",
                                         run=ChildJob(plan, shared), portable=True),
                                     report=report) for plan in request.plans]
-        pending = list(handles)
-        while pending:
-            try:
-                for handle in scheduler.as_completed(pending):
-                    pending.remove(handle)
-            except KeyboardInterrupt as exc:  # every child ends cancelled, its diff recorded
-                interrupted = interrupted or exc
-                scheduler.cancel("interrupted (Ctrl-C)")
+        interrupted = _wait(scheduler, handles)
     bug: BaseException | None = None
     for plan, handle in zip(request.plans, handles, strict=True):
         outcome = handle.outcome()
@@ -300,18 +328,12 @@ def run_fanout(request: FanoutRequest, *, scheduler: Scheduler,
             continue
         try:
             handle.result()
-        except (RunError, ExecutorError) as exc:  # a user's mistake found when it started
-            if not _recorded(base.ledger, plan.run_id):
+        except ExecutorError as exc:  # a user's mistake found when it started (a skill)
+            if not _recorded(request.settings.ledger, plan.run_id):
                 _unstarted(shared, plan, RunStatus.FAILED, exc.to_dict(), report)
         except Exception as exc:  # a bug: its own record says so; raised after the others
             bug = bug or exc
-    from executor.fanout_view import conclude  # noqa: PLC0415 - reads what the runs recorded
-
-    final = conclude(record, base.ledger, cancelled=interrupted is not None)
-    write_fanout(base.ledger, final)
-    if bug is not None:
-        raise bug
-    return final  # interrupted: ``cancelled``, every child recorded
+    return interrupted, bug
 
 
 def _recorded(ledger: Path, run_id: str) -> bool:

@@ -189,7 +189,9 @@ def _run(parent: AgentRun, tasks: list[_Task], cancellation: Cancellation) -> li
                 for handle in scheduler.as_completed(pending):
                     pending.remove(handle)
             except KeyboardInterrupt as exc:  # the others end cancelled, diffs recorded
-                interrupted = interrupted or exc
+                if interrupted is not None:
+                    raise  # a second Ctrl-C: stop waiting
+                interrupted = exc
                 scheduler.cancel("interrupted (Ctrl-C)")
     finally:
         scheduler.close()

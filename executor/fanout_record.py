@@ -3,7 +3,8 @@
 ``<ledger>/fanouts/<fanout id>.json``, written atomically: when the fanout
 starts (``running``, with the process that owns it and the run id every
 child will have, so a fanout killed at any point still names its children),
-and when it ends (``completed`` or ``cancelled``, with the conflict matrix).
+and when it ends (``completed``, ``cancelled`` or ``failed``, with the conflict
+matrix).
 A ``running`` record whose owner is gone reads as ``crashed``
 (:func:`fanout_status`), and ``corral gc`` writes that down
 (:func:`finalize_crashed_fanouts`). Each child's own record carries the
@@ -36,7 +37,9 @@ __all__ = [
     "write_fanout",
 ]
 
-FanoutStatus = Literal["running", "completed", "cancelled", "crashed"]
+#: ``failed``: the fanout itself stopped before every child ended (a second Ctrl-C, an
+#: error of its own); each child's record says how far it got.
+FanoutStatus = Literal["running", "completed", "cancelled", "failed", "crashed"]
 FANOUTS = "fanouts"
 
 

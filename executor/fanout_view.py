@@ -13,7 +13,7 @@ from typing import Any
 
 from executor.errors import ExecutorError
 from executor.fanout_conflicts import FilePatch, PairResult, matrix, parse_patch
-from executor.fanout_record import FanoutChild, FanoutRecord, fanout_status
+from executor.fanout_record import FanoutChild, FanoutRecord, FanoutStatus, fanout_status
 from executor.results import RunRecord, find_run, load_patch, now_iso, run_status
 from executor.runview import human_bytes, human_seconds
 from executor.text import one_line
@@ -55,7 +55,7 @@ def _pairs(found: list[Row]) -> list[tuple[str, str, PairResult]]:
     return list(matrix([(row.child.run_id, row.files) for row in found if row.files]))
 
 
-def conclude(record: FanoutRecord, ledger: Path, *, cancelled: bool) -> FanoutRecord:
+def conclude(record: FanoutRecord, ledger: Path, *, status: FanoutStatus) -> FanoutRecord:
     """The fanout's final record: status, conflicts, same-file pairs, snapshot bases."""
     found = rows(record, ledger)
     pairs = _pairs(found)
@@ -69,7 +69,7 @@ def conclude(record: FanoutRecord, ledger: Path, *, cancelled: bool) -> FanoutRe
                      "checkout (it changed while they were starting): compare and apply "
                      "their diffs knowing that")
     return record.model_copy(update={
-        "status": "cancelled" if cancelled else "completed", "finished_at": now_iso(),
+        "status": status, "finished_at": now_iso(),
         "owner": None, "bases": bases, "notes": notes,
         "conflicts": [[a, b, sorted(p.conflicts)] for a, b, p in pairs if p.conflicts],
         "same_files": [[a, b, list(p.same_files)] for a, b, p in pairs if p.same_files]})
