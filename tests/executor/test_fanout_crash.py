@@ -113,9 +113,10 @@ def test_killing_a_fanout_then_gc_loses_no_diff_and_leaves_nothing(
         if point == "start":
             wait_for(process, "a sandbox being made",
                      lambda: any((state / "sandboxes").glob("*/meta.json")))
-        elif point == "mid-diff":  # the victim's own diff, after its command ended
+        elif point == "mid-diff":  # the victim's own diff: begun, not saved yet
             wait_for(process, "the victim's diff being computed", lambda: any(
                 (state / "sandboxes" / many.parent.name / "collect.index").exists()
+                and not (state / "results" / many.parent.name / "diff.patch").exists()
                 for many in (state / "worktrees").glob("*/many")))
         else:
             marker = ".up-command" if point == "mid-command" else ".up-check"
