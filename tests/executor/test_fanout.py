@@ -119,6 +119,10 @@ def test_one_value_for_every_child_or_one_per_child_and_nothing_else(
         ("--agent", "nobody", "--script", a, "-n", "2"): "no agent named 'nobody'",
         ("--agent", "w", "--script", str(tmp_path / "none.yaml"), "-n", "2"):
             "cannot read script",
+        ("--agent", "w", "--script", a, "-n", "2", "--approve", "sometimes"):
+            "--approve must be never or always-for=TOOLS",
+        ("--agent", "w", "--script", a, "-n", "2", "--check-cmd", " "):
+            "the check command is empty",
     }
     for args, message in cases.items():
         code, _, err = entry(*base, *args, "go")
