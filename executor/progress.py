@@ -10,7 +10,7 @@ ever written to a pipe.
 Each run is one line, keyed by its run id (two children of one agent are two
 lines): its step, its current tool and its elapsed time, redrawn in place
 several times a second. ``corral run`` keeps the line of the top-level run
-and shows a delegated child's line while it works; every finished tool call
+and shows a delegated child's line until its record is written; every finished tool call
 also leaves one plain line (``agent [step] tool: decision``). ``corral
 fanout`` labels one line per child before it starts (``[2/3] patcher
 waiting``), keeps it when the child is done (its status, files changed and
@@ -148,7 +148,7 @@ class Progress:
             line = self._lines.get(key)
             if line is None:
                 line = self._lines[key] = _Line(agent=event.agent, depth=event.depth)
-            if line.started is None and event.detail != "queued":
+            if line.started is None:
                 line.started = time.monotonic()
             indent = "  " * event.depth
             if event.kind == "step":
@@ -164,8 +164,6 @@ class Progress:
                                             f"{event.detail}{files}"))
             elif event.kind == "final":
                 line.text = f"answered after {event.step} step(s)"
-                if not line.label and event.depth > 0:
-                    del self._lines[key]  # a delegated child's line goes once it answered
             elif event.kind == "phase":
                 self._phase(key, line, event)
         if printed is not None:
@@ -176,10 +174,12 @@ class Progress:
     def _phase(self, key: str, line: _Line, event: ProgressEvent) -> None:
         words = {"sandbox": "opening its sandbox", "diff": "collecting its diff",
                  "check": "running the check command"}
-        if event.detail.startswith("done"):
+        if event.detail.startswith("ended"):  # its record is written
+            if not line.label and event.depth > 0:
+                self._lines.pop(key, None)  # a delegated child's line goes
+            return
+        if event.detail.startswith("done"):  # a fanout child, checked: its line stays
             line.finished = time.monotonic()
             line.text = event.detail.removeprefix("done").strip() or "done"
-            if not line.label:
-                self._lines.pop(key, None)
             return
         line.text = words.get(event.detail, event.detail)

@@ -466,6 +466,7 @@ class AgentRun:
         write_run(self.settings.ledger, self.record,
                   self.session.messages if self.session else [], patch=self.patch,
                   preimages=self.preimages)
+        self.phase(f"ended {self.record.status.value}")
         return self.record
 
     def child_ids(self) -> list[str]:

@@ -105,7 +105,8 @@ class ProgressEvent:
     """Something a live display may show."""
 
     #: ``phase`` is a run's own stage, outside its conversation: ``detail`` says which
-    #: (``queued``, ``sandbox``, ``diff``, ``check``, ``done <status>``).
+    #: (``sandbox``, ``diff``, ``ended <status>`` once its record is written; a fanout
+    #: child's ``check`` and ``done <summary>``).
     kind: Literal["step", "tool", "tool_done", "final", "phase"]
     agent: str
     step: int
