@@ -240,6 +240,25 @@ def test_one_childs_failure_or_timeout_never_loses_anothers_diff(
 
 
 @pytest.mark.parametrize("backend", ["host"], indirect=True)
+def test_a_child_the_deadline_kept_from_starting_is_recorded_as_such(
+        project: Path, tmp_path: Path, backend: str) -> None:
+    import os
+
+    never = tmp_path / "never"
+    os.mkfifo(never)
+    hangs = script(tmp_path, "hangs", call("shell", command=f"cat {never}"), {"text": "no"})
+    waits = script(tmp_path, "waits", {"text": "never asked"})
+    code, result, _ = fanout(project, "host", "--agent", "w", "--script", hangs, "--script",
+                             waits, "--jobs", "1", "--timeout", "3", "go")
+    assert code == 3
+    first, second = result["runs"]
+    assert first["status"] == "timeout"
+    assert second["status"] == "timeout" and second["error"]["code"] == "not_started_expired"
+    assert "never started: the fanout's deadline passed" in second["error"]["message"]
+    assert second["steps"] == 0 and second["diff"] == ""
+
+
+@pytest.mark.parametrize("backend", ["host"], indirect=True)
 def test_runs_groups_a_fanout_with_its_children(project: Path, tmp_path: Path,
                                                 backend: str) -> None:
     alone = script(tmp_path, "alone", {"text": "alone"})
