@@ -281,6 +281,7 @@ def main(argv: list[str] | None = None) -> None:
 # The run commands live in their own module; importing it registers them on `cli`
 # (it needs `cli`, `load` and `loader_options`, all defined above).
 from executor import cli_apply as _cli_apply  # noqa: E402
+from executor import cli_fanout as _cli_fanout  # noqa: E402
 from executor import cli_runs as _cli_runs  # noqa: E402
 
-__all__ += ["_cli_apply", "_cli_runs"]
+__all__ += ["_cli_apply", "_cli_fanout", "_cli_runs"]

@@ -1,4 +1,8 @@
-"""``corral run``, ``runs``, ``show``, ``diff``, ``discard`` and ``gc``."""
+"""``corral run``, ``runs``, ``show``, ``diff``, ``discard`` and ``gc``.
+
+``runs`` groups a fanout's children under it (:mod:`executor.fanout_record`);
+``gc --older-than`` also removes what finished runs left (:mod:`executor.fanout_gc`).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,14 @@ from executor.errors import (
     ExecutorError,
     ModelError,
 )
+from executor.fanout_gc import parse_duration, prune_finished
+from executor.fanout_record import (
+    FanoutRecord,
+    fanout_status,
+    finalize_crashed_fanouts,
+    scan_fanouts,
+)
+from executor.fanout_view import check_lines
 from executor.models import ScriptedModel
 from executor.progress import Progress
 from executor.results import (
@@ -197,6 +209,9 @@ def _print_record(record: RunRecord, ledger: Path) -> None:
     """The run's summary on stderr, its answer and diff on stdout. A record is read back
     from the state dir: every field is escaped, ours included."""
     echo(status_line(record), err=True)
+    if record.fanout:
+        echo(f"fanout: {one_line(record.fanout)} (`corral runs` shows its other children)",
+             err=True)
     if record.error:
         render_error(record.error, exit_code=exit_code(record))
     for denied in record.denied_calls:
@@ -219,25 +234,73 @@ def _print_record(record: RunRecord, ledger: Path) -> None:
         echo(line, err=True)
 
 
+def _fanout_header(fanout: FanoutRecord) -> str:
+    check = f"  check `{one_line(fanout.check_command)}`" if fanout.check_command else ""
+    return (f"fanout {one_line(fanout.fanout_id)}  {fanout_status(fanout):9} "
+            f"{len(fanout.children)} child(ren){check}  {one_line(fanout.created_at[:19])}  "
+            f'"{one_line(fanout.prompt)[:60]}"')
+
+
+def _grouped(records: list[RunRecord], fanouts: list[FanoutRecord],
+             ) -> list[tuple[FanoutRecord | None, list[tuple[int | None, RunRecord | str]]]]:
+    """Newest first: a fanout with its children (by index; runs they delegated after
+    them; a planned child without a record by its id), or one run on its own."""
+    by_id = {r.run_id: r for r in records}
+    grouped = {f.fanout_id for f in fanouts}
+    entries: list[tuple[str, FanoutRecord | None, list[tuple[int | None, RunRecord | str]]]] = []
+    for fanout in fanouts:
+        members: list[tuple[int | None, RunRecord | str]] = [
+            (child.index, by_id.get(child.run_id) or child.run_id) for child in fanout.children]
+        planned = {child.run_id for child in fanout.children}
+        members += [(None, r) for r in records if r.fanout == fanout.fanout_id
+                    and r.run_id not in planned]
+        entries.append((fanout.created_at, fanout, members))
+    entries += [(r.started_at, None, [(None, r)]) for r in records
+                if r.fanout not in grouped]
+    entries.sort(key=lambda entry: entry[0], reverse=True)
+    return [(fanout, members) for _, fanout, members in entries]
+
+
 @cli.command("runs")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def runs_command(root: Path, as_json: bool) -> None:
     """List the recorded runs of the repository, newest first: running, crashed (the
     process died), completed..., and what became of each diff (pending, applied,
-    discarded, already in the checkout)."""
-    records, broken = scan_runs(ledger_dir(root))
+    discarded, already in the checkout); a fanout's children grouped under it."""
+    ledger = ledger_dir(root)
+    records, broken = scan_runs(ledger)
+    fanouts, broken_fanouts = scan_fanouts(ledger)
+    groups = _grouped(records, fanouts)
     if as_json:
+        listed: list[dict[str, Any]] = []
+        for fanout, members in groups:
+            if fanout is not None:
+                listed.append({"fanout_id": fanout.fanout_id, "status": fanout_status(fanout),
+                               "prompt": fanout.prompt, "created_at": fanout.created_at,
+                               "check_command": fanout.check_command,
+                               "children": [c.run_id for c in fanout.children]})
+            listed += [run_json(r) | {"started_at": r.started_at, "parent_run": r.parent_run,
+                                      "fanout": r.fanout}
+                       for _, r in members if isinstance(r, RunRecord)]
         click.echo(json.dumps(
-            [run_json(r) | {"started_at": r.started_at, "parent_run": r.parent_run}
-             for r in records]
-            + [{"status": "corrupted", "error": exc.to_dict()} for exc in broken], indent=2))
+            listed + [{"status": "corrupted", "error": exc.to_dict()}
+                      for exc in [*broken, *broken_fanouts]], indent=2))
         return
-    if not records and not broken:
+    if not records and not broken and not fanouts and not broken_fanouts:
         echo("no runs recorded")
-    for r in records:
-        echo(runs_line(r))
-    for exc in broken:  # one unreadable record never hides the others
+    for fanout, members in groups:
+        if fanout is None:
+            echo(runs_line(members[0][1]))  # type: ignore[arg-type]
+            continue
+        echo(_fanout_header(fanout))
+        for index, member in members:
+            mark = f"#{index:<2}" if index is not None else "   "
+            if isinstance(member, str):
+                echo(f"  {mark} {one_line(member)}  not started (no record)")
+            else:
+                echo(f"  {mark} {runs_line(member)}")
+    for exc in [*broken, *broken_fanouts]:  # one unreadable record never hides the others
         render_error(exc.to_dict(), prefix="corrupted", exit_code=exc.exit_code)
 
 
@@ -259,7 +322,7 @@ def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
         return
     _print_record(record, ledger)
     echo("")
-    for line in show_lines(record, transcript, full=full):
+    for line in [*check_lines(record), *show_lines(record, transcript, full=full)]:
         echo(line)
 
 
@@ -322,22 +385,33 @@ def discard_command(root: Path, run_id: str) -> None:
 
 
 @cli.command("gc")
+@click.option("--older-than", "older_than", metavar="DURATION",
+              help="Also remove what finished runs left (their captured diffs' working "
+              "copies; never a diff no record holds), once finished longer ago than DURATION: "
+              "30m, 12h, 7d, 2w, 1h30m; 0 for all.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def gc_command(as_json: bool) -> None:
+def gc_command(older_than: str | None, as_json: bool) -> None:
     """Clean sandboxes left behind by crashed runs; their diffs are saved first and handed
-    to the runs' records, so `corral show/diff/apply RUN` work on them."""
+    to the runs' records, so `corral show/diff/apply RUN` work on them. Crashed fanouts
+    are marked. With --older-than, also what finished runs left."""
     from executor.crashes import finalize_crashed_runs  # noqa: PLC0415 - needs sandbox.gc
     from sandbox.gc import gc  # noqa: PLC0415 - keeps docker out of the other commands
 
+    age = parse_duration(older_than) if older_than is not None else None
     state_root = default_state_root()
     check_state_dir(state_root)
     report = gc(state_root)
     crashed = finalize_crashed_runs(state_root)
+    fanouts = finalize_crashed_fanouts(state_root)
+    pruned = prune_finished(state_root, age) if age is not None else []
     if as_json:  # ASCII JSON: a directory name cannot put raw controls on a terminal
         click.echo(json.dumps(report.model_dump(mode="json") | {"runs": [
             {"run_id": c.record.run_id, "agent": c.record.agent, "status": "crashed",
              "ledger": str(c.ledger), "changed_files": len(c.record.changed_files),
-             "patch_path": str(c.patch) if c.patch else None} for c in crashed]}, indent=2))
+             "patch_path": str(c.patch) if c.patch else None} for c in crashed],
+            "fanouts": [{"fanout_id": f.fanout_id, "status": f.status} for f in fanouts],
+            "pruned": [{"path": str(p.path), "action": p.action, "run_id": p.run_id,
+                        "detail": p.detail} for p in pruned]}, indent=2))
         return
     for entry in report.entries:
         saved = f"  diff saved to {entry.patch_path}" if entry.patch_path else ""
@@ -349,5 +423,11 @@ def gc_command(as_json: bool) -> None:
                 "repository)" if record.diff else "")
         echo(f"{'run crashed':14} {one_line(record.run_id)}  agent {one_line(record.agent)}, "
              f"{len(record.changed_files)} file(s) in its record{one_line(todo)}")
-    if not report.entries and not crashed:
+    for fanout in fanouts:
+        echo(f"{'fanout crashed':14} {one_line(fanout.fanout_id)}  {len(fanout.children)} "
+             "child(ren); `corral runs` shows each one's state")
+    for item in pruned:
+        owner = f"run {one_line(item.run_id)}: " if item.run_id else ""
+        echo(f"{item.action:14} {one_line(str(item.path))}  {owner}{one_line(item.detail)}")
+    if not report.entries and not crashed and not fanouts and not pruned:
         echo("nothing to clean")

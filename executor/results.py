@@ -57,6 +57,7 @@ __all__ = [
     "run_status",
     "running_owner",
     "scan_runs",
+    "set_run_check",
     "set_run_state",
     "write_run",
 ]
@@ -128,6 +129,14 @@ class RunRecord(BaseModel):
     sandbox_id: str | None = None
     state: RunState = "pending"
     state_changed_at: str = ""
+    #: The fanout that started it (``corral fanout``), if any.
+    fanout: str | None = None
+    #: The snapshot commit its diff is relative to (the same for every child of a fanout
+    #: that started from one state of the checkout).
+    base_commit: str | None = None
+    #: A fanout's check command, run in its sandbox after its diff was recorded:
+    #: command, exit_code, duration_seconds, timed_out, output_tail, output_bytes, skipped.
+    check: dict[str, Any] | None = None
 
 
 class RecordError(ExecutorError):
@@ -370,6 +379,16 @@ def set_run_state(ledger: Path, run_id: str, state: RunState) -> RunRecord:
     ``discarded`` after ``corral discard``); only ``record.json`` is rewritten."""
     record = find_run(ledger, run_id)
     updated = record.model_copy(update={"state": state, "state_changed_at": now_iso()})
+    _replace_file(ledger / record.run_id / "record.json",
+                  _json(updated.model_dump(mode="json")).encode())
+    return updated
+
+
+def set_run_check(ledger: Path, run_id: str, check: Mapping[str, Any]) -> RunRecord:
+    """Record the outcome of a fanout's check command on a finished run; only
+    ``record.json`` is rewritten (the diff and its digest stay as they were)."""
+    record = find_run(ledger, run_id)
+    updated = record.model_copy(update={"check": dict(check)})
     _replace_file(ledger / record.run_id / "record.json",
                   _json(updated.model_dump(mode="json")).encode())
     return updated

@@ -21,11 +21,19 @@ computation ``agents show`` prints. A run that names no agent runs the
 zuno ``default_agent``; a catalog agent's response reviewers check its answer
 (:mod:`executor.reviews`), and its welcome message is shown when its
 top-level session starts.
+
+The ``delegate`` tool's parallel mode (several tasks at once) is
+:mod:`executor.fanout_delegation`: its children run concurrently through the
+scheduling seam (:mod:`executor.scheduling`), under the tree's shared budgets.
+A fanout (:mod:`executor.fanout`) runs N top-level runs of this module
+concurrently; :class:`RunSettings` carries what they share: the snapshot they
+start from, the cancellation, and the fanout's id.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,7 +56,15 @@ from executor.results import (
     write_run,
 )
 from executor.reviews import run_reviews
-from executor.session import ProgressEvent, RunTimeout, Session, SessionOutcome, SharedLimits
+from executor.scheduling import Cancellation, Deadline, LocalScheduler, Scheduler
+from executor.session import (
+    ProgressEvent,
+    RunCancelled,
+    RunTimeout,
+    Session,
+    SessionOutcome,
+    SharedLimits,
+)
 from executor.skills import resolve_skills
 from executor.suggest import unknown_agent
 from executor.tools import ToolContext, native_tools, truncate, with_overrides
@@ -65,10 +81,20 @@ from sandbox.protocol import Sandbox
 from sandbox.state import check_state_dir, default_state_root
 from sandbox.workspace import inspect_repo
 
-__all__ = ["AgentRun", "RunSettings", "run_agent"]
+__all__ = ["AgentRun", "RunSettings", "SchedulerFactory", "check_top", "run_agent", "top_model"]
 
 MAX_RESULT_CHARS = 8_000
 MAX_DIFF_CHARS = 16_000
+
+#: (jobs at once, shared deadline, cancellation) -> the scheduler of one parallel delegate
+#: call. The default runs them in threads here (:class:`LocalScheduler`).
+SchedulerFactory = Callable[[int, Deadline, Cancellation], Scheduler]
+
+
+def local_scheduler(jobs: int, deadline: Deadline, cancellation: Cancellation) -> Scheduler:
+    """The default :data:`SchedulerFactory`: a thread pool of this process."""
+    return LocalScheduler(jobs=jobs, deadline=deadline, cancellation=cancellation,
+                          name="corral-delegate")
 
 
 @dataclass
@@ -96,6 +122,20 @@ class RunSettings:
     #: Shows an agent's welcome message (catalog ``welcomeMessage``) when its top-level
     #: session starts: (agent, message).
     welcome: Callable[[str, str], None] | None = None
+    #: The one snapshot a fanout took before its children started
+    #: (``sandbox.workspaces.snapshot.SnapshotRef`` once shared snapshots exist); passed to
+    #: ``open_sandbox`` so every child starts from it. ``None``: each run snapshots the
+    #: checkout when its sandbox opens.
+    snapshot: Any = None
+    #: Polled by every session of the tree (a fanout's, or a parallel delegate call's);
+    #: a cancelled run ends ``cancelled``, its diff recorded.
+    cancellation: Cancellation | None = None
+    #: The fanout this run belongs to (recorded in its record).
+    fanout: str | None = None
+    #: Where the tasks of a parallel delegate call run (the scheduling seam).
+    scheduler: SchedulerFactory = local_scheduler
+    #: How many tasks of one parallel delegate call run at once (pi: 4).
+    parallel_jobs: int = 4
 
 
 def _runnable(contract: AgentContract) -> str | None:
@@ -109,16 +149,19 @@ def _runnable(contract: AgentContract) -> str | None:
 
 
 def _model(settings: RunSettings, contract: AgentContract, parent: Model | None) -> Model:
+    if isinstance(parent, ScriptedModel):
+        # The replay that drives the parent drives its subtree: the tree's own, or the one a
+        # parallel delegate call gave this branch (each task plays its own replay).
+        return parent
     return agent_model(contract, config=settings.config, script=settings.script,
                        override=settings.model_override, parent=parent)
 
 
-def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecord:
-    """Run one agent as the top of a run tree; return its record (also written).
-
-    ``agent`` ``None`` runs the default agent (zuno ``default_agent``: "Agent to use
-    when none is named").
-    """
+def check_top(settings: RunSettings, agent: str | None) -> tuple[AgentContract, Capability]:
+    """Everything a user may have got wrong about a top-level run, checked before anything
+    is created: the agent (``None``: the zuno ``default_agent``, "Agent to use when none is
+    named"), whether it may run, its reviewers, the repository, the state dirs; its
+    capability under the user's root capability."""
     if agent is None:
         agent = settings.registry.default_agent
         if agent is None:
@@ -140,14 +183,28 @@ def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecor
     check_state_dir(settings.ledger, repositories=repository)
     check_state_dir(settings.state_root or default_state_root(), repositories=repository)
     root = root_capability(settings.config, settings.registry, sandbox=settings.mode_ceiling)
-    capability = derive_child(root.model_copy(update={"depth": root.depth + 1}), contract)
+    return contract, derive_child(root.model_copy(update={"depth": root.depth + 1}), contract)
+
+
+def top_model(settings: RunSettings, contract: AgentContract) -> Model:
+    """The model of a top-level run, or the user error it is when it cannot be resolved."""
     try:
-        model = _model(settings, contract, None)
+        return _model(settings, contract, None)
     except ModelError as exc:  # nothing was contacted: the route or the config is wrong
         if exc.code == "variant":
             raise RunError(exc.message, code="unknown_variant", context=exc.context,
                            hint=exc.hint) from exc
         raise _no_model(exc, settings) from exc
+
+
+def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecord:
+    """Run one agent as the top of a run tree; return its record (also written).
+
+    ``agent`` ``None`` runs the default agent (zuno ``default_agent``: "Agent to use
+    when none is named").
+    """
+    contract, capability = check_top(settings, agent)
+    model = top_model(settings, contract)
     deadline = _deadline(settings.timeout_seconds, contract.timeout_seconds)
     run = AgentRun(settings, contract, capability, model, repo=settings.root, depth=0,
                    parent_run=None, deadline=deadline)
@@ -158,15 +215,7 @@ def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecor
     except BaseException:
         run.close()
         raise
-    try:
-        run.close()
-    except SandboxError as exc:  # the record exists: say what teardown could not do
-        record = record.model_copy(update={"notes": [
-            *record.notes, f"teardown failed ({exc.code}): {exc.message}; what it left, "
-            "`corral gc` cleans (captured diffs are kept)"]})
-        write_run(settings.ledger, record, [], patch=run.patch, keep_transcript=True,
-                  preimages=run.preimages)
-    return record
+    return run.close_recorded(record)
 
 
 def _no_model(exc: ModelError, settings: RunSettings) -> RunError:
@@ -194,7 +243,7 @@ class AgentRun:
     def __init__(self, settings: RunSettings, contract: AgentContract, capability: Capability,
                  model: Model, *, repo: Path, depth: int, parent_run: str | None,
                  deadline: float | None, handoff: str | None = None,
-                 reviewing: bool = False) -> None:
+                 reviewing: bool = False, run_id: str | None = None) -> None:
         self.settings = settings
         self.handoff = handoff
         #: A response reviewer at work: its own reviewers are not run (no loops).
@@ -207,9 +256,15 @@ class AgentRun:
         self.depth = depth
         self.parent_run = parent_run
         self.deadline = deadline
-        self.run_id = new_run_id()
+        self.run_id = run_id or new_run_id()
         self.children: dict[str, AgentRun] = {}
+        #: Guards ``children``: a parallel delegate call's children finish in other threads.
+        self.lock = threading.Lock()
         self.patch = b""
+        #: The recorded diff was collected after the child's last action: a teardown may
+        #: skip collecting again (what a check command wrote afterwards is not the child's).
+        self.collected = False
+        self._forget_cancel: Callable[[], None] | None = None
         self.preimages: dict[str, bytes] = {}  # for `corral apply --3way`
         self.sandbox: Sandbox | None = None
         self.session: Session | None = None
@@ -222,7 +277,7 @@ class AgentRun:
             agent_format=contract.origin.format.value, agent_source=contract.origin.source,
             contract_digest=contract.digest(), prompt="", model=model.name,
             backend=settings.backend.type, mode=capability.sandbox.value,
-            status=RunStatus.FAILED, started_at=self.started_at,
+            status=RunStatus.FAILED, started_at=self.started_at, fanout=settings.fanout,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -233,12 +288,22 @@ class AgentRun:
         # From here on, a record exists: a process killed now leaves a `running` record whose
         # owner is gone (shown as crashed), not nothing.
         self._write_running()
+        self.phase("sandbox")
+        # A fanout's one snapshot, when it took one (the argument exists once shared
+        # snapshots do; until then `snapshot` is always None and nothing is passed).
+        shared: dict[str, Any] = ({"snapshot": self.settings.snapshot}
+                                  if self.settings.snapshot is not None else {})
         self.sandbox = open_sandbox(self.settings.backend, repo=self.repo,
                                     mode=self.capability.sandbox,
-                                    state_root=self.settings.state_root)
+                                    state_root=self.settings.state_root, **shared)
         self.record = self.record.model_copy(update={"backend": self.sandbox.backend,
-                                                     "sandbox_id": self.sandbox.id})
+                                                     "sandbox_id": self.sandbox.id,
+                                                     "base_commit": self.sandbox.base_commit})
         self._write_running()
+        if self.settings.cancellation is not None:
+            # A cancelled run's running command stops now, not at its timeout.
+            self._forget_cancel = self.settings.cancellation.on_cancel(
+                self.sandbox.stop_processes)
         # One offer for the schemas and for `agents show`: they cannot disagree.
         offer = make_offer(self.capability, self.contract, self.settings.registry.agents)
         descriptions = dict(offer.descriptions)
@@ -250,7 +315,7 @@ class AgentRun:
                  for name in (*offer.tools, *offer.deferred)}
         self.context = ToolContext(sandbox=self.sandbox, agent=self.contract.name,
                                    delegate=self.delegate, list_agents=self.delegable,
-                                   deadline=self.deadline)
+                                   deadline=self.deadline, delegate_tasks=self.delegate_tasks)
         dispatcher = Dispatcher(
             agent=self.contract.name, capability=self.capability, tools=tools,
             context=self.context, approval=self.settings.approval, descriptions=descriptions,
@@ -270,9 +335,16 @@ class AgentRun:
                                   self.contract, self.settings.model_override) else None,
                               options=self.contract.options),
             steps=self.contract.steps, limits=self.settings.limits, deadline=self.deadline,
-            progress=self.settings.progress, depth=self.depth,
+            progress=self.settings.progress, depth=self.depth, run_id=self.run_id,
+            cancellation=self.settings.cancellation,
         )
         return self.session
+
+    def phase(self, detail: str) -> None:
+        """Tell the live display what this run is doing outside its conversation."""
+        if self.settings.progress is not None:
+            self.settings.progress(ProgressEvent("phase", self.contract.name, 0, detail,
+                                                 self.depth, (), self.run_id))
 
     def _write_running(self) -> None:
         running = self.record.model_copy(update={
@@ -329,6 +401,8 @@ class AgentRun:
                     status = RunStatus.REVIEW_FAILED
         except RunTimeout as exc:
             status, error = RunStatus.TIMEOUT, exc.to_dict()
+        except RunCancelled as exc:
+            status, error = RunStatus.CANCELLED, exc.to_dict()
         except SandboxDenied as exc:
             status, error = RunStatus.DENIED, exc.to_dict()
         except (SandboxError, ModelError) as exc:
@@ -345,13 +419,22 @@ class AgentRun:
             raise
         return self._finish(prompt, status, error, outcome)
 
+    def skip(self, prompt: str, status: RunStatus, error: dict[str, Any]) -> RunRecord:
+        """Record a run that never started (its fanout was cancelled, or its deadline passed
+        before a slot was free): no sandbox, no diff, and a record all the same."""
+        self._prompt = self._prompt or prompt
+        return self._finish(prompt, status, error, None)
+
     def _finish(self, prompt: str, status: RunStatus, error: dict[str, Any] | None,
                 outcome: SessionOutcome | None) -> RunRecord:
         update: dict[str, Any] = {"status": status, "error": error, "finished_at": now_iso(),
                                   "prompt": self.record.prompt or prompt}
         if self.sandbox is not None and self.capability.sandbox is not SandboxMode.READ_ONLY:
+            self.phase("diff")
+            self.collected = False
             try:
                 diff = self.sandbox.collect_diff()
+                self.collected = True
                 self.patch = diff.patch
                 self.preimages = capture_preimages(diff.patch, self.sandbox.files.read_bytes)
                 update |= {"diff": diff.patch.decode("utf-8", "replace"),
@@ -376,36 +459,63 @@ class AgentRun:
                             "tool_seconds": round(sum(a.duration_ms for a in audit) / 1000, 3)},
                 "resources": dict(self.context.resources) if self.context else {},
                 "notes": self.record.notes + (outcome.notes if outcome else []),
-                "children": list(self.children),
+                "children": self.child_ids(),
                 "reviews": list(self.reviews),
             }
         self.record = self.record.model_copy(update=update)
         write_run(self.settings.ledger, self.record,
                   self.session.messages if self.session else [], patch=self.patch,
                   preimages=self.preimages)
+        self.phase(f"ended {self.record.status.value}")
         return self.record
 
-    def close(self) -> None:
+    def child_ids(self) -> list[str]:
+        """The run ids of the children started so far, in start order."""
+        with self.lock:
+            return list(self.children)
+
+    def close(self, *, recorded: bool = False) -> None:
         """Tear down retained children, then this agent's sandbox (diffs were captured).
 
+        ``recorded``: the record holds a diff collected after the agent's last
+        action, and what ran in the sandbox since (a fanout's check command) must
+        not become the diff: the sandbox is removed without collecting again.
         One failing teardown never keeps the others from running; the first
         error is raised after all of them ran (what it left, ``corral gc`` cleans).
         """
         errors: list[SandboxError] = []
-        for child in self.children.values():
+        with self.lock:
+            children = list(self.children.values())
+        for child in children:
             try:
                 child.close()
             except SandboxError as exc:
                 errors.append(exc)
+        if self._forget_cancel is not None:
+            self._forget_cancel()
+            self._forget_cancel = None
         if self.sandbox is not None:
             try:
-                self.sandbox.teardown()
+                self.sandbox.teardown(discard=recorded and self.collected)
             except SandboxError as exc:
                 errors.append(exc)
             finally:
                 self.sandbox = None
         if errors:
             raise errors[0]
+
+    def close_recorded(self, record: RunRecord, *, recorded: bool = False) -> RunRecord:
+        """:meth:`close`, and a record that says what teardown could not do (what it left,
+        ``corral gc`` cleans; captured diffs are kept)."""
+        try:
+            self.close(recorded=recorded)
+        except SandboxError as exc:
+            record = record.model_copy(update={"notes": [
+                *record.notes, f"teardown failed ({exc.code}): {exc.message}; what it left, "
+                "`corral gc` cleans (captured diffs are kept)"]})
+            write_run(self.settings.ledger, record, [], patch=self.patch,
+                      keep_transcript=True, preimages=self.preimages)
+        return record
 
     # -- delegation ------------------------------------------------------------------------
 
@@ -423,14 +533,31 @@ class AgentRun:
         cut to 16 KB; a follow-up takes none (the child has its contract already).
         """
         if child_id is not None:
-            child = self._retained(child_id)
-            if local_name(child.contract) != agent and child.contract.name != agent:
-                raise ToolDenied(f"child {child_id!r} runs agent {local_name(child.contract)!r}"
-                                 f", not {agent!r}")  # the permission rules judged `agent`
-            if instructions is not None:
-                raise ToolDenied("instructions are the task contract of a new child; send a "
-                                 "follow-up as the prompt")
-            return self._report(child, child.turn(prompt))
+            child = self.retained(child_id, agent, instructions)
+            return self.result_text(child, child.turn(prompt))
+        contract, handoff, cut = self.plan_child(agent, instructions)
+        if not self.settings.limits.take_child():
+            raise ToolDenied("this run may start no more children (shared limit)")
+        model = self.child_model(contract)
+        if self.sandbox is None:
+            raise ToolDenied("this agent has no workspace to delegate from")
+        # The child's snapshot reads this workspace from the host: nothing of ours may
+        # still be running (a left-behind process could swap paths under the snapshot).
+        self.sandbox.stop_processes()
+        child = self.spawn(contract, model, handoff=handoff, cut=cut)
+        try:
+            record = child.turn(prompt)
+        except RunError as exc:
+            self.forget_child(child)
+            raise ToolDenied(f"{agent!r} could not start: {exc.message}") from exc
+        report = self.result_text(child, record)
+        return f"note: {cut}\n{report}" if cut else report
+
+    def plan_child(self, agent: str,
+                   instructions: str | None) -> tuple[AgentContract, str | None, str | None]:
+        """A new child's contract (in this agent's namespace, allowed by its capability and
+        usable), and its task contract cut to 16 KB with the note saying so, or the
+        :class:`ToolDenied` the model sees; nothing is spent or created."""
         contract = resolve_agent(self.contract, agent, self.settings.registry.agents)
         if contract is None:
             names = ", ".join(name for name, _ in self.delegable()) or "none"
@@ -440,36 +567,60 @@ class AgentRun:
             check_delegation(self.capability, contract)
         except DelegationDenied as exc:
             raise ToolDenied(exc.message) from exc
-        if not self.settings.limits.take_child():
-            raise ToolDenied("this run may start no more children (shared limit)")
         try:
             usable_reviewers(contract, self.settings.registry)
-            model = _model(self.settings, contract, self.model)
-        except ModelError as exc:
-            raise ToolDenied(f"cannot resolve a model for {agent!r}: {exc.message}") from exc
         except RunError as exc:
             raise ToolDenied(exc.message) from exc
+        handoff, cut = task_contract(instructions)
+        return contract, handoff, cut
+
+    def child_model(self, contract: AgentContract) -> Model:
+        """The model a new child runs, or the :class:`ToolDenied` the model sees."""
+        try:
+            return _model(self.settings, contract, self.model)
+        except ModelError as exc:
+            raise ToolDenied(f"cannot resolve a model for {local_name(contract)!r}: "
+                             f"{exc.message}") from exc
+
+    def spawn(self, contract: AgentContract, model: Model, *, handoff: str | None,
+              cut: str | None, settings: RunSettings | None = None) -> AgentRun:
+        """A new child on this agent's workspace, retained (not started yet)."""
         if self.sandbox is None:
             raise ToolDenied("this agent has no workspace to delegate from")
-        # The child's snapshot reads this workspace from the host: nothing of ours may
-        # still be running (a left-behind process could swap paths under the snapshot).
-        self.sandbox.stop_processes()
         remaining = self.deadline - time.monotonic() if self.deadline is not None else None
-        handoff, cut = task_contract(instructions)
-        child = AgentRun(self.settings, contract, derive_child(self.capability, contract), model,
+        child = AgentRun(settings or self.settings, contract,
+                         derive_child(self.capability, contract), model,
                          repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
                          deadline=_deadline(remaining, contract.timeout_seconds),
                          handoff=handoff)
         if cut:
             child.record = child.record.model_copy(update={"notes": [cut]})
-        self.children[child.run_id] = child
-        try:
-            record = child.turn(prompt)
-        except RunError as exc:
-            del self.children[child.run_id]
-            raise ToolDenied(f"{agent!r} could not start: {exc.message}") from exc
-        report = self._report(child, record)
-        return f"note: {cut}\n{report}" if cut else report
+        with self.lock:
+            self.children[child.run_id] = child
+        return child
+
+    def forget_child(self, child: AgentRun) -> None:
+        """Drop a child that could not start (it has no record to point at)."""
+        with self.lock:
+            self.children.pop(child.run_id, None)
+
+    def retained(self, ref: str, agent: str, instructions: str | None) -> AgentRun:
+        """The retained child a follow-up names, checked against the agent the permission
+        rules judged; or the :class:`ToolDenied` the model sees."""
+        child = self._retained(ref)
+        if local_name(child.contract) != agent and child.contract.name != agent:
+            raise ToolDenied(f"child {ref!r} runs agent {local_name(child.contract)!r}, "
+                             f"not {agent!r}")  # the permission rules judged `agent`
+        if instructions is not None:
+            raise ToolDenied("instructions are the task contract of a new child; send a "
+                             "follow-up as the prompt")
+        return child
+
+    def delegate_tasks(self, tasks: list[Any]) -> str:
+        """The ``delegate`` tool's parallel mode (:mod:`executor.fanout_delegation`)."""
+        from executor.fanout_delegation import delegate_tasks  # noqa: PLC0415 - a cycle
+
+        return delegate_tasks(self, tasks)
 
     def _review_with(self, reviewer: AgentContract, prompt: str) -> RunRecord:
         """One response reviewer on this agent's workspace: read-only, under this agent's
@@ -496,17 +647,21 @@ class AgentRun:
 
     def _retained(self, ref: str) -> AgentRun:
         """A retained child by run id, or by agent name when exactly one child ran it."""
-        if ref in self.children:
-            return self.children[ref]
-        named = [c for c in self.children.values() if c.contract.name == ref]
+        with self.lock:
+            children = dict(self.children)
+        if ref in children:
+            return children[ref]
+        named = [c for c in children.values() if c.contract.name == ref]
         if len(named) == 1:
             return named[0]
-        yours = ", ".join(f"{rid} ({c.contract.name})" for rid, c in self.children.items())
+        yours = ", ".join(f"{rid} ({c.contract.name})" for rid, c in children.items())
         why = "is ambiguous" if named else "is not one of your retained children"
         raise ToolDenied(f"child {ref!r} {why}; yours are: {yours or 'none'}")
 
     @staticmethod
-    def _report(child: AgentRun, record: RunRecord) -> str:
+    def result_text(child: AgentRun, record: RunRecord, *, share: int = 1) -> str:
+        """The child's result for its parent's model; ``share``: how many results go back
+        in one tool result (a parallel call's), which divides the text and diff limits."""
         in_patch = [c for c in record.changed_files if c.get("in_patch", True)]
         outside = [c for c in record.changed_files if not c.get("in_patch", True)]
         files = ", ".join(c["path"] for c in in_patch) or "none"
@@ -516,7 +671,8 @@ class AgentRun:
             lines.append(f"error: {record.error.get('message', record.error.get('code'))}")
         lines += [f"review by {review['reviewer']}: {review['verdict'].upper()}"
                   for review in record.reviews]
-        lines.append(truncate(record.final_text or "(no final text)", MAX_RESULT_CHARS,
+        lines.append(truncate(record.final_text or "(no final text)",
+                              max(MAX_RESULT_CHARS // share, 1000),
                               what="the child's final text",
                               hint=f"the full text is in run {record.run_id}"))
         if record.diff:
@@ -525,7 +681,8 @@ class AgentRun:
                      "these changes are in the child's own workspace, not in yours; only the "
                      f"user merges them (corral apply {record.run_id})")
             lines.append(f"--- diff ({len(in_patch)} file(s): {files}; {where}) ---")
-            lines.append(truncate(record.diff, MAX_DIFF_CHARS, what="the diff",
+            lines.append(truncate(record.diff, max(MAX_DIFF_CHARS // share, 2000),
+                                  what="the diff",
                                   hint=f"the full diff is in run {record.run_id}"))
         if outside:  # workspace-write: changed in the checkout, but no diff can show them
             listed = "\n".join(f"{c['status']} {c['path']} ({', '.join(c['flags'])})"

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from executor.dispatch import Dispatcher, render_arguments
 from executor.errors import ExecutorError
@@ -28,8 +28,8 @@ from executor.memory import request_view, text_only_view
 from executor.models.base import Message, Model, Sampling, ToolCall, Usage
 from policies.contract import MemoryConfig
 
-__all__ = ["FINALIZE_PROMPT", "ProgressEvent", "RunTimeout", "Session", "SessionOutcome",
-           "SharedLimits"]
+__all__ = ["FINALIZE_PROMPT", "Cancelled", "ProgressEvent", "RunCancelled", "RunTimeout",
+           "Session", "SessionOutcome", "SharedLimits"]
 
 FINALIZE_PROMPT = (
     "You have reached your step limit. Do not call any tool. Reply with a concise account of: "
@@ -42,6 +42,25 @@ class RunTimeout(ExecutorError):
     """The run's wall-clock budget ran out."""
 
     code = "run_timeout"
+
+
+class RunCancelled(ExecutorError):
+    """The run was cancelled from outside (its fanout or its parent gave up, Ctrl-C)."""
+
+    code = "cancelled"
+
+
+class Cancelled(Protocol):
+    """What a session polls to learn it was cancelled
+    (:class:`executor.scheduling.base.Cancellation` is one)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the run must stop."""
+
+    @property
+    def reason(self) -> str:
+        """Why."""
 
 
 @dataclass
@@ -64,24 +83,39 @@ class SharedLimits:
 
     def take_child(self) -> bool:
         """Spend one child; False when the tree may start no more."""
+        return self.take_children(1)
+
+    def take_children(self, count: int) -> bool:
+        """Spend ``count`` children at once, or none: False when the tree may not start
+        that many more (a parallel delegate call starts all of its tasks or none)."""
         with self._lock:
-            if self.children is not None and self.children_used >= self.children:
+            if self.children is not None and self.children_used + count > self.children:
                 return False
-            self.children_used += 1
+            self.children_used += count
             return True
+
+    def children_left(self) -> int | None:
+        """How many more children the tree may start (``None``: no limit)."""
+        with self._lock:
+            return None if self.children is None else self.children - self.children_used
 
 
 @dataclass(frozen=True)
 class ProgressEvent:
     """Something a live display may show."""
 
-    kind: Literal["step", "tool", "tool_done", "final"]
+    #: ``phase`` is a run's own stage, outside its conversation: ``detail`` says which
+    #: (``sandbox``, ``diff``, ``ended <status>`` once its record is written; a fanout
+    #: child's ``check`` and ``done <summary>``).
+    kind: Literal["step", "tool", "tool_done", "final", "phase"]
     agent: str
     step: int
     detail: str = ""
     depth: int = 0
     #: Workspace paths a finished write tool changed (for the "files changed" count).
     paths: tuple[str, ...] = ()
+    #: The run this event belongs to: two children of one agent are two lines.
+    run_id: str = ""
 
 
 @dataclass
@@ -115,6 +149,8 @@ class Session:
         progress: Callable[[ProgressEvent], None] | None = None,
         depth: int = 0,
         budget_tokens: int = 100_000,
+        run_id: str = "",
+        cancellation: Cancelled | None = None,
     ) -> None:
         self.agent = agent
         self.model = model
@@ -127,6 +163,8 @@ class Session:
         self.progress = progress
         self.depth = depth
         self.budget_tokens = budget_tokens
+        self.run_id = run_id
+        self.cancellation = cancellation
         self.messages: list[Message] = [Message(role="system", content=system_prompt)]
         self.usage = Usage()
         self.requests = 0
@@ -136,9 +174,14 @@ class Session:
     def _emit(self, kind: Literal["step", "tool", "tool_done", "final"], step: int,
               detail: str = "", paths: tuple[str, ...] = ()) -> None:
         if self.progress is not None:
-            self.progress(ProgressEvent(kind, self.agent, step, detail, self.depth, paths))
+            self.progress(ProgressEvent(kind, self.agent, step, detail, self.depth, paths,
+                                        self.run_id))
 
     def _check_deadline(self) -> None:
+        if self.cancellation is not None and self.cancellation.cancelled:
+            raise RunCancelled(f"agent {self.agent!r} was cancelled: "
+                               f"{self.cancellation.reason or 'no reason given'}",
+                               operation="session")
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise RunTimeout(f"agent {self.agent!r} ran out of time",
                              operation="session", hint="raise --timeout or the agent's limit")

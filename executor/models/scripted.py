@@ -9,6 +9,19 @@ A script is a YAML list of turns. Each turn is exactly one of::
         - name: grep                       # arguments may be omitted: {}
       usage: {input_tokens: 10, output_tokens: 3}   # optional, on any turn
 
+A parallel ``delegate`` call (several tasks at once) runs its children
+concurrently, so they cannot share one replay in "execution order": the turn
+after the call holds one replay per task, in task order, and each child plays
+its own (:meth:`ScriptedModel.fork`)::
+
+    - tool_calls:
+        - name: delegate
+          arguments: {tasks: [{agent: a, prompt: x}, {agent: b, prompt: y}]}
+    - parallel:                            # task 1's replay, then task 2's
+        - [{text: "a is done"}]
+        - [{tool_calls: [{name: read_file, arguments: {path: x}}]}, {text: "b is done"}]
+    - text: "Both are done."               # the delegating agent again
+
 Every :meth:`ScriptedModel.complete` returns the next turn, whatever the
 request says (it is a replay), and records the request for tests and
 debugging. Turns are numbered from 1 in errors; tool call ids are
@@ -36,7 +49,7 @@ from executor.models.base import Message, ModelResponse, Sampling, ToolCall, Too
 
 __all__ = ["ScriptedModel", "ScriptedRequest"]
 
-_TURN_KEYS = frozenset({"text", "tool_calls", "usage"})
+_TURN_KEYS = frozenset({"text", "tool_calls", "usage", "parallel"})
 _CALL_KEYS = frozenset({"name", "arguments"})
 _USAGE_KEYS = frozenset({"input_tokens", "output_tokens"})
 
@@ -60,7 +73,8 @@ class ScriptedModel:
             raise _invalid(source, None, "a script is a list of turns")
         if not turns:
             raise _invalid(source, None, "the script has no turns")
-        self._turns = tuple(_turn(source, index, turn) for index, turn in enumerate(turns, 1))
+        self._turns: tuple[ModelResponse | _Parallel, ...] = tuple(
+            _turn(source, index, turn) for index, turn in enumerate(turns, 1))
         self._played = 0
         self._requests: list[ScriptedRequest] = []
 
@@ -113,14 +127,63 @@ class ScriptedModel:
                 context={"file": self._source, "played": self._played},
                 hint="add turns to the script (a final {text: ...} turn ends a session)")
         turn = self._turns[self._played]
+        if isinstance(turn, _Parallel):
+            raise ModelError(
+                f"{self._source}: turn {self._played + 1} holds the replays of a parallel "
+                "delegate call (parallel: ...), but the session asked the model for its next "
+                "turn", code="config", operation="model_request",
+                context={"file": self._source, "turn": self._played + 1},
+                hint="a parallel turn follows a delegate call with tasks: [...]")
         self._played += 1
         return turn
 
+    def fork(self, count: int) -> tuple[ScriptedModel, ...]:
+        """The replays of the ``count`` tasks of a parallel delegate call: the next turn
+        must be a ``parallel`` turn with exactly ``count`` replays (consumed here)."""
+        turn = self._turns[self._played] if self._played < len(self._turns) else None
+        if not isinstance(turn, _Parallel) or len(turn.replays) != count:
+            found = ("the script's end" if turn is None else
+                     f"a parallel turn with {len(turn.replays)} replay(s)"
+                     if isinstance(turn, _Parallel) else "a model turn")
+            raise ModelError(
+                f"{self._source}: a delegate call started {count} task(s) at once, so turn "
+                f"{self._played + 1} must hold their {count} replay(s) (parallel: [...]); "
+                f"found {found}", code="config", operation="model_request",
+                context={"file": self._source, "turn": self._played + 1},
+                hint="after a delegate call with tasks, add a turn `parallel:` listing one "
+                "replay (a list of turns) per task, in task order")
+        self._played += 1
+        return tuple(ScriptedModel(replay, source=f"{self._source} turn {self._played} "
+                                   f"task {n}") for n, replay in enumerate(turn.replays, 1))
 
-def _turn(source: str, index: int, turn: object) -> ModelResponse:
+
+@dataclass(frozen=True)
+class _Parallel:
+    """A ``parallel`` turn: one replay per task of a parallel delegate call."""
+
+    replays: tuple[tuple[object, ...], ...]
+
+
+def _parallel(source: str, index: int, turn: Mapping[Any, Any]) -> _Parallel:
+    if set(turn) != {"parallel"}:
+        raise _invalid(source, index, "a parallel turn has no other key")
+    replays = turn["parallel"]
+    if not isinstance(replays, list) or not replays:
+        raise _invalid(source, index, "parallel must be a non-empty list of replays")
+    for n, replay in enumerate(replays, 1):
+        if not isinstance(replay, list) or not replay:
+            raise _invalid(source, index, f"parallel replay {n} must be a non-empty list of "
+                           f"turns, found {_kind(replay)}")
+        ScriptedModel(replay, source=f"{source} turn {index} task {n}")  # validated now
+    return _Parallel(tuple(tuple(replay) for replay in replays))
+
+
+def _turn(source: str, index: int, turn: object) -> ModelResponse | _Parallel:
     if not isinstance(turn, Mapping):
         raise _invalid(source, index, f"a turn is a mapping, found {_kind(turn)}")
     _check_keys(source, index, turn, _TURN_KEYS, "a turn")
+    if "parallel" in turn:
+        return _parallel(source, index, turn)
     has_text, has_calls = "text" in turn, "tool_calls" in turn
     if has_text == has_calls:
         raise _invalid(source, index, "a turn has exactly one of text or tool_calls"

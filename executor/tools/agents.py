@@ -7,6 +7,12 @@ and the tool's description lists each with its description, so a model
 never has to guess a name or call ``list_agents`` first. It also takes pi's
 ``instructions`` task contract ("Callers may pass an instructions task
 contract, truncated to 16 KB").
+
+pi's parallel mode is ``delegate(tasks=[{agent, prompt}, ...])``: up to
+:data:`MAX_PARALLEL_TASKS` tasks at once (each may carry ``instructions``, or
+``child`` to follow up with a retained child), run concurrently under the
+tree's budgets; the result holds every task's own result, in task order.
+Exactly one of the two shapes per call: ``agent`` + ``prompt``, or ``tasks``.
 """
 
 from __future__ import annotations
@@ -14,34 +20,65 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field, JsonValue, create_model
+from pydantic import Field, JsonValue, create_model, model_validator
 
 from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
 
-__all__ = ["MAX_INSTRUCTIONS_BYTES", "DelegateTool", "ListAgentsTool", "TodoTool",
-           "ToolSearchTool"]
+__all__ = ["MAX_INSTRUCTIONS_BYTES", "MAX_PARALLEL_TASKS", "DelegateTask", "DelegateTool",
+           "ListAgentsTool", "TodoTool", "ToolSearchTool"]
 
 #: pi: an ``instructions`` task contract is "truncated to 16 KB".
 MAX_INSTRUCTIONS_BYTES = 16 * 1024
+#: pi's parallel mode: "up to 8 tasks".
+MAX_PARALLEL_TASKS = 8
 #: How many agents, and how much of each description, the delegate tool's description lists.
 _LISTED_AGENTS = 64
 _DESCRIPTION_CHARS = 200
 _BASE_DESCRIPTION = ("Run another agent on a task in its own sandbox and get back its final "
                      "answer, status and diff. Pass child=<id> to follow up with a child you "
-                     "started before.")
+                     "started before. To run several at once, pass tasks=[{agent, prompt}, "
+                     f"...] instead of agent and prompt (at most {MAX_PARALLEL_TASKS}): they "
+                     "run concurrently and each task's result comes back, in task order.")
+_AGENT = "Name of the agent to run."
+_PROMPT = "The task for it, self-contained."
+_CHILD = ("A retained child (its run id, or the agent's name when you started it once), to "
+          "send it a follow-up instead of starting a new one.")
+_INSTRUCTIONS = ("A task contract for a new child: the repository rules or review contract it "
+                 "must follow (children load no repository instructions themselves). Cut to "
+                 "16 KB.")
+
+
+class DelegateTask(Args):
+    """One task of a parallel delegate call."""
+
+    agent: str = Field(min_length=1, description=_AGENT)
+    prompt: str = Field(min_length=1, description=_PROMPT)
+    child: str | None = Field(default=None, description=_CHILD)
+    instructions: str | None = Field(default=None, description=_INSTRUCTIONS)
 
 
 class DelegateArgs(Args):
-    agent: str = Field(min_length=1, description="Name of the agent to run.")
-    prompt: str = Field(min_length=1, description="The task for it, self-contained.")
-    child: str | None = Field(default=None, description="A retained child (its run id, or the "
-                              "agent's name when you started it once), to send it a follow-up "
-                              "instead of starting a new one.")
-    instructions: str | None = Field(
-        default=None, description="A task contract for a new child: the repository rules or "
-        "review contract it must follow (children load no repository instructions "
-        "themselves). Cut to 16 KB.")
+    agent: str | None = Field(default=None, min_length=1, description=_AGENT)
+    prompt: str | None = Field(default=None, min_length=1, description=_PROMPT)
+    child: str | None = Field(default=None, description=_CHILD)
+    instructions: str | None = Field(default=None, description=_INSTRUCTIONS)
+    tasks: list[DelegateTask] | None = Field(
+        default=None, min_length=1, max_length=MAX_PARALLEL_TASKS,
+        description="Several tasks to run at once, instead of agent and prompt: each "
+        "{agent, prompt} (and instructions, or child for a follow-up).")
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> DelegateArgs:
+        single = [name for name in ("agent", "prompt", "child", "instructions")
+                  if getattr(self, name) is not None]
+        if self.tasks is not None and single:
+            raise ValueError(f"pass either tasks or agent and prompt, not both (also got "
+                             f"{', '.join(single)})")
+        if self.tasks is None and (self.agent is None or self.prompt is None):
+            raise ValueError("agent and prompt are required (or tasks, to run several at "
+                             "once)")
+        return self
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -68,11 +105,18 @@ class DelegateTool:
         if not self.targets:
             return
         names: list[JsonValue] = [name for name, _ in self.targets]
+        listed_agent = Field(min_length=1, description="Name of the agent to run: one of the "
+                             "agents listed in this tool's description.",
+                             json_schema_extra={"enum": names})
+        task = create_model("DelegateTask", __base__=DelegateTask, agent=(str, listed_agent))
         self.args = create_model(
             "DelegateArgs", __base__=DelegateArgs,
-            agent=(str, Field(min_length=1, description="Name of the agent to run: one of "
-                              "the agents listed in this tool's description.",
-                              json_schema_extra={"enum": names})))
+            agent=(str | None, Field(default=None, min_length=1,
+                                     description=listed_agent.description,
+                                     json_schema_extra={"enum": names})),
+            tasks=(list[task] | None, Field(
+                default=None, min_length=1, max_length=MAX_PARALLEL_TASKS,
+                description=DelegateArgs.model_fields["tasks"].description)))
         listed = [f"- {name}: {_one_line(description, _DESCRIPTION_CHARS) or '(no description)'}"
                   for name, description in self.targets[:_LISTED_AGENTS]]
         more = len(self.targets) - _LISTED_AGENTS
@@ -81,10 +125,17 @@ class DelegateTool:
         self.description = "\n".join([base, "", "Agents you may delegate to:", *listed])
 
     def subjects(self, args: DelegateArgs) -> list[str | None]:
+        if args.tasks is not None:  # the rules judge every agent of the call
+            return [task.agent for task in args.tasks]
         return [args.agent]
 
     def run(self, args: DelegateArgs, context: ToolContext) -> ToolOutput:
-        if context.delegate is None:
+        if args.tasks is not None:
+            if context.delegate_tasks is None:
+                raise ToolFailure("parallel delegation is not available in this session")
+            return ToolOutput(context.delegate_tasks(
+                [DelegateTask.model_validate(task.model_dump()) for task in args.tasks]))
+        if context.delegate is None or args.agent is None or args.prompt is None:
             raise ToolFailure("delegation is not available in this session")
         return ToolOutput(context.delegate(args.agent, args.prompt, args.child,
                                            args.instructions))

@@ -11,10 +11,12 @@ from pydantic import BaseModel, ConfigDict
 
 from sandbox.protocol import Sandbox
 
-__all__ = ["Args", "DelegateHook", "ToolContext", "truncate"]
+__all__ = ["Args", "DelegateHook", "DelegateTasksHook", "ToolContext", "truncate"]
 
 #: delegate(agent, prompt, child, instructions) -> text for the model
 DelegateHook = Callable[[str, str, str | None, str | None], str]
+#: delegate(tasks=[...]) -> text for the model (the tasks are DelegateTask models)
+DelegateTasksHook = Callable[[list[Any]], str]
 
 
 class Args(BaseModel):
@@ -30,6 +32,8 @@ class ToolContext:
     sandbox: Sandbox
     agent: str
     delegate: DelegateHook | None = None
+    #: The delegate tool's parallel mode (several tasks at once).
+    delegate_tasks: DelegateTasksHook | None = None
     list_agents: Callable[[], list[tuple[str, str]]] | None = None
     #: Deferred tools tool_search may activate (by the names the model sees) -> description.
     deferred: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,67 @@
+"""A fanout's check command: the user's own test command, run in each child's sandbox.
+
+It runs after the child ended and **after its diff was recorded**, in the
+child's sandbox with the child's changes in place, under the same isolation
+and limits as the child's own commands (a check runs the child's code: a
+test suite the child edited, a ``conftest.py`` it planted). Whatever the check
+writes (caches, build output, or a change of the tree the child's code makes
+while the check runs) is therefore never part of the diff: the record's
+diff and its digest were written before the check started, and the sandbox
+is removed without collecting again. The diff ``corral apply`` merges is the
+child's, exactly.
+
+Recorded per child (``RunRecord.check``): the command, its exit code
+(``None`` when it timed out or was stopped), its time, whether it timed out,
+the last :data:`TAIL_BYTES` of its output (stdout and stderr interleaved, as
+a terminal shows them) and how many bytes it wrote in all. A check skipped
+(read-only child, cancelled fanout, no time left) says why in ``skipped``.
+
+A check's verdict is only as trustworthy as the code it runs: the child wrote
+some of it. A pass is evidence, not proof; read the diff.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sandbox.protocol import Sandbox
+
+__all__ = ["TAIL_BYTES", "run_check", "skipped_check"]
+
+#: Bytes of a check's output kept in the record: its end, where test runners summarise.
+TAIL_BYTES = 16 * 1024
+
+# `sh -c "$1"` runs the command exactly as a shell would; its output goes to a file in the
+# sandbox's own temporary directory, of which the end is printed; the size goes to stderr.
+_WRAPPER = (
+    'out=$(mktemp "${TMPDIR:-/tmp}/corral-check.XXXXXX") || exit 125\n'
+    'sh -c "$1" >"$out" 2>&1 </dev/null\n'
+    "rc=$?\n"
+    'wc -c <"$out" >&2\n'
+    f'tail -c {TAIL_BYTES} "$out"\n'
+    'rm -f "$out"\n'
+    'exit "$rc"\n'
+)
+
+
+def skipped_check(command: str, why: str) -> dict[str, Any]:
+    """The record of a check that did not run, and why."""
+    return {"command": command, "exit_code": None, "duration_seconds": 0.0, "timed_out": False,
+            "output_tail": "", "output_bytes": 0, "skipped": why}
+
+
+def run_check(sandbox: Sandbox, command: str, *, timeout: float) -> dict[str, Any]:
+    """Run ``command`` (``sh -c``) at the workspace root of ``sandbox``; its record."""
+    done = sandbox.exec(["sh", "-c", _WRAPPER, "corral-check", command], timeout=timeout,
+                        output_cap=TAIL_BYTES + 4096)
+    size_line = done.stderr.decode("ascii", "replace").strip().splitlines()[:1]
+    size = int(size_line[0]) if size_line and size_line[0].isdigit() else len(done.stdout)
+    return {
+        "command": command,
+        "exit_code": None if done.timed_out or done.stopped else done.exit_code,
+        "duration_seconds": round(done.duration_seconds, 3),
+        "timed_out": done.timed_out,
+        "output_tail": done.stdout[-TAIL_BYTES:].decode("utf-8", "replace"),
+        "output_bytes": size,
+        "skipped": None,
+    }

@@ -1,0 +1,215 @@
+"""The scheduling seam: what fanout and parallel delegation ask of whatever runs their jobs.
+
+The code above this seam (:mod:`executor.fanout`, the ``delegate`` tool's
+parallel mode) only ever submits :class:`Job` objects to a :class:`Scheduler`,
+waits for their handles as they complete, and cancels; it never creates a
+thread or a process itself. Today one implementation exists,
+:class:`executor.scheduling.local.LocalScheduler` (a thread pool on this
+machine); a distributed engine (Ray) is another implementation of the same
+protocol, and nothing above the seam changes when it arrives.
+
+What a job may rely on, wherever it runs, is its :class:`JobContext`:
+
+- ``deadline``: one shared wall-clock deadline (epoch seconds, so it means the
+  same on every machine of a cluster; a job turns it into its own monotonic
+  deadline with :meth:`Deadline.monotonic`);
+- ``cancellation``: set once for every job of the scheduler (Ctrl-C, the parent
+  gave up); a job polls it and registers callbacks that stop what it started;
+- ``report``: the one channel back to the submitter's display (progress
+  events); a remote engine relays it, a local one calls the submitter's
+  function in the job's thread (which must therefore be thread-safe).
+
+A job is ``portable`` when its callable and its arguments are plain data that
+pickle (a fanout child: it reaches the repository and the state dir through
+paths), so a distributed scheduler may run it on another machine that shares
+the state dir. A job that closes over live objects of the submitting process
+(a delegated child, retained by its parent's session for follow-ups) is not,
+and every scheduler runs it in the submitting process.
+
+Queued jobs that never start because the scheduler was cancelled, or because
+the deadline passed before a slot was free, are still reported: their
+handle's :meth:`Handle.outcome` says so (``cancelled`` / ``expired``), so the
+submitter can record them instead of losing them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from executor.errors import ExecutorError
+
+__all__ = [
+    "Cancellation",
+    "Deadline",
+    "Handle",
+    "Job",
+    "JobContext",
+    "JobNotRun",
+    "Outcome",
+    "Scheduler",
+]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+#: How a job ended: ``done`` (it returned), ``failed`` (it raised), ``cancelled`` or
+#: ``expired`` (it never started: the scheduler was cancelled, or the deadline passed).
+Outcome = Literal["done", "failed", "cancelled", "expired"]
+
+
+class JobNotRun(ExecutorError):
+    """A job that never started (cancelled, or the deadline passed before a slot was free)."""
+
+    code = "job_not_run"
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """One wall-clock deadline shared by every job of a scheduler (``None``: no limit)."""
+
+    at: float | None = None
+
+    @classmethod
+    def after(cls, seconds: float | None) -> Deadline:
+        """The deadline ``seconds`` from now (``None``: no deadline)."""
+        return cls(None if seconds is None else time.time() + seconds)
+
+    def remaining(self) -> float | None:
+        """Seconds left (never negative), or ``None`` without a deadline."""
+        return None if self.at is None else max(self.at - time.time(), 0.0)
+
+    def expired(self) -> bool:
+        """Whether the deadline has passed."""
+        return self.at is not None and time.time() >= self.at
+
+    def monotonic(self) -> float | None:
+        """The same instant on this process's ``time.monotonic()`` clock."""
+        remaining = self.remaining()
+        return None if remaining is None else time.monotonic() + remaining
+
+
+class Cancellation:
+    """Set once, seen by every job; callbacks run once, in the thread that cancels.
+
+    Thread-safe. A callback registered after the cancellation runs at once (in
+    the registering thread), so a job cannot miss it by registering late.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._reason = ""
+        self._callbacks: list[Callable[[], object]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> str:
+        """Why (empty until cancelled)."""
+        return self._reason
+
+    def cancel(self, reason: str) -> None:
+        """Cancel (the first reason wins) and run every registered callback."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._reason = reason
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Run ``callback`` when cancelled (now, if already); returns a function that
+        unregisters it (call it when what the callback would stop has ended)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+
+                def forget() -> None:
+                    with self._lock:
+                        if callback in self._callbacks:
+                            self._callbacks.remove(callback)
+
+                return forget
+        callback()
+        return lambda: None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until cancelled or ``timeout`` passes; whether it was cancelled."""
+        return self._event.wait(timeout)
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a running job may use (see the module docstring)."""
+
+    key: str
+    deadline: Deadline
+    cancellation: Cancellation
+    report: Callable[[Any], None] = field(default=lambda event: None)
+
+
+@dataclass(frozen=True)
+class Job(Generic[T]):
+    """One unit of work: ``run(context)`` returns its result.
+
+    ``key`` names it (unique per scheduler; shown in errors). ``portable``: the
+    callable and its arguments are plain data that pickle, so a distributed
+    scheduler may run it elsewhere (see the module docstring).
+    """
+
+    key: str
+    run: Callable[[JobContext], T]
+    portable: bool = False
+
+
+class Handle(Protocol[T_co]):
+    """A submitted job."""
+
+    @property
+    def key(self) -> str:
+        """The job's key."""
+
+    def done(self) -> bool:
+        """Whether the job has an outcome (it ended, or will never start)."""
+
+    def outcome(self) -> Outcome | None:
+        """How it ended (``None`` while it is queued or running)."""
+
+    def result(self, timeout: float | None = None) -> T_co:
+        """Its value; re-raises what it raised; :class:`JobNotRun` when it never started;
+        ``TimeoutError`` when ``timeout`` passes first."""
+
+
+class Scheduler(Protocol):
+    """Runs jobs, some at once, under one deadline and one cancellation."""
+
+    @property
+    def deadline(self) -> Deadline:
+        """The deadline every job shares."""
+
+    @property
+    def cancellation(self) -> Cancellation:
+        """Set by :meth:`cancel`; every job's context carries it."""
+
+    def submit(self, job: Job[T], *, report: Callable[[Any], None] | None = None) -> Handle[T]:
+        """Queue ``job``; ``report`` receives what it reports (in the job's thread)."""
+
+    def as_completed(self, handles: Iterable[Handle[T]]) -> Iterator[Handle[T]]:
+        """Yield each of ``handles`` once it is done, in the order they finish."""
+
+    def cancel(self, reason: str) -> None:
+        """Queued jobs never start (outcome ``cancelled``); running ones see the
+        cancellation (and its callbacks run now)."""
+
+    def close(self) -> None:
+        """Wait for every running job to end, then release the workers; queued jobs that
+        have not started are cancelled first only if :meth:`cancel` was called."""

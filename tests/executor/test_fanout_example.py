@@ -1,0 +1,51 @@
+"""The README's fanout example does what the README says, as written, without a model key.
+
+It runs on a copy of this repository's README and examples (the fanout's
+children write ``examples/CHANGELOG.md``; the apply must not touch the real
+checkout): the README's own command lines, then ``corral apply`` of the first
+row whose check passed.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.backends import git
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_readme_fanout_example_runs_checks_and_applies_one(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### Parallel patch generation"):]
+    block = re.search(r"```sh\n(.+?)\n```", section, re.DOTALL)
+    assert block is not None
+    fanout, apply = (shlex.split(line, comments=True) for line in block.group(1).splitlines())
+    assert fanout[:2] == [".venv/bin/corral", "fanout"] and apply[:3] == [
+        ".venv/bin/corral", "apply", "RUN"]
+    copy = tmp_path / "corral"
+    copy.mkdir()
+    shutil.copy(REPO / "README.md", copy / "README.md")
+    shutil.copytree(REPO / "examples", copy / "examples")
+    git(copy, "init", "-q")
+    git(copy, "add", "-A")
+    git(copy, "commit", "-qm", "copy")
+    done = subprocess.run([sys.executable, "-m", "executor", *fanout[1:], "--no-personal"],
+                          cwd=copy, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stderr  # one child's check failed, as the README shows
+    rows = [line.split() for line in done.stdout.splitlines() if re.match(r"\s+\d ", line)]
+    assert [(row[0], row[3], row[7]) for row in rows] == [
+        ("1", "completed", "passed"), ("2", "completed", "passed"), ("3", "completed", "failed")]
+    assert "conflict: #1 and #2: examples/CHANGELOG.md (added by both" in done.stdout
+    assert not (copy / "examples" / "CHANGELOG.md").exists()  # nothing applied yet
+    chosen = rows[0][1]
+    applied = subprocess.run([sys.executable, "-m", "executor", "apply", chosen, *apply[3:]],
+                             cwd=copy, capture_output=True, text=True, timeout=120,
+                             check=False)
+    assert applied.returncode == 0, applied.stderr
+    assert (copy / "examples" / "CHANGELOG.md").read_text().startswith("# Changelog\n")
