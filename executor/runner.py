@@ -63,7 +63,7 @@ from sandbox.errors import SandboxConfigError, SandboxDenied, SandboxError
 from sandbox.factory import open_sandbox
 from sandbox.protocol import Sandbox
 from sandbox.state import check_state_dir, default_state_root
-from sandbox.workspace import inspect_repo
+from sandbox.workspaces.repo import inspect_repo
 
 __all__ = ["AgentRun", "RunSettings", "run_agent"]
 

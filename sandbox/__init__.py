@@ -12,9 +12,10 @@ Imports go one way: ``executor -> sandbox -> policies``; nothing here imports
   (:meth:`Sandbox.collect_diff`) before :meth:`Sandbox.teardown`;
 - :func:`gc` cleans what crashed runs left, keeping every captured diff.
 
-``docker`` is imported only by :mod:`sandbox.docker_backend`, on first use.
+``docker`` is imported only by :mod:`sandbox.backends.docker`, on first use.
 """
 
+from sandbox.backends.fake import FakeSandbox, FakeScriptError, FakeStep
 from sandbox.config import (
     DEFAULT_DOCKER_IMAGE,
     HOST_WARNING,
@@ -39,8 +40,7 @@ from sandbox.errors import (
     UnsafeRepository,
 )
 from sandbox.factory import clear_probe_cache, open_sandbox, probe, resolve_backend
-from sandbox.fake import FakeSandbox, FakeScriptError, FakeStep
-from sandbox.files import ConfinedFiles, DirEntry, EntryKind, FileInfo
+from sandbox.files.confined import ConfinedFiles, DirEntry, EntryKind, FileInfo
 from sandbox.gc import gc
 from sandbox.protocol import Sandbox
 from sandbox.results import (

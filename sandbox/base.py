@@ -6,7 +6,7 @@ computed (stop every process first: threats B8.40), and tears down in the only
 safe order: stop, capture the diff, close the backend, remove the worktree.
 
 Every collection sweeps the writable workspace for setuid/setgid files first
-(:mod:`sandbox.setid`), and so does teardown of a workspace that stays (the
+(:mod:`sandbox.workspaces.setid`), and so does teardown of a workspace that stays (the
 user's checkout). The stored diff is always the latest one: a command or a
 file-API write after a collection marks it stale (in memory, and in the meta
 for gc), a failed collection clears it, and teardown collects again whenever
@@ -26,13 +26,14 @@ from typing import ClassVar
 
 from policies.contract import SandboxMode
 from sandbox.config import BackendName, Limits
-from sandbox.diff import compute_diff
 from sandbox.errors import SandboxConfigError, SandboxError, SandboxStateError
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
-from sandbox.setid import clear_setid
 from sandbox.state import SandboxMeta, SandboxState, SandboxStatus
-from sandbox.workspace import Workspace, remove_tree
+from sandbox.workspaces.diff import compute_diff
+from sandbox.workspaces.model import Workspace
+from sandbox.workspaces.setid import clear_setid
+from sandbox.workspaces.worktree import remove_tree
 
 __all__ = ["SANDBOX_PATH", "BaseSandbox", "ExecSpec"]
 

@@ -14,8 +14,10 @@ import subprocess
 from pathlib import Path
 
 from policies.contract import SandboxMode
+from sandbox.backends.bwrap import BubblewrapSandbox, bwrap_base_argv
+from sandbox.backends.fake import FakeSandbox
+from sandbox.backends.host import HostSandbox
 from sandbox.base import BaseSandbox
-from sandbox.bwrap import BubblewrapSandbox, bwrap_base_argv
 from sandbox.config import (
     AutoConfig,
     BackendConfig,
@@ -25,8 +27,6 @@ from sandbox.config import (
     HostConfig,
 )
 from sandbox.errors import BackendUnavailable
-from sandbox.fake import FakeSandbox
-from sandbox.host import HostSandbox
 from sandbox.state import (
     SandboxMeta,
     SandboxState,
@@ -34,7 +34,10 @@ from sandbox.state import (
     default_state_root,
     new_sandbox_id,
 )
-from sandbox.workspace import Workspace, create_workspace, inspect_repo, remove_tree
+from sandbox.workspaces.create import create_workspace
+from sandbox.workspaces.model import Workspace
+from sandbox.workspaces.repo import inspect_repo
+from sandbox.workspaces.worktree import remove_tree
 
 __all__ = ["ConcreteConfig", "clear_probe_cache", "open_sandbox", "probe", "resolve_backend"]
 
@@ -75,7 +78,7 @@ def probe(config: ConcreteConfig) -> None:
             if isinstance(config, BubblewrapConfig):
                 _probe_bwrap(config)
             elif isinstance(config, DockerConfig):
-                from sandbox.docker_backend import probe_docker  # noqa: PLC0415 - optional engine
+                from sandbox.backends.docker import probe_docker  # noqa: PLC0415 - optional engine
 
                 probe_docker(config)
             _probes[config] = None
@@ -144,7 +147,7 @@ def open_sandbox(
         user: tuple[int, int] | None = None
         chown = None
         if isinstance(chosen, DockerConfig):
-            from sandbox.docker_backend import plan_users  # noqa: PLC0415 - optional engine
+            from sandbox.backends.docker import plan_users  # noqa: PLC0415 - optional engine
 
             owner = info.top.stat()
             user, chown = plan_users(chosen, (owner.st_uid, owner.st_gid), mode)
@@ -177,7 +180,7 @@ def _build(
         return BubblewrapSandbox(config=config, workspace=workspace, state=state, meta=meta)
     if isinstance(config, FakeConfig):
         return FakeSandbox(config=config, workspace=workspace, state=state, meta=meta)
-    from sandbox.docker_backend import DockerSandbox  # noqa: PLC0415 - optional engine
+    from sandbox.backends.docker import DockerSandbox  # noqa: PLC0415 - optional engine
 
     return DockerSandbox(config=config, workspace=workspace, state=state, meta=meta,
                          user=user or (0, 0))

@@ -4,7 +4,7 @@ For every ``sandboxes/<id>`` under the state root whose owner process is gone
 (pid *and* start time must match, so a reused pid does not keep state alive):
 
 1. stop it: remove its container, kill and remove its cgroup;
-2. clear setuid/setgid bits in its writable workspace (:mod:`sandbox.setid`),
+2. clear setuid/setgid bits in its writable workspace (:mod:`sandbox.workspaces.setid`),
    then capture its diff unless the latest one was captured already (the meta's
    status is ``captured`` only until the child may have changed something
    again): the same hardened computation as ``collect_diff``, with no cap but
@@ -24,14 +24,16 @@ import contextlib
 from pathlib import Path
 
 from policies.contract import SandboxMode
+from sandbox.backends.limits import PidsCgroup, cgroup_group, find_pids_hierarchy
 from sandbox.config import DockerConfig
-from sandbox.diff import persist_diff
 from sandbox.errors import BackendUnavailable, SandboxError
-from sandbox.limits import PidsCgroup, cgroup_group, find_pids_hierarchy
 from sandbox.results import GcEntry, GcReport
-from sandbox.setid import clear_setid
 from sandbox.state import SandboxMeta, SandboxState, default_state_root, owner_alive
-from sandbox.workspace import RepoInfo, Workspace, remove_tree
+from sandbox.workspaces.diff import persist_diff
+from sandbox.workspaces.model import Workspace
+from sandbox.workspaces.repo import RepoInfo
+from sandbox.workspaces.setid import clear_setid
+from sandbox.workspaces.worktree import remove_tree
 
 __all__ = ["gc"]
 
@@ -76,7 +78,7 @@ def _clean(
     meta: SandboxMeta, state: SandboxState, *, force: bool, docker: DockerConfig | None
 ) -> GcEntry:
     if meta.container:
-        from sandbox.docker_backend import remove_container  # noqa: PLC0415 - optional engine
+        from sandbox.backends.docker import remove_container  # noqa: PLC0415 - optional engine
 
         remove_container(_docker_config(meta, docker), meta.container)
     if meta.cgroup is not None and meta.cgroup.exists():
@@ -112,7 +114,7 @@ def _clean(
 
 
 def _orphan_containers(root: Path, alive: set[str], docker: DockerConfig | None) -> list[GcEntry]:
-    from sandbox.docker_backend import list_corral_containers, remove_container  # noqa: PLC0415
+    from sandbox.backends.docker import list_corral_containers, remove_container  # noqa: PLC0415
 
     config = docker or DockerConfig()
     try:

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from policies.contract import SandboxMode
 from sandbox.config import BackendName, Limits
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
 
 __all__ = ["Sandbox"]

@@ -243,7 +243,7 @@ class SandboxState:
 
     @property
     def private_git(self) -> Path:
-        """The child's private git directory (see :mod:`sandbox.privategit`)."""
+        """The child's private git directory (see :mod:`sandbox.workspaces.privategit`)."""
         return self.dir / "git"
 
     @property

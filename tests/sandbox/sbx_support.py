@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from sandbox.backends.fake import FakeSandbox
 from sandbox.base import BaseSandbox
 from sandbox.config import BubblewrapConfig, DockerConfig, FakeConfig, HostConfig, Limits
-from sandbox.fake import FakeSandbox
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.protocol import Sandbox
 from sandbox.results import ExecResult
 from tests.backends import git

@@ -18,9 +18,9 @@ import pytest
 from sbx_support import OpenSandbox, backend_config, backends, git, pids_matching, run, sh, wait_for
 
 from policies.contract import SandboxMode
+from sandbox.backends.fake import FakeSandbox
 from sandbox.errors import CommandTimeout, PathDenied
-from sandbox.fake import FakeSandbox
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
 
 EDIT_SCRIPT = r"""

@@ -23,8 +23,8 @@ import pytest
 from sbx_support import OpenSandbox, backends, make_repo, sh
 
 from policies.contract import SandboxMode
+from sandbox.backends.standins import GO_DIR, GO_SYMLINK, closed_ancestors, make_stand_ins
 from sandbox.config import DockerConfig
-from sandbox.standins import GO_DIR, GO_SYMLINK, closed_ancestors, make_stand_ins
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="corral must run as root (as in CI)")
 

@@ -22,7 +22,7 @@ from sbx_support import OpenSandbox, backends, git, pids_matching, sh, wait_for
 
 from policies.contract import SandboxMode
 from sandbox.errors import PathDenied
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.results import ExecResult
 
 NO_OS_ISOLATION = "commands run on the host as the user"

@@ -19,7 +19,7 @@ from policies.contract import SandboxMode
 from sandbox.config import Limits
 from sandbox.errors import DiffTooLarge, PathDenied, UnsafeRepository
 from sandbox.factory import open_sandbox
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
 from sandbox.gitsafe import unsafe_config_keys
 

@@ -18,9 +18,9 @@ from sbx_support import OpenSandbox, backends, sh
 
 from policies.contract import SandboxMode
 from sandbox.errors import SandboxError
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
-from sandbox.setid import clear_setid
+from sandbox.workspaces.setid import clear_setid
 
 SETID = stat.S_ISUID | stat.S_ISGID
 PLANT = ("cp /bin/dash rootsh && chmod 4755 rootsh && cp /bin/dash groupsh && chmod 2755 groupsh"

@@ -23,9 +23,9 @@ import pytest
 from sbx_support import OpenSandbox, backends, git, sh
 
 from policies.contract import SandboxMode
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.gitsafe import run_git
-from sandbox.privategit import STORE, create_private_git, seed_racy_blobs, writing_env
+from sandbox.workspaces.privategit import STORE, create_private_git, seed_racy_blobs, writing_env
 
 PACKED = "packed content\n"
 LOOSE = "loose content\n"

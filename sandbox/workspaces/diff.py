@@ -10,7 +10,7 @@ pointer is never followed, and the parent's own configuration is never read):
    corral wrote (on the host backend the child could have changed them);
 2. a copy of the baseline index (written at creation, never visible to the
    child) is brought up to date with ``add -A``, minus nested repositories,
-   ``.git`` aliases and special files (found by :func:`sandbox.scan.scan_tree`);
+   ``.git`` aliases and special files (found by :func:`sandbox.workspaces.scan.scan_tree`);
    new blobs go to the private git dir's store, and that ``add`` sees no other
    object store, so nothing in the parent's repository is written or freshened;
 3. gitlinks are put back as they were and reported;
@@ -19,7 +19,7 @@ pointer is never followed, and the parent's own configuration is never read):
 5. in workspace-write mode, the tree's lstat manifest is compared with the one
    taken at creation, and every change git's diff does not show (ignored files,
    nested repositories, special files...) is listed too, ``in_patch=False``
-   (:mod:`sandbox.changes`).
+   (:mod:`sandbox.workspaces.changes`).
 
 The patch is streamed (:func:`sandbox.gitsafe.stream_git`): :func:`compute_diff`
 stops git as soon as the patch passes ``max_bytes`` (:class:`DiffTooLarge`,
@@ -41,15 +41,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from policies.contract import SandboxMode
-from sandbox.changes import RECORD_FILE, TreeRecord, outside_changes
 from sandbox.errors import DiffTooLarge
 from sandbox.gitsafe import run_git, stream_git
 from sandbox.names import review_flags
-from sandbox.privategit import reading_env, verify_private_git
 from sandbox.results import ChangedFile, ChangeStatus, DiffResult, ExcludedPath
-from sandbox.scan import scan_tree
 from sandbox.state import SandboxState
-from sandbox.workspace import Workspace, pathspec_file, stage_tree
+from sandbox.workspaces.changes import RECORD_FILE, TreeRecord, outside_changes
+from sandbox.workspaces.model import Workspace
+from sandbox.workspaces.privategit import reading_env, verify_private_git
+from sandbox.workspaces.scan import scan_tree
+from sandbox.workspaces.snapshot import pathspec_file, stage_tree
 
 __all__ = ["compute_diff", "persist_diff"]
 
