@@ -52,7 +52,12 @@ from sandbox.backends.process import DRAIN_GRACE_SECONDS, OutputCapture
 from sandbox.backends.standins import closed_ancestors, make_stand_ins
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, DockerConfig
-from sandbox.errors import BackendUnavailable, SandboxConfigError, SandboxError
+from sandbox.errors import (
+    BackendUnavailable,
+    OverlayUnavailable,
+    SandboxConfigError,
+    SandboxError,
+)
 from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState
 from sandbox.workspaces.model import Workspace
@@ -292,6 +297,12 @@ class DockerSandbox(BaseSandbox):
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "inspect") from exc
         self._cgroup = CgroupUsage.of_pid(int(attrs.get("State", {}).get("Pid") or 0))
+        if self.workspace.overlay is not None and self._image_mode(
+                str(self.workspace.root / ".git")) is None:
+            raise OverlayUnavailable(
+                f"the docker engine does not see the overlay mounted at {self.workspace.root} "
+                "(it runs in another mount namespace)", operation="start",
+                context={"container": self.id})
         self._cpu_ns = self._stats()[1] or 0
 
     def _create(self, options: dict[str, Any]) -> Any:

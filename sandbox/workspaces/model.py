@@ -1,18 +1,29 @@
-"""What a child's workspace is: its root, its mode, its diff base, and its mounts."""
+"""What a child's workspace is: its root, its mode, its kind, its diff base, and its mounts.
+
+Kinds (:data:`WorkspaceKind`): ``checkout`` (the parent's checkout itself:
+read-only and workspace-write modes), ``worktree`` (a checkout of its own, worktree
+mode) and ``overlay`` (worktree mode as a copy-on-write layer over a shared
+snapshot checkout, :mod:`sandbox.workspaces.overlay`).
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from policies.contract import SandboxMode
 from sandbox.results import ExcludedPath
 from sandbox.workspaces.changes import TreeRecord
+from sandbox.workspaces.overlay import OverlayLayers
 from sandbox.workspaces.privategit import object_dirs
 from sandbox.workspaces.repo import RepoInfo
+from sandbox.workspaces.setid import clear_setid, clear_setid_paths, find_setid
 
-__all__ = ["Mount", "Workspace"]
+__all__ = ["Mount", "Workspace", "WorkspaceKind"]
+
+WorkspaceKind = Literal["checkout", "worktree", "overlay"]
 
 
 @dataclass(frozen=True)
@@ -41,11 +52,33 @@ class Workspace:
     nested_git: tuple[str, ...] = ()
     #: The tree as the child found it (workspace-write; see :mod:`sandbox.workspaces.changes`).
     record: TreeRecord | None = None
+    kind: WorkspaceKind = "checkout"
+    #: Why a worktree was made where an overlay was asked for (``None``: it was not).
+    fallback: str | None = None
+    #: The shared snapshot this workspace starts from (:mod:`sandbox.workspaces.snapshot`).
+    snapshot_id: str | None = None
+    #: The overlay's layers (``overlay`` kind).
+    overlay: OverlayLayers | None = None
+    #: The git directory the child's ``.git`` names, when it is not :attr:`private_git`
+    #: (an overlay's shared checkout has its own).
+    child_git: Path | None = None
+    #: More object directories the child's git reads (a shared snapshot's store).
+    shared_objects: tuple[Path, ...] = ()
+    #: Whether the snapshot holds ``.gitattributes`` files (overlay diffs seed blobs then).
+    attributes: bool = False
 
     @property
     def writable(self) -> bool:
         """Whether the child may write the workspace."""
         return self.mode is not SandboxMode.READ_ONLY
+
+    def sweep_setid(self) -> list[str]:
+        """Clear setuid/setgid bits the child left (:mod:`sandbox.workspaces.setid`); the
+        paths cleared. An overlay's files are found in its upper layer and cleared through
+        the merged view; nothing else of the snapshot can hold such a bit."""
+        if self.overlay is not None:
+            return clear_setid_paths(self.overlay.merged, find_setid(self.overlay.upper))
+        return clear_setid(self.root)
 
     def mounts(self) -> list[Mount]:
         """Bind mounts, parents before children (a later mount shadows an earlier one).
@@ -61,7 +94,8 @@ class Workspace:
             mounts.append(Mount(dot_git, False))
         mounts += [Mount(self.root / nested, False) for nested in self.nested_git]
         if self.worktree is not None and self.private_git is not None:
-            git_paths = [self.private_git, *object_dirs(self.repo.common_dir)]
+            git_paths = [self.child_git or self.private_git, *self.shared_objects,
+                         *object_dirs(self.repo.common_dir)]
         else:
             git_paths = [self.repo.git_dir, self.repo.common_dir]
         for git_path in git_paths:

@@ -113,7 +113,7 @@ PRIVATE = ("", "sandboxes", "worktrees", "results", "sandboxes/{id}", "worktrees
            "results/{id}")
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_state_and_worktree_are_private_to_the_user(open_sb: OpenSandbox,
                                                     state_root: Path) -> None:
     """Found in review: worktrees were made ``0755`` and an existing state root kept its mode,
@@ -184,7 +184,7 @@ def test_a_leftover_that_kills_the_reaper_is_stopped_from_outside(open_sb: OpenS
     assert _setid_files(repo) == []
 
 
-@pytest.mark.parametrize("backend", backends(only=("host",)), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, only=("host",)), indirect=True)
 def test_a_failed_freeze_never_blocks_later_commands(open_sb: OpenSandbox,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Found in the second review: when stopping the child raised, the freeze left its
