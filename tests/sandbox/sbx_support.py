@@ -17,19 +17,22 @@ from typing import Any
 
 import pytest
 
+from policies.contract import SandboxMode
 from sandbox.backends.fake import FakeSandbox
 from sandbox.base import BaseSandbox
 from sandbox.config import BubblewrapConfig, DockerConfig, FakeConfig, HostConfig, Limits
 from sandbox.errors import OverlayUnavailable
+from sandbox.factory import open_sandbox
 from sandbox.files.confined import ConfinedFiles
 from sandbox.protocol import Sandbox
-from sandbox.results import ExecResult
+from sandbox.results import DiffResult, ExecResult
 from sandbox.workspaces.overlay import (
     OverlayLayers,
     mount_overlay,
     overlay_unsupported,
     unmount,
 )
+from sandbox.workspaces.snapshot import acquire_snapshot, release_snapshot
 from tests.backends import git
 
 #: Small limits so the attack tests stay fast.
@@ -178,3 +181,36 @@ def pids_matching(marker: str) -> list[int]:
         if marker in cmdline and proc.pid != os.getpid():
             found.append(proc.pid)
     return found
+
+
+def diffs_by_kind(config: Any, repo: Path, state_root: Path, script: str,
+                  kinds: Sequence[str] = ("overlay", "worktree")) -> dict[str, DiffResult]:
+    """Run ``script`` (``sh -c``) in one sandbox of each workspace kind, all opened on one
+    shared snapshot of ``repo``; the diff of each, every sandbox torn down."""
+    ref = acquire_snapshot(repo, state_root=state_root)
+    diffs: dict[str, DiffResult] = {}
+    try:
+        for kind in kinds:
+            sb = open_sandbox(config, repo=repo, mode=SandboxMode.WORKTREE,
+                              state_root=state_root, snapshot=ref, workspace=kind)
+            try:
+                assert sb.workspace_kind == kind
+                result = sh(sb, script)
+                assert result.exit_code == 0, result.stderr.decode()
+                diffs[kind] = sb.collect_diff()
+            finally:
+                sb.teardown(discard=True)
+    finally:
+        release_snapshot(ref)
+    return diffs
+
+
+def diff_facts(diff: DiffResult) -> tuple[object, ...]:
+    """What must be identical between workspace kinds."""
+    return diff.patch, diff.changed, diff.excluded, diff.setid_cleared, diff.base_commit
+
+
+#: One parameter per backend with overlays required (tests comparing kinds themselves).
+def overlay_backends(**options: Any) -> list[Any]:
+    """``backends(overlay=True, ...)`` without the plain parameters."""
+    return [p for p in backends(overlay=True, **options) if str(p.values[0]).endswith("/overlay")]
