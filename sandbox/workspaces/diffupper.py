@@ -47,7 +47,7 @@ from sandbox.workspaces.privategit import (
     verify_private_git,
     writing_env,
 )
-from sandbox.workspaces.trees import TREE_MODE, Entry, TreeReader, TreeWriter, replace_subtrees
+from sandbox.workspaces.trees import TREE_MODE, Entry, TreeReader, replace_subtrees, store_trees
 from sandbox.workspaces.upper import scan_upper
 
 __all__ = ["prepare_overlay"]
@@ -185,8 +185,13 @@ def prepare_overlay(ws: Workspace, state: SandboxState, setid: Collection[str]) 
         return stream_git(argv, git_dir=git_dir, env=read_env, sink=sink, limit=limit,
                           operation=_OPERATION)
 
-    with TreeReader(git_dir=git_dir, env=reading_env(git_dir, None)) as reader, \
-            TreeWriter(git_dir=git_dir, env=writing_env(git_dir)) as writer:
+    def rebuild() -> str:
+        tree, trees = replace_subtrees(reader, base_tree, roots,
+                                       _index_entries(git_dir, merged, read_env))
+        store_trees(git_dir=git_dir, env=writing_env(git_dir), trees=trees)
+        return tree
+
+    with TreeReader(git_dir=git_dir, env=reading_env(git_dir, None)) as reader:
         base_tree = reader.commit_tree(base)
         roots, tracked = _expand(reader, base_tree,
                                  [r for r in upper.roots if not _under(r, excluded)])
@@ -215,14 +220,11 @@ def prepare_overlay(ws: Workspace, state: SandboxState, setid: Collection[str]) 
             if staged:
                 git(["update-index", "-z", "--add", "--replace", "--stdin"], env=write_env,
                     data=_nul(staged))
-            new_tree = replace_subtrees(reader, writer, base_tree, roots,
-                                        _index_entries(git_dir, merged, read_env))
+            new_tree = rebuild()
 
         def restore(gitlinks: list[RawEntry]) -> Compare:
             git(["update-index", "-z", "--index-info"], data=gitlink_restore(gitlinks))
-            tree = replace_subtrees(reader, writer, base_tree, roots,
-                                    _index_entries(git_dir, merged, read_env))
-            return Compare(head=("diff-tree", "-r"), tail=(base_tree, tree))
+            return Compare(head=("diff-tree", "-r"), tail=(base_tree, rebuild()))
 
         return finish(
             sandbox_id=state.id, base=base,

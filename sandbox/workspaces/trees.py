@@ -2,21 +2,25 @@
 
 :class:`TreeReader` keeps one ``git cat-file --batch`` open and reads tree
 objects one at a time, so following a few paths down a 50k-file snapshot costs
-a few objects, not the repository. :class:`TreeWriter` keeps one ``git mktree
--z --missing --batch`` open and writes trees bottom-up. :func:`replace_subtrees`
-builds a new root tree from a base tree with some paths replaced: only the
-directories on the way to a replaced path are read and rewritten.
+a few objects, not the repository. :func:`replace_subtrees` builds a new root
+tree from a base tree with some paths replaced: only the directories on the way
+to a replaced path are read and rebuilt; their content and ids follow git's tree
+format exactly (entries in git's order, git's hash), and :func:`store_trees` writes
+them all as one pack with one ``git index-pack`` (``mktree`` writes a loose object
+per tree, milliseconds each).
 
-Both processes run through :func:`sandbox.gitsafe.spawn_git` (hardened argv and
-environment); the reader with a reading environment (it writes nothing), the
-writer with a writing one (its trees go to a private store, never to a store
-whose objects git could "freshen").
+Both run hardened (:mod:`sandbox.gitsafe`); the reader with a reading environment
+(it writes nothing), the writer with a writing one (its trees go to a private
+store, never to a store whose objects git could "freshen").
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import struct
 import tempfile
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,15 +28,15 @@ from types import TracebackType
 from typing import IO
 
 from sandbox.errors import SandboxError
-from sandbox.gitsafe import spawn_git
+from sandbox.gitsafe import run_git, spawn_git
 
-__all__ = ["TREE_MODE", "Entry", "TreeReader", "TreeWriter", "replace_subtrees"]
+__all__ = ["TREE_MODE", "Entry", "TreeReader", "replace_subtrees", "store_trees", "tree_object"]
 
 #: The mode of a subtree entry, as git's index and ``ls-tree`` write it.
 TREE_MODE = "040000"
 #: (mode, object id) of one tree entry; the mode in six octal digits.
 Entry = tuple[str, str]
-_TYPES = {TREE_MODE: "tree", "160000": "commit"}
+_TREE = 2  # the pack type of a tree
 
 
 class _Batch:
@@ -144,26 +148,50 @@ class TreeReader(_Batch):
                 yield f"{prefix}{name}", (mode, inner)
 
 
-class TreeWriter(_Batch):
-    """Writes trees through ``git mktree -z --missing --batch`` (one answer per tree)."""
+def tree_object(entries: Mapping[str, Entry], *, sha256: bool = False) -> tuple[str, bytes]:
+    """(id, content) of the tree object holding ``entries`` (SHA-1 ids unless ``sha256``).
 
-    def __init__(self, *, git_dir: Path, env: Mapping[str, str]) -> None:
-        super().__init__(["mktree", "-z", "--missing", "--batch"], git_dir=git_dir, env=env,
-                         operation="write_tree")
+    Entries in git's order: names compared as bytes, a subtree's as if it ended in ``/``.
+    """
+    records = []
+    for name, (mode, oid) in entries.items():
+        raw = name.encode("utf-8", "surrogateescape")
+        tree = mode == TREE_MODE
+        records.append((raw + b"/" if tree else raw,
+                        (b"40000 " if tree else mode.encode() + b" ") + raw + b"\0"
+                        + bytes.fromhex(oid)))
+    records.sort()
+    content = b"".join(record for _, record in records)
+    digest = hashlib.sha256 if sha256 else hashlib.sha1
+    return digest(b"tree %d\0" % len(content) + content).hexdigest(), content
 
-    def __enter__(self) -> TreeWriter:
-        return self
 
-    def write(self, entries: Mapping[str, Entry]) -> str:
-        """Write one tree (git sorts its entries) and return its id."""
-        records = b"".join(
-            f"{mode} {_TYPES.get(mode, 'blob')} {oid}\t".encode()
-            + name.encode("utf-8", "surrogateescape") + b"\0"
-            for name, (mode, oid) in entries.items())
-        answer = self._ask(records + b"\0").decode("ascii", "replace")
-        if not answer or any(c not in "0123456789abcdef" for c in answer):
-            raise self._failed(f"unexpected answer {answer[:80]!r}")
-        return answer
+def _pack_header(kind: int, size: int) -> bytes:
+    """A pack entry's type and size (git's pack format, version 2)."""
+    first = (kind << 4) | (size & 0x0F)
+    size >>= 4
+    out = bytearray()
+    while size:
+        out.append(first | 0x80)
+        first = size & 0x7F
+        size >>= 7
+    out.append(first)
+    return bytes(out)
+
+
+def store_trees(*, git_dir: Path, env: Mapping[str, str], trees: Mapping[str, bytes]) -> None:
+    """Write ``trees`` (id -> content from :func:`tree_object`) into the object store ``env``
+    names as one pack (``git index-pack --stdin``): one process, however many directories
+    changed."""
+    if not trees:
+        return
+    sha256 = len(next(iter(trees))) == 64
+    body = bytearray(b"PACK" + struct.pack(">II", 2, len(trees)))
+    for content in trees.values():
+        body += _pack_header(_TREE, len(content)) + zlib.compress(content, 1)
+    body += (hashlib.sha256 if sha256 else hashlib.sha1)(body).digest()
+    run_git(["index-pack", "--stdin"], git_dir=git_dir, env=env, input_bytes=bytes(body),
+            operation="write_tree")
 
 
 @dataclass
@@ -189,22 +217,28 @@ def _descend(reader: TreeReader, node: _Node, name: str) -> _Node:
     return child
 
 
-def _write(writer: TreeWriter, node: _Node) -> str | None:
-    """Write ``node`` bottom-up; ``None`` when it ends up empty (git keeps no empty tree)."""
+def _write(node: _Node, trees: dict[str, bytes], sha256: bool) -> str | None:
+    """Compute ``node`` bottom-up into ``trees``; ``None`` when it ends up empty (git keeps no
+    empty tree)."""
     entries = dict(node.entries)
     for name, child in node.children.items():
-        oid = _write(writer, child)
+        oid = _write(child, trees, sha256)
         if oid is not None:
             entries[name] = (TREE_MODE, oid)
-    return writer.write(entries) if entries else None
+    if not entries:
+        return None
+    oid, content = tree_object(entries, sha256=sha256)
+    trees[oid] = content
+    return oid
 
 
-def replace_subtrees(reader: TreeReader, writer: TreeWriter, base: str, roots: list[str],
-                     entries: Mapping[str, Entry]) -> str:
+def replace_subtrees(reader: TreeReader, base: str, roots: list[str],
+                     entries: Mapping[str, Entry]) -> tuple[str, dict[str, bytes]]:
     """The tree ``base`` with everything at or below each of ``roots`` replaced by the
     ``entries`` (path -> entry) at or below it; every entry lies under some root.
 
-    Reads and writes only the directories on the way to a root or an entry.
+    Reads only the directories on the way to a root or an entry; returns the new root
+    tree's id and the trees to write (:func:`store_trees`).
     """
     top = _Node(entries=dict(reader.tree(base)))
     for root in roots:
@@ -221,5 +255,10 @@ def replace_subtrees(reader: TreeReader, writer: TreeWriter, base: str, roots: l
             node = _descend(reader, node, part)
         node.children.pop(name, None)
         node.entries[name] = entry
-    written = _write(writer, top)
-    return written if written is not None else writer.write({})
+    trees: dict[str, bytes] = {}
+    sha256 = len(base) == 64
+    oid = _write(top, trees, sha256)
+    if oid is None:  # everything deleted: the empty tree
+        oid, content = tree_object({}, sha256=sha256)
+        trees[oid] = content
+    return oid, trees
