@@ -203,6 +203,7 @@ def open_sandbox(
     opening = _Opening(chosen, info, mode, state, meta, forced=workspace == "overlay")
     own: SnapshotRef | None = None
     try:
+        opening.plan_users()
         ref = snapshot if worktree_mode else None
         if kind == "overlay" and ref is None:
             ref = own = acquire_snapshot(info, state_root=root)
@@ -239,11 +240,15 @@ class _Opening:
         self.layers: OverlayLayers | None = None
         self.user: tuple[int, int] | None = None
         self.chown: tuple[int, int] | None = None
-        if isinstance(config, DockerConfig):
+
+    def plan_users(self) -> None:
+        """Docker: the uid commands run as, and the uid a new checkout is given to."""
+        if isinstance(self.config, DockerConfig):
             from sandbox.backends.docker import plan_users  # noqa: PLC0415 - optional engine
 
-            owner = info.top.stat()
-            self.user, self.chown = plan_users(config, (owner.st_uid, owner.st_gid), mode)
+            owner = self.info.top.stat()
+            self.user, self.chown = plan_users(self.config, (owner.st_uid, owner.st_gid),
+                                               self.mode)
 
     def record(self, **fields: object) -> None:
         self.meta = self.meta.model_copy(update=fields)

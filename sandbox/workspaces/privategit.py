@@ -138,10 +138,14 @@ def create_private_git(path: Path, *, parent_git_dir: Path, common_dir: Path,
         shutil.copyfile(exclude, path / "info" / "exclude")
 
 
-def write_alternates(path: Path, *, common_dir: Path, shared: Sequence[Path] = ()) -> None:
-    """(Re)write ``objects/info/alternates``: its store, ``shared``, the parent's object dirs."""
+def write_alternates(path: Path, *, common_dir: Path, shared: Sequence[Path] = (),
+                     moving_to: Path | None = None) -> None:
+    """(Re)write ``objects/info/alternates``: its store, ``shared``, the parent's object dirs.
+
+    ``moving_to``: where the directory is about to be renamed (its store's path there).
+    """
     alternates = "".join(f"{directory}\n" for directory in
-                         (path / STORE, *shared, *object_dirs(common_dir)))
+                         ((moving_to or path) / STORE, *shared, *object_dirs(common_dir)))
     (path / "objects" / "info" / "alternates").write_text(alternates)
 
 

@@ -238,8 +238,8 @@ def acquire_snapshot(repo: RepoInfo | Path, *, state_root: Path | None = None) -
             atomic_write(tmp / "snapshot.json", info.model_dump_json(indent=2).encode())
             _write_lease(tmp, lease)
             (tmp / "owner.json").unlink()
+            write_alternates(git_dir, common_dir=info_repo.common_dir, moving_to=final / "git")
             tmp.rename(final)
-            write_alternates(final / "git", common_dir=info_repo.common_dir)
             return _ref(info, final, root, info_repo, lease.id, excluded=excluded,
                         reused=False)
     finally:

@@ -34,7 +34,7 @@ from test_parent_git_untouched import assert_untouched, git_manifest, packed_and
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
 from sandbox.config import HostConfig
-from sandbox.errors import OverlayUnavailable, SandboxStateError
+from sandbox.errors import OverlayUnavailable, SandboxConfigError, SandboxStateError
 from sandbox.factory import WorkspaceRequest, open_sandbox
 from sandbox.gc import gc
 from sandbox.workspaces.overlay import OverlayLayers, mount_overlay, overlay_mounts, unmount
@@ -385,3 +385,23 @@ def test_gc_keeps_an_overlay_it_cannot_mount(backend: str, tmp_path: Path) -> No
     assert forced.action == "cleaned" and "without its latest diff" in forced.detail
     assert not (state_root / "sandboxes" / sandbox_id).exists()
     assert _snapshots(state_root) == [] and not overlay_mounts(state_root)
+
+
+@pytest.mark.parametrize("backend", HOST, indirect=True)
+def test_a_snapshot_of_another_repository_is_refused(backend: str, tmp_path: Path) -> None:
+    """A snapshot opens children of its own repository and state dir only; anything else is a
+    user error before anything is created."""
+    repo, other = make_repo(tmp_path / "repo"), make_repo(tmp_path / "other")
+    state_root = tmp_path / "state"
+    ref = acquire_snapshot(repo, state_root=state_root)
+    try:
+        with pytest.raises(SandboxConfigError) as raised:
+            _open(other, state_root, ref)
+        assert raised.value.code == "snapshot_mismatch" and raised.value.exit_code == 2
+        with pytest.raises(SandboxConfigError):
+            open_sandbox(HostConfig(), repo=repo, mode=SandboxMode.WORKTREE,
+                         state_root=tmp_path / "elsewhere", snapshot=ref)
+        assert not (state_root / "sandboxes").exists() or not list(
+            (state_root / "sandboxes").iterdir())
+    finally:
+        release_snapshot(ref)
