@@ -89,6 +89,8 @@ APPLY = "tests/executor/test_apply.py"
 ATTACKS = "tests/executor/test_apply_attacks.py"
 FAULTS = "tests/executor/test_apply_faults.py"
 SPEC = "tests/spec/test_discovery_spec.py"
+OVERLAY = "tests/sandbox/test_overlay_attacks.py"
+OVERLAY_CONF = "tests/sandbox/test_overlay_conformance.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -482,6 +484,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         '    "-c", "core.hooksPath=/dev/null",\n', "",
         [f"{GIT}::test_worktree_creation_runs_no_hooks_or_filters"],
         "corral's own git runs the repository's hooks"),
+    # -- overlay workspaces ---------------------------------------------------------------
+    mutation(
+        "overlay-nosuid-nodev", "overlay", "sandbox/workspaces/overlay.py",
+        "_MS_NOSUID | _MS_NODEV, layers.options().encode())", "0, layers.options().encode())",
+        [f"{OVERLAY}::test_merged_view_is_nosuid_and_nodev_on_the_host[host-overlay]"],
+        "a device node the child makes in its merged view opens as that device on the host"),
+    mutation(
+        "upper-whiteout-rdev", "overlay", "sandbox/workspaces/upper.py",
+        "return stat.S_ISCHR(info.st_mode) and info.st_rdev == 0",
+        "return stat.S_ISCHR(info.st_mode)",
+        [f"{OVERLAY}::test_device_nodes_are_special_files_never_whiteouts[host-overlay]"],
+        "any character device the child makes reads as a whiteout: a deletion, unreported"),
+    mutation(
+        "upper-walk-nofollow", "overlay", "sandbox/workspaces/upper.py",
+        "entries.append((entry.name, entry.stat(follow_symlinks=False)))",
+        "entries.append((entry.name, entry.stat(follow_symlinks=True)))",
+        [f"{OVERLAY}::test_upper_walk_never_follows_a_symlink[host-overlay]"],
+        "the upper-layer walk follows a child's link to /etc or /dev on the host"),
+    mutation(
+        "overlay-layers-hidden", "overlay", "sandbox/workspaces/model.py",
+        "        mounts = [Mount(self.root, self.writable)]\n",
+        "        mounts = [Mount(self.root, self.writable)]\n"
+        "        if self.overlay is not None:\n"
+        "            mounts += [Mount(self.overlay.lower, True), "
+        "Mount(self.overlay.upper.parent, True)]\n",
+        [f"{OVERLAY}::test_child_reaches_neither_layers_nor_the_shared_checkout"
+         "[bubblewrap-overlay]"],
+        "the child writes its upper layer or the checkout every sibling starts from"),
+    mutation(
+        "overlay-setid-sweep", "overlay", "sandbox/workspaces/model.py",
+        "clear_setid_paths(self.overlay.merged, find_setid(self.overlay.upper))",
+        "clear_setid_paths(self.overlay.merged, [])",
+        [f"{OVERLAY_CONF}::test_overlay_and_worktrees_give_identical_diffs[host-overlay]"],
+        "a setuid file an overlay child made keeps its bit and goes unreported"),
 )
 
 
