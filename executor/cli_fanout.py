@@ -125,9 +125,10 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
                    check_command: str | None, check_timeout: float, backend: str, jobs: int,
                    timeout: float | None, approve: str | None, as_json: bool,
                    prompt: str) -> None:
-    """Run PROMPT in several children at once, each in its own sandbox from your current
-    checkout; run the check command in each; print one row per child and which diffs
-    conflict. Nothing is applied: `corral apply RUN` merges the one you choose."""
+    """Run PROMPT in several children at once, each in its own sandbox, all from one
+    snapshot of your current checkout; run the check command in each; print one row per
+    child and which diffs conflict. Nothing is applied: `corral apply RUN` merges the one
+    you choose."""
     ledger = ledger_dir(root)  # refuses a state dir a child could write, before anything
     registry = load(root, trust_project, config_file, strict, no_personal)
     named = list(agents) or ([registry.default_agent] if registry.default_agent else [])

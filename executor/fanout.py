@@ -50,6 +50,7 @@ from policies.contract import SandboxMode
 from policies.loader import Environment, LoadResult
 from sandbox.config import BackendConfig
 from sandbox.errors import SandboxError
+from sandbox.workspaces.snapshot import SnapshotRef, acquire_snapshot, release_snapshot
 
 __all__ = [
     "ChildJob",
@@ -102,7 +103,7 @@ class FanoutShared:
     check_command: str | None
     check_timeout: float
     replays: Mapping[str, list[object]]
-    snapshot: Any = None
+    snapshot: SnapshotRef | None = None
 
     def settings(self, plan: ChildPlan, *, progress: Callable[[ProgressEvent], None] | None,
                  context: JobContext | None) -> RunSettings:
@@ -133,32 +134,26 @@ class ChildJob:
 
 
 @contextmanager
-def shared_snapshot(settings: RunSettings) -> Iterator[Any]:
+def shared_snapshot(settings: RunSettings) -> Iterator[SnapshotRef | None]:
     """The one snapshot of the checkout every child of a fanout starts from.
 
     This is the only place a fanout takes and releases its snapshot: it is
     taken once, before any child starts, and released once every child's
-    sandbox is gone. Its reference reaches each child's ``open_sandbox``
-    through :attr:`RunSettings.snapshot`, so a user who edits files while the
-    fanout runs cannot give its children different bases.
-
-    Until shared snapshots exist in the sandbox layer
-    (``sandbox.workspaces.snapshot``: ``acquire_snapshot(repo, state_root=...)``
-    and ``release_snapshot(ref)``), this yields ``None`` and each child
-    snapshots the checkout when its sandbox opens, as a plain ``corral run``
-    does; the fanout then compares the children's snapshot commits
-    (:attr:`RunRecord.base_commit`, content-addressed) and says when they
-    differ. Wiring the shared snapshot replaces the body with::
-
-        info = inspect_repo(settings.root)
-        ref = acquire_snapshot(info, state_root=settings.state_root or default_state_root())
-        try:
-            yield ref
-        finally:
-            release_snapshot(ref)
+    sandbox is open (each sandbox holds its own lease until its teardown, so
+    the snapshot stays until the last child is gone). Its reference reaches
+    each child's ``open_sandbox`` through :attr:`RunSettings.snapshot`, so a
+    user who edits files while the fanout runs cannot give its children
+    different bases. A fanout whose ceiling is not ``worktree`` takes none
+    (read-only children read your checkout; workspace-write ones write it).
     """
-    del settings
-    yield None
+    if settings.mode_ceiling is not SandboxMode.WORKTREE:
+        yield None
+        return
+    ref = acquire_snapshot(settings.root, state_root=settings.state_root)
+    try:
+        yield ref
+    finally:
+        release_snapshot(ref)
 
 
 def _report(settings: RunSettings, run_id: str, agent: str, detail: str) -> None:

@@ -50,7 +50,7 @@ from executor.merge_preimages import find_preimage
 from executor.merge_steps import git, step
 from policies.errors import CorralError
 from sandbox.gitsafe import git_env
-from sandbox.privategit import object_dirs
+from sandbox.workspaces.privategit import object_dirs
 
 __all__ = ["ApplyResult", "apply_to_checkout"]
 

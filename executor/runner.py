@@ -79,7 +79,8 @@ from sandbox.errors import SandboxConfigError, SandboxDenied, SandboxError
 from sandbox.factory import open_sandbox
 from sandbox.protocol import Sandbox
 from sandbox.state import check_state_dir, default_state_root
-from sandbox.workspace import inspect_repo
+from sandbox.workspaces.repo import inspect_repo
+from sandbox.workspaces.snapshot import SnapshotRef
 
 __all__ = ["AgentRun", "RunSettings", "SchedulerFactory", "check_top", "run_agent", "top_model"]
 
@@ -122,11 +123,10 @@ class RunSettings:
     #: Shows an agent's welcome message (catalog ``welcomeMessage``) when its top-level
     #: session starts: (agent, message).
     welcome: Callable[[str, str], None] | None = None
-    #: The one snapshot a fanout took before its children started
-    #: (``sandbox.workspaces.snapshot.SnapshotRef`` once shared snapshots exist); passed to
+    #: The one snapshot a fanout took before its children started; passed to
     #: ``open_sandbox`` so every child starts from it. ``None``: each run snapshots the
     #: checkout when its sandbox opens.
-    snapshot: Any = None
+    snapshot: SnapshotRef | None = None
     #: Polled by every session of the tree (a fanout's, or a parallel delegate call's);
     #: a cancelled run ends ``cancelled``, its diff recorded.
     cancellation: Cancellation | None = None
@@ -289,13 +289,12 @@ class AgentRun:
         # owner is gone (shown as crashed), not nothing.
         self._write_running()
         self.phase("sandbox")
-        # A fanout's one snapshot, when it took one (the argument exists once shared
-        # snapshots do; until then `snapshot` is always None and nothing is passed).
-        shared: dict[str, Any] = ({"snapshot": self.settings.snapshot}
-                                  if self.settings.snapshot is not None else {})
+        # A fanout's one snapshot, when it took one: an overlay (or, where overlays are
+        # unavailable, a worktree) over it; None: this run snapshots the checkout itself.
         self.sandbox = open_sandbox(self.settings.backend, repo=self.repo,
                                     mode=self.capability.sandbox,
-                                    state_root=self.settings.state_root, **shared)
+                                    state_root=self.settings.state_root,
+                                    snapshot=self.settings.snapshot)
         self.record = self.record.model_copy(update={"backend": self.sandbox.backend,
                                                      "sandbox_id": self.sandbox.id,
                                                      "base_commit": self.sandbox.base_commit})

@@ -6,7 +6,7 @@ computed (stop every process first: threats B8.40), and tears down in the only
 safe order: stop, capture the diff, close the backend, remove the worktree.
 
 Every collection sweeps the writable workspace for setuid/setgid files first
-(:mod:`sandbox.setid`), and so does teardown of a workspace that stays (the
+(:mod:`sandbox.workspaces.setid`), and so does teardown of a workspace that stays (the
 user's checkout). The stored diff is always the latest one: a command or a
 file-API write after a collection marks it stale (in memory, and in the meta
 for gc), a failed collection clears it, and teardown collects again whenever
@@ -26,13 +26,15 @@ from typing import ClassVar
 
 from policies.contract import SandboxMode
 from sandbox.config import BackendName, Limits
-from sandbox.diff import compute_diff
 from sandbox.errors import SandboxConfigError, SandboxError, SandboxStateError
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
-from sandbox.setid import clear_setid
 from sandbox.state import SandboxMeta, SandboxState, SandboxStatus
-from sandbox.workspace import Workspace, remove_tree
+from sandbox.workspaces.diff import compute_diff
+from sandbox.workspaces.model import Workspace, WorkspaceKind
+from sandbox.workspaces.overlay import is_mountpoint, unmount
+from sandbox.workspaces.snapshot import drop_lease
+from sandbox.workspaces.worktree import remove_tree
 
 __all__ = ["SANDBOX_PATH", "BaseSandbox", "ExecSpec"]
 
@@ -142,6 +144,21 @@ class BaseSandbox(ABC):
         return self._ws.snapshot_excluded
 
     @property
+    def workspace_kind(self) -> WorkspaceKind:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._ws.kind
+
+    @property
+    def workspace_fallback(self) -> str | None:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._ws.fallback
+
+    @property
+    def snapshot_id(self) -> str | None:
+        """See :class:`sandbox.protocol.Sandbox`."""
+        return self._ws.snapshot_id
+
+    @property
     def state(self) -> SandboxState:
         """The on-disk state (for tests and gc)."""
         return self._state
@@ -219,6 +236,11 @@ class BaseSandbox(ABC):
 
     # -- diff and teardown ------------------------------------------------------
 
+    def _unmount(self) -> bool:
+        """Detach the overlay (backends closed first); whether one was mounted."""
+        layers = self._ws.overlay
+        return layers is not None and unmount(layers.merged)
+
     def _frozen(self) -> _Frozen:
         return _Frozen(self)
 
@@ -244,7 +266,7 @@ class BaseSandbox(ABC):
         """Clear setuid/setgid bits in a writable workspace (processes must be stopped)."""
         if not self._ws.writable:
             return []
-        cleared = clear_setid(self._ws.root)
+        cleared = self._ws.sweep_setid()
         self._setid_cleared.update(cleared)
         return cleared
 
@@ -291,10 +313,18 @@ class BaseSandbox(ABC):
         if self._ws.worktree is None:  # the user's checkout stays: sweep it last
             self._sweep()
         removed = [f"state:{self._state.dir}"]
+        if self._unmount():
+            removed.insert(0, f"overlay:{self._ws.root}")
         if self._ws.worktree is not None:
+            if is_mountpoint(self._ws.worktree):  # never delete through a mount
+                raise SandboxError(f"{self._ws.worktree} is still mounted", code="unmount_failed",
+                                   operation="teardown")
             remove_tree(self._ws.worktree)
             removed.insert(0, f"worktree:{self._ws.worktree}")
         self._state.remove_private()
+        snapshot, lease = self._meta.snapshot_id, self._meta.snapshot_lease
+        if snapshot and lease and drop_lease(self._state.root, snapshot, lease):
+            removed.append(f"snapshot:{snapshot}")
         self._report = TeardownReport(
             sandbox_id=self.id, diff_captured=self._diff is not None,
             patch_path=self._diff.patch_path if self._diff else None,

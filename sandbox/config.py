@@ -130,7 +130,8 @@ class AutoConfig(_Base):
 
 
 class FakeConfig(_Base):
-    """The scripted test backend (:mod:`sandbox.fake`): real workspace, scripted commands."""
+    """The scripted test backend (:mod:`sandbox.backends.fake`): real workspace, scripted
+    commands."""
 
     type: Literal["fake"] = "fake"
 

@@ -26,6 +26,7 @@ __all__ = [
     "BackendUnavailable",
     "CommandTimeout",
     "DiffTooLarge",
+    "OverlayUnavailable",
     "PathDenied",
     "SandboxConfigError",
     "SandboxDenied",
@@ -57,6 +58,17 @@ class BackendUnavailable(SandboxError):
     """
 
     code = "backend_unavailable"
+
+
+class OverlayUnavailable(SandboxError):
+    """An overlay workspace cannot be made here (not root, no overlayfs, the kernel refused
+    the mount, an engine that cannot see it); the message says why.
+
+    ``open_sandbox`` falls back to a plain worktree on its own and reports why;
+    this error reaches a caller only when it asked for an overlay explicitly.
+    """
+
+    code = "overlay_unavailable"
 
 
 class CommandTimeout(SandboxError):

@@ -9,13 +9,17 @@ it never falls back to ``host``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
+from typing import Literal
 
 from policies.contract import SandboxMode
+from sandbox.backends.bwrap import BubblewrapSandbox, bwrap_base_argv
+from sandbox.backends.fake import FakeSandbox
+from sandbox.backends.host import HostSandbox
 from sandbox.base import BaseSandbox
-from sandbox.bwrap import BubblewrapSandbox, bwrap_base_argv
 from sandbox.config import (
     AutoConfig,
     BackendConfig,
@@ -24,9 +28,7 @@ from sandbox.config import (
     FakeConfig,
     HostConfig,
 )
-from sandbox.errors import BackendUnavailable
-from sandbox.fake import FakeSandbox
-from sandbox.host import HostSandbox
+from sandbox.errors import BackendUnavailable, OverlayUnavailable, SandboxConfigError, SandboxError
 from sandbox.state import (
     SandboxMeta,
     SandboxState,
@@ -34,9 +36,38 @@ from sandbox.state import (
     default_state_root,
     new_sandbox_id,
 )
-from sandbox.workspace import Workspace, create_workspace, inspect_repo, remove_tree
+from sandbox.workspaces.create import (
+    create_workspace,
+    overlay_layers,
+    overlay_workspace,
+    worktree_from_snapshot,
+)
+from sandbox.workspaces.model import Workspace, WorkspaceKind
+from sandbox.workspaces.overlay import (
+    OverlayLayers,
+    is_mountpoint,
+    overlay_unsupported,
+    unmount,
+)
+from sandbox.workspaces.repo import RepoInfo, inspect_repo
+from sandbox.workspaces.snapshot import (
+    SnapshotRef,
+    acquire_snapshot,
+    drop_lease,
+    lease_snapshot,
+    release_snapshot,
+    snapshot_checkout,
+)
+from sandbox.workspaces.worktree import remove_tree
 
-__all__ = ["ConcreteConfig", "clear_probe_cache", "open_sandbox", "probe", "resolve_backend"]
+__all__ = [
+    "ConcreteConfig",
+    "WorkspaceRequest",
+    "clear_probe_cache",
+    "open_sandbox",
+    "probe",
+    "resolve_backend",
+]
 
 ConcreteConfig = HostConfig | BubblewrapConfig | DockerConfig | FakeConfig
 _PROBE_TIMEOUT = 20.0
@@ -75,7 +106,7 @@ def probe(config: ConcreteConfig) -> None:
             if isinstance(config, BubblewrapConfig):
                 _probe_bwrap(config)
             elif isinstance(config, DockerConfig):
-                from sandbox.docker_backend import probe_docker  # noqa: PLC0415 - optional engine
+                from sandbox.backends.docker import probe_docker  # noqa: PLC0415 - optional engine
 
                 probe_docker(config)
             _probes[config] = None
@@ -109,12 +140,17 @@ def resolve_backend(config: BackendConfig | FakeConfig) -> ConcreteConfig:
     )
 
 
+WorkspaceRequest = Literal["auto", "overlay", "worktree"]
+
+
 def open_sandbox(
     config: BackendConfig | FakeConfig,
     *,
     repo: Path,
     mode: SandboxMode,
     state_root: Path | None = None,
+    snapshot: SnapshotRef | None = None,
+    workspace: WorkspaceRequest = "auto",
 ) -> BaseSandbox:
     """Create a child's sandbox for ``repo`` in ``mode`` from the parent's current state.
 
@@ -123,6 +159,18 @@ def open_sandbox(
     the child could reach (inside the repository, any git working tree or git
     dir, or the child's writable workspace) is refused first
     (:func:`sandbox.state.check_state_dir`).
+
+    In worktree mode, ``snapshot`` (a lease from
+    :func:`sandbox.workspaces.snapshot.acquire_snapshot` on the same repository and
+    state root) makes the child start from that shared state: an overlay over the
+    snapshot's checkout where overlays work (corral runs as root), else a plain
+    worktree checked out from it; :attr:`Sandbox.workspace_kind` says which and
+    :attr:`Sandbox.workspace_fallback` why not an overlay. The sandbox holds its own
+    lease until teardown. Without ``snapshot`` a worktree child snapshots the
+    parent itself, as before. ``workspace`` forces a kind: ``"overlay"`` fails
+    (:class:`sandbox.errors.OverlayUnavailable`) instead of falling back, and
+    snapshots the parent first when no ``snapshot`` is given; ``"worktree"`` never
+    mounts. Other modes work on the parent's checkout and ignore both.
     """
     chosen = resolve_backend(config)
     info = inspect_repo(repo)
@@ -130,41 +178,145 @@ def open_sandbox(
     # A state dir the child could write would let it rewrite other runs' diffs: refused
     # before anything is created (the workspace is the repository, or a worktree in it).
     check_state_dir(root, repositories=[info.top, info.git_dir, info.common_dir])
+    worktree_mode = mode is SandboxMode.WORKTREE
+    if worktree_mode and snapshot is not None:
+        _check_snapshot(snapshot, info, root)
+    kind: WorkspaceKind = "worktree" if worktree_mode else "checkout"
+    fallback: str | None = None
+    if worktree_mode and workspace != "worktree" and (snapshot or workspace == "overlay"):
+        fallback = overlay_unsupported(root)
+        if fallback is None:
+            kind = "overlay"
+        elif workspace == "overlay":
+            raise OverlayUnavailable(fallback, operation="open_sandbox",
+                                     hint="open it with workspace='auto' or 'worktree'")
     state = SandboxState(root, new_sandbox_id())
     state.create()
-    worktree = state.worktree if mode is SandboxMode.WORKTREE else None
+    worktree = state.worktree if worktree_mode else None
     meta = state.new_meta(
         backend=chosen.type, mode=mode, repo_top=info.top, git_dir=info.git_dir,
         common_dir=info.common_dir, workspace=worktree or info.top, worktree=worktree,
         private_git=state.private_git if mode is not SandboxMode.READ_ONLY else None,
+        workspace_kind=kind, workspace_fallback=fallback,
     )
     state.write_meta(meta)
-    sandbox: BaseSandbox | None = None
+    opening = _Opening(chosen, info, mode, state, meta, forced=workspace == "overlay")
+    own: SnapshotRef | None = None
     try:
-        user: tuple[int, int] | None = None
-        chown = None
-        if isinstance(chosen, DockerConfig):
-            from sandbox.docker_backend import plan_users  # noqa: PLC0415 - optional engine
-
-            owner = info.top.stat()
-            user, chown = plan_users(chosen, (owner.st_uid, owner.st_gid), mode)
-        workspace = create_workspace(info, mode, state, chown=chown)
-        check_state_dir(root, workspaces=[m.path for m in workspace.mounts() if m.writable])
-        meta = meta.model_copy(update={
-            "base_commit": workspace.base_commit, "git_files": workspace.git_files,
-            "worktree_owner": chown, "status": "active",
-        })
-        state.write_meta(meta)
-        sandbox = _build(chosen, workspace=workspace, state=state, meta=meta, user=user)
-        sandbox._start()
+        opening.plan_users()
+        ref = snapshot if worktree_mode else None
+        if kind == "overlay" and ref is None:
+            ref = own = acquire_snapshot(info, state_root=root)
+        if ref is not None:
+            opening.record(snapshot_id=ref.id, snapshot_lease=lease_snapshot(ref, state.id))
+        return opening.open(kind, ref, fallback)
     except BaseException:
-        if sandbox is not None:
-            sandbox._close()
-        if worktree is not None:
-            remove_tree(worktree)
-        state.remove_private()
+        opening.abandon()
         raise
-    return sandbox
+    finally:
+        if own is not None:
+            release_snapshot(own)  # the sandbox holds its own lease
+
+
+def _check_snapshot(ref: SnapshotRef, info: RepoInfo, root: Path) -> None:
+    if ref.repo.top != info.top or ref.state_root.resolve() != root.resolve():
+        raise SandboxConfigError(
+            f"snapshot {ref.id} is of {ref.repo.top} under the state dir {ref.state_root}, "
+            f"not of {info.top} under {root}", code="snapshot_mismatch",
+            operation="open_sandbox",
+            hint="acquire the snapshot from the repository and state dir the child runs on",
+        )
+
+
+class _Opening:
+    """One sandbox being opened: what it made so far, so a failure undoes all of it."""
+
+    def __init__(self, config: ConcreteConfig, info: RepoInfo, mode: SandboxMode,
+                 state: SandboxState, meta: SandboxMeta, *, forced: bool) -> None:
+        self.config, self.info, self.mode, self.state, self.meta = (
+            config, info, mode, state, meta)
+        self.forced = forced
+        self.sandbox: BaseSandbox | None = None
+        self.layers: OverlayLayers | None = None
+        self.user: tuple[int, int] | None = None
+        self.chown: tuple[int, int] | None = None
+
+    def plan_users(self) -> None:
+        """Docker: the uid commands run as, and the uid a new checkout is given to."""
+        if isinstance(self.config, DockerConfig):
+            from sandbox.backends.docker import plan_users  # noqa: PLC0415 - optional engine
+
+            owner = self.info.top.stat()
+            self.user, self.chown = plan_users(self.config, (owner.st_uid, owner.st_gid),
+                                               self.mode)
+
+    def record(self, **fields: object) -> None:
+        self.meta = self.meta.model_copy(update=fields)
+        self.state.write_meta(self.meta)
+
+    def open(self, kind: WorkspaceKind, ref: SnapshotRef | None,
+             fallback: str | None) -> BaseSandbox:
+        if kind == "overlay" and ref is not None:
+            try:
+                return self._start(self._overlay(ref))
+            except OverlayUnavailable as exc:
+                if self.forced:
+                    raise
+                self._undo_overlay()
+                kind, fallback = "worktree", exc.message
+                self.record(workspace_kind=kind, workspace_fallback=fallback)
+        if ref is not None:
+            workspace = worktree_from_snapshot(ref, self.state, chown=self.chown,
+                                               fallback=fallback)
+        else:
+            workspace = create_workspace(self.info, self.mode, self.state, chown=self.chown)
+        return self._start(workspace)
+
+    def _overlay(self, ref: SnapshotRef) -> Workspace:
+        checkout = snapshot_checkout(ref, self.chown or (os.geteuid(), os.getegid()))
+        self.layers = overlay_layers(checkout, self.state)
+        self.record(overlay_lower=self.layers.lower, overlay_upper=self.layers.upper,
+                    overlay_work=self.layers.work)
+        return overlay_workspace(ref, self.state, checkout, self.layers)
+
+    def _start(self, workspace: Workspace) -> BaseSandbox:
+        check_state_dir(self.state.root,
+                        workspaces=[m.path for m in workspace.mounts() if m.writable])
+        self.record(base_commit=workspace.base_commit, git_files=workspace.git_files,
+                    worktree_owner=self.chown, shared_objects=workspace.shared_objects,
+                    attributes=workspace.attributes, status="active")
+        self.sandbox = _build(self.config, workspace=workspace, state=self.state,
+                              meta=self.meta, user=self.user)
+        self.sandbox._start()
+        return self.sandbox
+
+    def _undo_overlay(self) -> None:
+        """Take back an overlay that could not be used (the worktree replaces it)."""
+        if self.sandbox is not None:
+            self.sandbox._close()
+            self.sandbox = None
+        if self.layers is not None:
+            unmount(self.layers.merged)
+            remove_tree(self.layers.merged)
+            remove_tree(self.layers.upper.parent)
+            self.layers = None
+        remove_tree(self.state.private_git)
+        self.record(overlay_lower=None, overlay_upper=None, overlay_work=None)
+
+    def abandon(self) -> None:
+        """Undo everything (the open failed): nothing mounted, nothing left but gc-able state."""
+        with contextlib.suppress(SandboxError):
+            if self.sandbox is not None:
+                self.sandbox._close()
+        if self.layers is not None:
+            with contextlib.suppress(SandboxError):
+                unmount(self.layers.merged)
+        if self.state.worktree.exists() and not is_mountpoint(self.state.worktree):
+            remove_tree(self.state.worktree)
+        self.state.remove_private()
+        snapshot, lease = self.meta.snapshot_id, self.meta.snapshot_lease
+        if snapshot and lease:
+            drop_lease(self.state.root, snapshot, lease)
 
 
 def _build(
@@ -177,7 +329,7 @@ def _build(
         return BubblewrapSandbox(config=config, workspace=workspace, state=state, meta=meta)
     if isinstance(config, FakeConfig):
         return FakeSandbox(config=config, workspace=workspace, state=state, meta=meta)
-    from sandbox.docker_backend import DockerSandbox  # noqa: PLC0415 - optional engine
+    from sandbox.backends.docker import DockerSandbox  # noqa: PLC0415 - optional engine
 
     return DockerSandbox(config=config, workspace=workspace, state=state, meta=meta,
                          user=user or (0, 0))

@@ -4,7 +4,7 @@ For every ``sandboxes/<id>`` under the state root whose owner process is gone
 (pid *and* start time must match, so a reused pid does not keep state alive):
 
 1. stop it: remove its container, kill and remove its cgroup;
-2. clear setuid/setgid bits in its writable workspace (:mod:`sandbox.setid`),
+2. clear setuid/setgid bits in its writable workspace (:mod:`sandbox.workspaces.setid`),
    then capture its diff unless the latest one was captured already (the meta's
    status is ``captured`` only until the child may have changed something
    again): the same hardened computation as ``collect_diff``, with no cap but
@@ -13,9 +13,16 @@ For every ``sandboxes/<id>`` under the state root whose owner process is gone
    and report it, unless ``force``;
 3. remove the worktree, then the private state (with the private git dir).
 
+An overlay workspace (:mod:`sandbox.workspaces.overlay`) is mounted again if it
+is not (after a reboot, or a teardown that failed), its diff captured from its
+upper layer, then unmounted and removed, and its lease on the shared snapshot
+dropped.
+
 Captured diffs under ``results/`` are never removed. Containers labelled by
-corral for this state root and cgroups under ``corral/`` that belong to no
-sandbox dir are removed as orphans.
+corral for this state root, cgroups under ``corral/`` and overlay mounts under
+``worktrees/`` that belong to no sandbox dir are removed as orphans. Last, every
+shared snapshot whose leases all belong to sandboxes or processes that are gone
+is removed (:func:`sandbox.workspaces.snapshot.collect_snapshots`).
 """
 
 from __future__ import annotations
@@ -24,14 +31,23 @@ import contextlib
 from pathlib import Path
 
 from policies.contract import SandboxMode
+from sandbox.backends.limits import PidsCgroup, cgroup_group, find_pids_hierarchy
 from sandbox.config import DockerConfig
-from sandbox.diff import persist_diff
 from sandbox.errors import BackendUnavailable, SandboxError
-from sandbox.limits import PidsCgroup, cgroup_group, find_pids_hierarchy
 from sandbox.results import GcEntry, GcReport
-from sandbox.setid import clear_setid
 from sandbox.state import SandboxMeta, SandboxState, default_state_root, owner_alive
-from sandbox.workspace import RepoInfo, Workspace, remove_tree
+from sandbox.workspaces.diff import persist_diff
+from sandbox.workspaces.model import Workspace
+from sandbox.workspaces.overlay import (
+    OverlayLayers,
+    is_mountpoint,
+    mount_overlay,
+    overlay_mounts,
+    unmount,
+)
+from sandbox.workspaces.repo import RepoInfo
+from sandbox.workspaces.snapshot import collect_snapshots, drop_lease
+from sandbox.workspaces.worktree import remove_tree
 
 __all__ = ["gc"]
 
@@ -63,6 +79,8 @@ def gc(
         entries.append(entry)
     entries += _orphan_containers(root, alive, docker)
     entries += _orphan_cgroups(root, alive)
+    entries += _orphan_mounts(root, alive)
+    entries += collect_snapshots(root)
     return GcReport(entries=tuple(entries))
 
 
@@ -76,7 +94,7 @@ def _clean(
     meta: SandboxMeta, state: SandboxState, *, force: bool, docker: DockerConfig | None
 ) -> GcEntry:
     if meta.container:
-        from sandbox.docker_backend import remove_container  # noqa: PLC0415 - optional engine
+        from sandbox.backends.docker import remove_container  # noqa: PLC0415 - optional engine
 
         remove_container(_docker_config(meta, docker), meta.container)
     if meta.cgroup is not None and meta.cgroup.exists():
@@ -86,33 +104,72 @@ def _clean(
     cleared: list[str] = []
     writable = meta.mode is not SandboxMode.READ_ONLY
     baseline = state.dir / "baseline.index"
+    workspace = _workspace(meta, baseline)
+    layers = workspace.overlay
     try:
-        if writable:
-            cleared = clear_setid(meta.workspace)
         stale = patch_path is None or meta.status != "captured"
-        if stale and writable and meta.base_commit and baseline.is_file():
-            workspace = Workspace(
-                repo=RepoInfo(top=meta.repo_top, git_dir=meta.git_dir,
-                              common_dir=meta.common_dir, head=None),
-                mode=meta.mode, root=meta.workspace, base_commit=meta.base_commit,
-                baseline_index=baseline, worktree=meta.worktree, private_git=meta.private_git,
-                git_files=meta.git_files,
-            )
+        if layers is not None and not is_mountpoint(layers.merged):
+            mount_overlay(layers)  # unmounted by a reboot or a failed teardown: sweep, diff
+        if writable:
+            cleared = workspace.sweep_setid()
+        diffable = baseline.is_file() or layers is not None
+        if stale and writable and meta.base_commit and diffable:
             patch_path = persist_diff(workspace, state, setid_cleared=cleared)
     except SandboxError as exc:
         if not force:
+            if layers is not None:
+                with contextlib.suppress(SandboxError):
+                    unmount(layers.merged)  # mounted again by the next gc
             return GcEntry(sandbox_id=state.id, action="kept", setid_cleared=tuple(cleared),
                            detail=f"diff not captured ({exc.code}): {exc.message}")
         detail = f"removed without its latest diff ({exc.code})"
+    if layers is not None:
+        unmount(layers.merged)
+        if is_mountpoint(layers.merged):
+            return GcEntry(sandbox_id=state.id, action="kept", patch_path=patch_path,
+                           detail=f"{layers.merged} is still mounted")
     if meta.worktree is not None:
         remove_tree(meta.worktree)
     state.remove_private()
+    if meta.snapshot_id and meta.snapshot_lease:
+        drop_lease(state.root, meta.snapshot_id, meta.snapshot_lease)
     return GcEntry(sandbox_id=state.id, action="cleaned", patch_path=patch_path,
                    detail=detail, setid_cleared=tuple(cleared))
 
 
+def _workspace(meta: SandboxMeta, baseline: Path) -> Workspace:
+    """The workspace a meta describes, as far as a diff needs it."""
+    layers = None
+    if (meta.workspace_kind == "overlay" and meta.worktree and meta.overlay_lower
+            and meta.overlay_upper and meta.overlay_work):
+        layers = OverlayLayers(lower=meta.overlay_lower, upper=meta.overlay_upper,
+                               work=meta.overlay_work, merged=meta.worktree)
+    return Workspace(
+        repo=RepoInfo(top=meta.repo_top, git_dir=meta.git_dir, common_dir=meta.common_dir,
+                      head=None),
+        mode=meta.mode, root=meta.workspace, base_commit=meta.base_commit,
+        baseline_index=baseline if baseline.is_file() else None, worktree=meta.worktree,
+        private_git=meta.private_git, git_files=meta.git_files,
+        kind="overlay" if layers is not None else "worktree" if meta.worktree else "checkout",
+        overlay=layers, shared_objects=meta.shared_objects, attributes=meta.attributes,
+    )
+
+
+def _orphan_mounts(root: Path, alive: set[str]) -> list[GcEntry]:
+    """Overlay mounts under ``worktrees/`` that no live sandbox owns."""
+    entries = []
+    for mountpoint in overlay_mounts(root / "worktrees"):
+        if mountpoint.parent == root / "worktrees" and mountpoint.name in alive:
+            continue
+        with contextlib.suppress(SandboxError):
+            unmount(mountpoint)
+            entries.append(GcEntry(sandbox_id=mountpoint.name, action="orphan_removed",
+                                   detail=f"overlay mount {mountpoint}"))
+    return entries
+
+
 def _orphan_containers(root: Path, alive: set[str], docker: DockerConfig | None) -> list[GcEntry]:
-    from sandbox.docker_backend import list_corral_containers, remove_container  # noqa: PLC0415
+    from sandbox.backends.docker import list_corral_containers, remove_container  # noqa: PLC0415
 
     config = docker or DockerConfig()
     try:

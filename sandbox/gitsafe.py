@@ -48,6 +48,7 @@ __all__ = [
     "git_env",
     "git_executable",
     "run_git",
+    "spawn_git",
     "stream_git",
     "unsafe_config_keys",
 ]
@@ -280,6 +281,22 @@ def stream_git(
             errors.seek(0)
             raise _git_failed(args, git_dir, code, errors.read(4096), operation)
     return total
+
+
+def spawn_git(args: Sequence[str], *, git_dir: Path, env: Mapping[str, str],
+              stderr: BinaryIO, operation: str = "git") -> subprocess.Popen[bytes]:
+    """Start one hardened git command (as :func:`run_git`) with stdin and stdout as pipes,
+    for a conversation (``cat-file --batch``, ``mktree --batch``); the caller closes
+    stdin and waits for it. ``stderr`` receives its error output."""
+    argv = _argv(args, git_dir, None)
+    try:
+        return subprocess.Popen(  # noqa: S603 - fixed git argv, hardening flags, explicit dirs
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            env=dict(env), cwd="/", close_fds=True,
+        )
+    except OSError as exc:
+        raise SandboxError(f"could not run git: {exc}", code="git_failed",
+                           operation=operation) from exc
 
 
 def _is_harmless(section: str, leaf: str, value: str) -> bool:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from policies.contract import SandboxMode
 from sandbox.config import BackendName, Limits
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
 
 __all__ = ["Sandbox"]
@@ -47,6 +47,20 @@ class Sandbox(Protocol):
         It is stored in the child's private git dir; the parent's repository
         never receives it.
         """
+
+    @property
+    def workspace_kind(self) -> Literal["checkout", "worktree", "overlay"]:
+        """``checkout`` (the parent's checkout: read-only, workspace-write), ``worktree`` (a
+        checkout of its own) or ``overlay`` (a copy-on-write layer over a shared snapshot)."""
+
+    @property
+    def workspace_fallback(self) -> str | None:
+        """Why this worktree-mode sandbox got a plain worktree instead of an overlay over its
+        shared snapshot (``None``: it got what it asked for)."""
+
+    @property
+    def snapshot_id(self) -> str | None:
+        """The shared snapshot it was opened on (it holds a lease on it until teardown)."""
 
     @property
     def files(self) -> ConfinedFiles:
@@ -98,8 +112,10 @@ class Sandbox(Protocol):
 
         The diff is collected again unless the stored one is still the latest
         (no command and no file-API write since). A worktree is only removed
-        after its diff was captured; if capturing fails, the worktree is kept
-        for :func:`sandbox.gc.gc` and the error raised. A workspace that stays
+        after its diff was captured; if capturing fails, the worktree (an overlay
+        stays mounted) is kept for :func:`sandbox.gc.gc` and the error raised. An
+        overlay is unmounted before its layers are removed, and the sandbox's lease on
+        its shared snapshot dropped (the last lease removes the snapshot). A workspace that stays
         (workspace-write) is swept for setuid/setgid files once the child is gone.
         """
 

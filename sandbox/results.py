@@ -98,7 +98,7 @@ class ChangedFile(BaseModel):
     #: made it setuid/setgid; corral cleared those bits, which a patch never carries).
     #: A change the patch does not carry (``in_patch=False``) also says why: ``ignored``,
     #: ``nested_repository``, ``special_file``, ``protected_name``, ``unreadable``,
-    #: ``directory``, ``owner_change`` (:mod:`sandbox.changes`).
+    #: ``directory``, ``owner_change`` (:mod:`sandbox.workspaces.changes`).
     flags: tuple[str, ...] = ()
     #: Whether the patch carries this change. In workspace-write mode the child changed
     #: the checkout itself, and changes git cannot show are listed too, with ``False``.
@@ -136,7 +136,7 @@ class DiffResult(BaseModel):
     #: Where the patch was persisted before anything was removed.
     patch_path: Path | None = None
     #: Workspace files whose setuid/setgid bits were cleared just before this diff
-    #: (:mod:`sandbox.setid`); changed or not, a reviewer should know the child tried.
+    #: (:mod:`sandbox.workspaces.setid`); changed or not, a reviewer should know the child tried.
     setid_cleared: tuple[str, ...] = ()
 
     @property

@@ -15,7 +15,11 @@ Layout under the state root (default ``$CORRAL_STATE_DIR``, else
     sandboxes/<id>/stand-ins/       docker: 0755 stand-ins for image directories above a
                                     mount that the command's uid could not traverse
     sandboxes/<id>/home, tmp/       the host backend's HOME and TMPDIR
-    worktrees/<id>/                 the child's worktree (worktree mode)
+    sandboxes/<id>/overlay/upper, work/   an overlay workspace's layers (what the child wrote)
+    worktrees/<id>/                 the child's worktree (worktree mode), or the mountpoint
+                                    of its overlay over a shared snapshot's checkout
+    snapshots/<id>/                 shared snapshots and their leases
+                                    (:mod:`sandbox.workspaces.snapshot`)
     results/<id>/diff.patch         the captured diff, written before anything is removed
     results/<id>/diff.json          its structured description
 
@@ -62,6 +66,7 @@ __all__ = [
     "new_sandbox_id",
     "owner_alive",
     "owner_token",
+    "private_dir",
 ]
 
 
@@ -196,7 +201,7 @@ SandboxStatus = Literal["creating", "active", "captured"]
 _PRIVATE = 0o700
 
 
-def _private_dir(path: Path, *, parents: bool = False) -> None:
+def private_dir(path: Path, *, parents: bool = False) -> None:
     """Make ``path`` (or keep it) a directory only its owner can reach."""
     path.mkdir(mode=_PRIVATE, parents=parents, exist_ok=True)
     if path.stat().st_mode & 0o077:
@@ -223,6 +228,21 @@ class SandboxMeta(BaseModel):
     container: str | None = None
     docker_base_url: str | None = None
     cgroup: Path | None = None
+    #: ``checkout``, ``worktree`` or ``overlay`` (``None``: written before kinds existed).
+    workspace_kind: str | None = None
+    #: Why a worktree was made where an overlay was wanted.
+    workspace_fallback: str | None = None
+    #: The shared snapshot the workspace starts from, and this sandbox's lease on it.
+    snapshot_id: str | None = None
+    snapshot_lease: str | None = None
+    #: An overlay's layers: lower (the snapshot checkout), upper, work; merged = worktree.
+    overlay_lower: Path | None = None
+    overlay_upper: Path | None = None
+    overlay_work: Path | None = None
+    #: Object dirs the private git borrows from (the snapshot's store).
+    shared_objects: tuple[Path, ...] = ()
+    #: Whether the snapshot holds ``.gitattributes`` files.
+    attributes: bool = False
     owner_host: str = ""
     owner_pid: int | None = None
     owner_started: float | None = None
@@ -243,7 +263,7 @@ class SandboxState:
 
     @property
     def private_git(self) -> Path:
-        """The child's private git directory (see :mod:`sandbox.privategit`)."""
+        """The child's private git directory (see :mod:`sandbox.workspaces.privategit`)."""
         return self.dir / "git"
 
     @property
@@ -258,9 +278,9 @@ class SandboxState:
 
     def create(self) -> None:
         """Make the directories (``0700``: private to the user)."""
-        _private_dir(self.root, parents=True)
+        private_dir(self.root, parents=True)
         for name in ("sandboxes", "worktrees", "results"):
-            _private_dir(self.root / name)
+            private_dir(self.root / name)
         self.dir.mkdir(mode=_PRIVATE)
 
     def write_meta(self, meta: SandboxMeta) -> None:
@@ -281,7 +301,7 @@ class SandboxState:
 
     def make_results_dir(self) -> Path:
         """``results/<id>`` (``0700``), made if needed."""
-        _private_dir(self.results, parents=True)
+        private_dir(self.results, parents=True)
         return self.results
 
     def save_result(self, result: DiffResult) -> DiffResult:

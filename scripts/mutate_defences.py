@@ -94,92 +94,94 @@ CHANGES = "tests/sandbox/test_workspace_changes.py"
 ROOTPATHS = "tests/sandbox/test_docker_root_paths.py"
 TERMINAL = "tests/executor/test_terminal_escaping.py"
 SPEC = "tests/spec/test_discovery_spec.py"
+OVERLAY = "tests/sandbox/test_overlay_attacks.py"
+OVERLAY_CONF = "tests/sandbox/test_overlay_conformance.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
     mutation(
-        "bwrap-cap-drop", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-cap-drop", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--disable-userns", "--cap-drop", "ALL",', '"--disable-userns",',
         [f"{CAPS}::test_commands_hold_no_capabilities[bubblewrap-worktree]",
          f"{CAPS}::test_unreadable_file_stays_unreadable[bubblewrap-worktree]"],
         "bwrap run as root leaves the child every capability (CapEff 000001fffeffffff)"),
     mutation(
-        "bwrap-unshare-net", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-unshare-net", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--unshare-all", "--unshare-user",',
         '"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", '
         '"--unshare-cgroup-try",',
         [f"{NET}::test_child_cannot_reach_the_host[bubblewrap-worktree]"],
         "the namespaces listed one by one, the network one forgotten: the host is reachable"),
     mutation(
-        "bwrap-die-with-parent", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-die-with-parent", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--die-with-parent", "--new-session",', '"--new-session",',
         [f"{PROC}::test_sandbox_dies_with_corral[bubblewrap]"],
         "a command outlives a corral that was killed"),
     mutation(
-        "bwrap-disable-userns", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-disable-userns", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--unshare-user", "--disable-userns",', '"--unshare-user",',
         [f"{CAPS}::test_no_nested_user_namespace[bubblewrap]"],
         "the child creates a user namespace and holds every capability inside it"),
     Mutation(
         "bwrap-clearenv", "bubblewrap",
-        (Edit("sandbox/bwrap.py", '"--new-session", "--clearenv",', '"--new-session",'),
-         Edit("sandbox/bwrap.py", 'env={"PATH": os.defpath}, cwd=Path("/"),',
+        (Edit("sandbox/backends/bwrap.py", '"--new-session", "--clearenv",', '"--new-session",'),
+         Edit("sandbox/backends/bwrap.py", 'env={"PATH": os.defpath}, cwd=Path("/"),',
               'env=dict(os.environ), cwd=Path("/"),')),
         (f"{PROC}::test_child_env_is_allowlist_only[bubblewrap]",),
         "the parent's environment (tokens, SSH_AUTH_SOCK) reaches the child; --clearenv and "
         "the runner's fixed environment each suffice alone, so both go"),
     mutation(
-        "bwrap-usr-writable", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-usr-writable", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--ro-bind", "/usr", "/usr"]', '"--bind", "/usr", "/usr"]',
         [f"{CAPS}::test_system_is_read_only[bubblewrap-workspace-write]"],
         "a root child writes the host's /usr"),
     mutation(
-        "bwrap-workspace-ro-bind", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-workspace-ro-bind", "bubblewrap", "sandbox/backends/bwrap.py",
         'args += ["--bind" if mount.writable else "--ro-bind", str(mount.path), '
         'str(mount.path)]',
         'args += ["--bind", str(mount.path), str(mount.path)]',
         [f"{CONF}::test_read_only_stays_read_only[bubblewrap]"],
         "read-only mode and the git dirs become writable"),
     mutation(
-        "bwrap-remount-ro", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-remount-ro", "bubblewrap", "sandbox/backends/bwrap.py",
         'args += ["--chdir", str(spec.cwd), "--remount-ro", "/", "--as-pid-1",',
         'args += ["--chdir", str(spec.cwd), "--as-pid-1",',
         [f"{CAPS}::test_system_is_read_only[bubblewrap-worktree]"],
         "the sandbox's root (its /etc among it) becomes writable"),
     mutation(
-        "bwrap-new-session", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-new-session", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--die-with-parent", "--new-session",', '"--die-with-parent",',
         [f"{PROC}::test_command_session_leader_is_inside_the_sandbox[bubblewrap]"],
         "the command shares a session with a process outside the sandbox (TIOCSTI, CVE-2017-5226)"),
     mutation(
-        "bwrap-pids-cgroup", "bubblewrap", "sandbox/bwrap.py",
+        "bwrap-pids-cgroup", "bubblewrap", "sandbox/backends/bwrap.py",
         "prefix = self._cgroup.join_argv()", "prefix = []",
         [f"{PROC}::test_process_limit_stops_forks[bubblewrap]"],
         "the pids cgroup is made but never joined: no process limit (fork bomb)"),
     mutation(
-        "runner-new-session", "processes", "sandbox/process.py",
+        "runner-new-session", "processes", "sandbox/backends/process.py",
         "env=dict(env), cwd=cwd, start_new_session=True,", "env=dict(env), cwd=cwd,",
         [f"{PROC}::test_tiocsti_ioctl_fails_in_child[host]"],
         "host commands keep corral's controlling terminal and push keystrokes into it"),
     # -- docker options -------------------------------------------------------------------
     mutation(
-        "docker-cap-drop", "docker", "sandbox/docker_backend.py",
+        "docker-cap-drop", "docker", "sandbox/backends/docker.py",
         '"cap_drop": ["ALL"], ', "",
         [f"{CAPS}::test_commands_hold_no_capabilities[docker-worktree]"],
         "docker's default capabilities stay in the bounding set (CapBnd 00000000a80425fb)"),
     mutation(
-        "docker-network-none", "docker", "sandbox/docker_backend.py",
+        "docker-network-none", "docker", "sandbox/backends/docker.py",
         '"network_mode": "none", ', "",
         [f"{NET}::test_container_is_on_network_none[docker-worktree]",
          f"{NET}::test_child_cannot_reach_the_host[docker-worktree]"],
         "the container joins the engine's default bridge and reaches the host"),
     mutation(
-        "docker-no-new-privileges", "docker", "sandbox/docker_backend.py",
+        "docker-no-new-privileges", "docker", "sandbox/backends/docker.py",
         '"security_opt": ["no-new-privileges"],', '"security_opt": [],',
         [f"{CAPS}::test_commands_hold_no_capabilities[docker-worktree]"],
         "a setuid binary in the image or the workspace raises the child's privileges"),
     mutation(
-        "docker-seccomp", "docker", "sandbox/docker_backend.py",
+        "docker-seccomp", "docker", "sandbox/backends/docker.py",
         '"security_opt": ["no-new-privileges"],',
         '"security_opt": ["no-new-privileges", "seccomp=unconfined"],',
         [f"{CAPS}::test_no_nested_user_namespace[docker]",
@@ -187,47 +189,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         "without the engine's seccomp filter the child makes user namespaces (and every "
         "other syscall docker refuses)"),
     mutation(
-        "docker-read-only-root", "docker", "sandbox/docker_backend.py",
+        "docker-read-only-root", "docker", "sandbox/backends/docker.py",
         '"read_only": True,', '"read_only": False,',
         [f"{CAPS}::test_system_is_read_only[docker-workspace-write]"],
         "the container's root filesystem is writable (a uid-0 child rewrites /usr)"),
     mutation(
-        "docker-user", "docker", "sandbox/docker_backend.py",
+        "docker-user", "docker", "sandbox/backends/docker.py",
         "user = (_DEFAULT_UID, _DEFAULT_UID) if root else (os.getuid(), os.getgid())",
         "user = (0, 0) if root else (os.getuid(), os.getgid())",
         ["tests/sandbox/test_backends_api.py::test_docker_users"],
         "worktree children run as root inside the container"),
     mutation(
-        "docker-pids-limit", "docker", "sandbox/docker_backend.py",
+        "docker-pids-limit", "docker", "sandbox/backends/docker.py",
         'options["pids_limit"] = limits.pids + 2', 'options["pids_limit"] = -1',
         [f"{PROC}::test_process_limit_stops_forks[docker]"],
         "no process limit in the container (fork bomb)"),
     mutation(
-        "docker-memory-limit", "docker", "sandbox/docker_backend.py",
+        "docker-memory-limit", "docker", "sandbox/backends/docker.py",
         'options["mem_limit"] = options["memswap_limit"] = limits.memory_bytes',
         "pass  # the limit is forgotten",
         [f"{PROC}::test_memory_limit_kills_child_not_parent[docker]"],
         "no memory cap: the child takes the host's memory"),
     # -- confinement of the file tools ----------------------------------------------------
     mutation(
-        "confine-dotdot", "confinement", "sandbox/confine.py",
+        "confine-dotdot", "confinement", "sandbox/files/resolver.py",
         '        if ".." in parts:\n', '        if ".." in parts[:1]:\n',
         [f"{FILES}::test_escapes_are_refused", f"{FS}::test_tool_path_rejects_parent_traversal"],
         "'src/../../secret' leaves the workspace"),
     mutation(
-        "confine-absolute-symlink", "confinement", "sandbox/confine.py",
+        "confine-absolute-symlink", "confinement", "sandbox/files/resolver.py",
         "if target.startswith(\"/\") or hops > _MAX_SYMLINKS:", "if hops > _MAX_SYMLINKS:",
         [f"{FILES}::test_escapes_are_refused"],
         "a symlink to /etc is followed"),
     mutation(
-        "confine-symlink-clamp", "confinement", "sandbox/confine.py",
+        "confine-symlink-clamp", "confinement", "sandbox/files/resolver.py",
         'if len(fds) == 1:\n                        raise PathDenied(f"{path}: a symlink leads',
         'if len(fds) == 1:\n                        continue\n'
         '                        raise PathDenied(f"{path}: a symlink leads',
         [f"{FILES}::test_escapes_are_refused"],
         "a link's '..' past the root is clamped (RESOLVE_IN_ROOT) instead of refused"),
     mutation(
-        "confine-git-alias", "confinement", "sandbox/confine.py",
+        "confine-git-alias", "confinement", "sandbox/files/resolver.py",
         "                if is_git_alias(name):\n", "                if name == \".git\":\n",
         [f"{FILES}::test_git_dir_is_not_readable_through_file_tools"],
         ".GIT, git~1 and friends reach the git directory"),
@@ -243,18 +245,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{FILES}::test_every_spelling_of_dot_git_is_an_alias"],
         "'.g\\u200cit' (HFS+ ignores the joiner) is not seen as .git"),
     mutation(
-        "files-keep-setuid", "confinement", "sandbox/files.py",
+        "files-keep-setuid", "confinement", "sandbox/files/confined.py",
         "perms = stat.S_IMODE(existing.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)",
         "perms = stat.S_IMODE(existing.st_mode)",
         [f"{FILES}::test_writes_never_keep_setuid_or_setgid"],
         "an edit through the file tools re-arms a planted setuid binary"),
     mutation(
-        "files-symlink-escape", "confinement", "sandbox/files.py",
+        "files-symlink-escape", "confinement", "sandbox/files/confined.py",
         'target.startswith("/") or level < 0:', 'target.startswith("/"):',
         [f"{FILES}::test_write_operations"],
         "the file API creates a symlink '../../x' pointing out of the workspace"),
     mutation(
-        "files-read-only", "confinement", "sandbox/files.py",
+        "files-read-only", "confinement", "sandbox/files/confined.py",
         "        if not self.writable:\n            raise PathDenied(",
         "        if not self.writable and self.root is None:\n            raise PathDenied(",
         [f"{FILES}::test_read_only_refuses_every_write"],
@@ -528,12 +530,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "gc --older-than deletes the only copy of a diff whose record does not hold it"),
     # -- setuid sweep ---------------------------------------------------------------------
     mutation(
-        "setid-setgid", "setuid sweep", "sandbox/setid.py",
+        "setid-setgid", "setuid sweep", "sandbox/workspaces/setid.py",
         "_SETID = stat.S_ISUID | stat.S_ISGID", "_SETID = stat.S_ISUID",
         [f"{LEFT}::test_setuid_file_left_in_checkout_is_cleared[fake]"],
         "setgid files the child planted stay armed in the checkout"),
     mutation(
-        "setid-nested-git", "setuid sweep", "sandbox/setid.py",
+        "setid-nested-git", "setuid sweep", "sandbox/workspaces/setid.py",
         'if not prefix and entry.name == ".git":', 'if entry.name == ".git":',
         ["tests/sandbox/test_setid_sweep.py::test_setuid_file_hidden_in_a_nested_git_dir"],
         "a setuid file hidden in sub/.git/ is never cleared"),
@@ -554,6 +556,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         '    "-c", "core.hooksPath=/dev/null",\n', "",
         [f"{GIT}::test_worktree_creation_runs_no_hooks_or_filters"],
         "corral's own git runs the repository's hooks"),
+    # -- overlay workspaces ---------------------------------------------------------------
+    mutation(
+        "overlay-nosuid-nodev", "overlay", "sandbox/workspaces/overlay.py",
+        "_MS_NOSUID | _MS_NODEV, layers.options().encode())", "0, layers.options().encode())",
+        [f"{OVERLAY}::test_merged_view_is_nosuid_and_nodev_on_the_host[host-overlay]"],
+        "a device node the child makes in its merged view opens as that device on the host"),
+    mutation(
+        "upper-whiteout-rdev", "overlay", "sandbox/workspaces/upper.py",
+        "return stat.S_ISCHR(info.st_mode) and info.st_rdev == 0",
+        "return stat.S_ISCHR(info.st_mode)",
+        [f"{OVERLAY}::test_device_nodes_are_special_files_never_whiteouts[host-overlay]"],
+        "any character device the child makes reads as a whiteout: a deletion, unreported"),
+    mutation(
+        "upper-walk-nofollow", "overlay", "sandbox/workspaces/upper.py",
+        "entries.append((entry.name, entry.stat(follow_symlinks=False)))",
+        "entries.append((entry.name, entry.stat(follow_symlinks=True)))",
+        [f"{OVERLAY}::test_upper_walk_never_follows_a_symlink[host-overlay]"],
+        "the upper-layer walk follows a child's link to /etc or /dev on the host"),
+    mutation(
+        "overlay-layers-hidden", "overlay", "sandbox/workspaces/model.py",
+        "        mounts = [Mount(self.root, self.writable)]\n",
+        "        mounts = [Mount(self.root, self.writable)]\n"
+        "        if self.overlay is not None:\n"
+        "            mounts += [Mount(self.overlay.lower, True), "
+        "Mount(self.overlay.upper.parent, True)]\n",
+        [f"{OVERLAY}::test_child_reaches_neither_layers_nor_the_shared_checkout"
+         "[bubblewrap-overlay]"],
+        "the child writes its upper layer or the checkout every sibling starts from"),
+    mutation(
+        "overlay-setid-sweep", "overlay", "sandbox/workspaces/model.py",
+        "clear_setid_paths(self.overlay.merged, find_setid(self.overlay.upper))",
+        "clear_setid_paths(self.overlay.merged, [])",
+        [f"{OVERLAY_CONF}::test_overlay_and_worktrees_give_identical_diffs[host-overlay]"],
+        "a setuid file an overlay child made keeps its bit and goes unreported"),
 )
 
 

@@ -1,6 +1,6 @@
 """File tools over the sandbox's confined file API: read, list, find, write, edit.
 
-Every path goes through :class:`sandbox.files.ConfinedFiles`: ``..``,
+Every path goes through :class:`sandbox.files.confined.ConfinedFiles`: ``..``,
 absolute paths outside the workspace, ``~``, symlinks out and special files
 are refused there, writes are refused in read-only mode and into ``.git``.
 Their refusals reach the model as tool errors.
@@ -13,7 +13,7 @@ from pydantic import Field
 from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
 from sandbox.errors import SandboxError
-from sandbox.files import EntryKind
+from sandbox.files.confined import EntryKind
 from sandbox.names import has_git_alias
 
 __all__ = ["EditTool", "FindTool", "ListFilesTool", "ReadFileTool", "WriteFileTool"]

@@ -1,7 +1,7 @@
 """apply_patch(patch): a strict unified-diff applier over the confined file API.
 
 No external ``patch``/``git apply`` runs on the child's tree: the diff is
-parsed here and applied through :class:`sandbox.files.ConfinedFiles`, so every
+parsed here and applied through :class:`sandbox.files.confined.ConfinedFiles`, so every
 path gets the same confinement as ``write_file``. Rules:
 
 * ``--- a/x`` / ``+++ b/x`` headers (``a/``/``b/`` optional, ``/dev/null`` for
@@ -25,7 +25,7 @@ from pydantic import Field
 from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
 from sandbox.errors import SandboxError
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.names import is_git_alias
 
 __all__ = ["ApplyPatchTool", "FilePatch", "apply_hunks", "parse_patch"]

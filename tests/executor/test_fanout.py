@@ -287,25 +287,23 @@ def test_runs_groups_a_fanout_with_its_children(project: Path, tmp_path: Path,
 
 
 @pytest.mark.parametrize("backend", ["host"], indirect=True)
-def test_children_that_started_from_different_states_are_said_to(
+def test_every_child_starts_from_the_one_snapshot_taken_before_the_first(
         project: Path, tmp_path: Path, backend: str) -> None:
-    """Until the fanout's one shared snapshot exists, each child snapshots the checkout when
-    its sandbox opens. Here the user's checkout changes while the first child works (the
-    host backend lets its command write there, as the user's editor would); the second
-    child starts later (one job at a time) from the changed state, and the fanout says so
-    instead of comparing their diffs as if they shared a base."""
+    """The fanout snapshots the checkout once, before any child starts: the user's checkout
+    changes while the first child works (the host backend lets its command write there, as
+    the user's editor would), and the second child, started later (one job at a time),
+    still starts from the state the fanout snapshotted, so both diffs share one base."""
     edits = script(tmp_path, "edits", call("shell", command=f"echo edited >> "
                                                             f"{project / 'README.md'}"),
                    {"text": "the user edited meanwhile"})
-    later = script(tmp_path, "later", {"text": "started later"})
+    later = script(tmp_path, "later", call("shell", command="cat README.md"),
+                   {"text": "started later"})
     code, result, _ = fanout(project, "host", "--agent", "w", "--script", edits, "--script",
                              later, "--jobs", "1", "go")
     assert code == 0
     first, second = (r["run_id"] for r in result["runs"])
-    assert sorted(result["bases"].values()) == sorted([[first], [second]])
-    assert any("the children started from 2 different states of the checkout" in note
-               for note in result["notes"])
-    code, out, _ = corral("fanout", "--root", str(project), "--trust-project", "--no-personal",
-                          "--backend", "host", "--agent", "w", "--script", later, "-n", "2",
-                          "go")
-    assert code == 0 and "different states" not in out  # an unchanged checkout: one base
+    assert sorted(result["bases"].values()) == [sorted([first, second])]
+    assert not any("different states" in note for note in result["notes"])
+    assert (project / "README.md").read_text().endswith("edited\n")  # the user's edit
+    seen = find_run(ledger_dir(project), second).audit[0]["result"]
+    assert "edited" not in seen  # the second child read the snapshot, not the edit

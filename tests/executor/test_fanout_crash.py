@@ -31,8 +31,8 @@ from exec_support import agent_file
 from executor.cli import cli
 from executor.fanout_record import scan_fanouts
 from executor.results import RunStatus, find_run, ledger_dir
+from sandbox.backends.limits import cgroup_group, find_pids_hierarchy
 from sandbox.config import DockerConfig
-from sandbox.limits import cgroup_group, find_pids_hierarchy
 from sandbox.state import default_state_root
 from tests.backends import require_backend
 
@@ -72,8 +72,11 @@ def wait_for(process: subprocess.Popen[bytes], what: str,
 
 def leftovers(state: Path, backend: str) -> list[str]:
     """Everything of the state dir that should be gone after gc."""
-    found = [f"dir {p}" for name in ("sandboxes", "worktrees") if (state / name).is_dir()
-             for p in (state / name).iterdir()]
+    found = [f"dir {p}" for name in ("sandboxes", "worktrees", "snapshots")
+             if (state / name).is_dir() for p in (state / name).iterdir()
+             if p.name != ".lock"]  # the snapshots' lock file stays (it holds nothing)
+    mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    found += [f"mount {line.split()[4]}" for line in mounts if str(state) in line]
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or [])
         if str(state) in cmdline and process.pid != os.getpid():
@@ -83,7 +86,7 @@ def leftovers(state: Path, backend: str) -> list[str]:
     if group is not None and group.is_dir():
         found += [f"cgroup {p}" for p in group.iterdir() if p.name.startswith("corral-")]
     if backend == "docker":
-        from sandbox.docker_backend import list_corral_containers
+        from sandbox.backends.docker import list_corral_containers
 
         found += [f"container {n}" for n in list_corral_containers(DockerConfig(),
                                                                    state_root=state)]

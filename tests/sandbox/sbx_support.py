@@ -7,7 +7,9 @@ never fixed sleeps. ``CORRAL_REQUIRE_BACKENDS`` (comma list, e.g.
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -15,12 +17,22 @@ from typing import Any
 
 import pytest
 
+from policies.contract import SandboxMode
+from sandbox.backends.fake import FakeSandbox
 from sandbox.base import BaseSandbox
 from sandbox.config import BubblewrapConfig, DockerConfig, FakeConfig, HostConfig, Limits
-from sandbox.fake import FakeSandbox
-from sandbox.files import ConfinedFiles
+from sandbox.errors import OverlayUnavailable
+from sandbox.factory import open_sandbox
+from sandbox.files.confined import ConfinedFiles
 from sandbox.protocol import Sandbox
-from sandbox.results import ExecResult
+from sandbox.results import DiffResult, ExecResult
+from sandbox.workspaces.overlay import (
+    OverlayLayers,
+    mount_overlay,
+    overlay_unsupported,
+    unmount,
+)
+from sandbox.workspaces.snapshot import acquire_snapshot, release_snapshot
 from tests.backends import git
 
 #: Small limits so the attack tests stay fast.
@@ -49,6 +61,7 @@ def backends(
     host_raises: type[BaseException] | tuple[type[BaseException], ...] = AssertionError,
     host_not_run: str | None = None,
     fake: bool = True,
+    overlay: bool = False,
 ) -> list[Any]:
     """Parameters for the ``backend`` fixture (use with ``indirect=True``).
 
@@ -57,6 +70,8 @@ def backends(
     (an assertion about the attack's outcome, by default: a crash or a setup
     error is a real failure, not the expected one); ``host_not_run`` does the
     same without running the attack on the machine (a fork bomb, a memory hog).
+    ``overlay`` adds, for each backend, a ``NAME/overlay`` parameter: the same test with
+    worktree-mode sandboxes opened as overlays over a shared snapshot (``conftest.py``).
     """
     params = []
     for name in only:
@@ -69,7 +84,34 @@ def backends(
         if name == "host" and host_not_run:
             marks.append(pytest.mark.xfail(run=False, reason=f"host backend: {host_not_run}"))
         params.append(pytest.param(name, marks=marks, id=name))
+        if overlay:
+            params.append(pytest.param(f"{name}/overlay", marks=marks, id=f"{name}-overlay"))
     return params
+
+
+@functools.cache
+def overlay_missing() -> str | None:
+    """Why overlay workspaces cannot be mounted here (a real mount is tried), or ``None``."""
+    reason = overlay_unsupported()
+    if reason is not None:
+        return reason
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch)
+        layers = OverlayLayers(lower=base / "l", upper=base / "u", work=base / "w",
+                               merged=base / "m")
+        for path in (layers.lower, layers.upper, layers.work, layers.merged):
+            path.mkdir()
+        try:
+            mount_overlay(layers)
+        except OverlayUnavailable as exc:
+            return exc.message
+        unmount(layers.merged)
+    return None
+
+
+def child_git_dir(sb: BaseSandbox) -> Path:
+    """The git dir the child's ``.git`` names (an overlay's shared checkout has its own)."""
+    return sb.workspace.child_git or sb.state.private_git
 
 
 def make_repo(path: Path) -> Path:
@@ -139,3 +181,36 @@ def pids_matching(marker: str) -> list[int]:
         if marker in cmdline and proc.pid != os.getpid():
             found.append(proc.pid)
     return found
+
+
+def diffs_by_kind(config: Any, repo: Path, state_root: Path, script: str,
+                  kinds: Sequence[str] = ("overlay", "worktree")) -> dict[str, DiffResult]:
+    """Run ``script`` (``sh -c``) in one sandbox of each workspace kind, all opened on one
+    shared snapshot of ``repo``; the diff of each, every sandbox torn down."""
+    ref = acquire_snapshot(repo, state_root=state_root)
+    diffs: dict[str, DiffResult] = {}
+    try:
+        for kind in kinds:
+            sb = open_sandbox(config, repo=repo, mode=SandboxMode.WORKTREE,
+                              state_root=state_root, snapshot=ref, workspace=kind)
+            try:
+                assert sb.workspace_kind == kind
+                result = sh(sb, script)
+                assert result.exit_code == 0, result.stderr.decode()
+                diffs[kind] = sb.collect_diff()
+            finally:
+                sb.teardown(discard=True)
+    finally:
+        release_snapshot(ref)
+    return diffs
+
+
+def diff_facts(diff: DiffResult) -> tuple[object, ...]:
+    """What must be identical between workspace kinds."""
+    return diff.patch, diff.changed, diff.excluded, diff.setid_cleared, diff.base_commit
+
+
+#: One parameter per backend with overlays required (tests comparing kinds themselves).
+def overlay_backends(**options: Any) -> list[Any]:
+    """``backends(overlay=True, ...)`` without the plain parameters."""
+    return [p for p in backends(overlay=True, **options) if str(p.values[0]).endswith("/overlay")]

@@ -10,6 +10,8 @@ from pydantic import TypeAdapter, ValidationError
 from sbx_support import backend_config, git
 
 from policies.contract import SandboxMode
+from sandbox.backends.docker import plan_users
+from sandbox.backends.fake import FakeSandbox, FakeScriptError
 from sandbox.config import (
     HOST_WARNING,
     AutoConfig,
@@ -18,10 +20,8 @@ from sandbox.config import (
     DockerConfig,
     HostConfig,
 )
-from sandbox.docker_backend import plan_users
 from sandbox.errors import BackendUnavailable, PathDenied, SandboxConfigError, SandboxStateError
 from sandbox.factory import open_sandbox, resolve_backend
-from sandbox.fake import FakeSandbox, FakeScriptError
 from sandbox.protocol import Sandbox
 
 ADAPTER: TypeAdapter[BackendConfig] = TypeAdapter(BackendConfig)

@@ -15,13 +15,24 @@ import sys
 from pathlib import Path
 
 import pytest
-from sbx_support import OpenSandbox, backend_config, backends, git, pids_matching, run, sh, wait_for
+from sbx_support import (
+    OpenSandbox,
+    backend_config,
+    backends,
+    child_git_dir,
+    git,
+    pids_matching,
+    run,
+    sh,
+    wait_for,
+)
 
 from policies.contract import SandboxMode
+from sandbox.backends.fake import FakeSandbox
 from sandbox.errors import CommandTimeout, PathDenied
-from sandbox.fake import FakeSandbox
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
+from sandbox.workspaces.overlay import overlay_mounts
 
 EDIT_SCRIPT = r"""
 printf 'child edit\n' >> README.md
@@ -59,7 +70,7 @@ def reference_patch(repo: Path, tmp_path: Path) -> bytes:
     return done.stdout
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_same_edit_gives_identical_diff(open_sb: OpenSandbox, repo: Path, tmp_path: Path) -> None:
     sb = open_sb()
     result = sh(sb, EDIT_SCRIPT, effect=edit)
@@ -77,7 +88,7 @@ def test_same_edit_gives_identical_diff(open_sb: OpenSandbox, repo: Path, tmp_pa
     assert diff.patch_path is not None and diff.patch_path.read_bytes() == diff.patch
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_diff_applies_onto_parent_state_at_snapshot(
     open_sb: OpenSandbox, repo: Path, tmp_path: Path
 ) -> None:
@@ -96,7 +107,7 @@ def test_diff_applies_onto_parent_state_at_snapshot(
     assert not (scratch / "docs/guide.md").exists()
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_child_starts_from_parent_current_state(open_sb: OpenSandbox, repo: Path) -> None:
     (repo / "README.md").write_text("staged\n")
     git(repo, "add", "README.md")
@@ -172,7 +183,7 @@ def tree_digest(path: Path) -> dict[str, tuple[int, bytes]]:
     return found
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 @pytest.mark.parametrize("mode", [SandboxMode.WORKTREE, SandboxMode.WORKSPACE_WRITE])
 def test_parent_git_dir_is_never_written(open_sb: OpenSandbox, repo: Path,
                                          mode: SandboxMode) -> None:
@@ -185,7 +196,7 @@ def test_parent_git_dir_is_never_written(open_sb: OpenSandbox, repo: Path,
     assert tree_digest(repo / ".git") == before
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_teardown_leaves_nothing_behind(open_sb: OpenSandbox, repo: Path, state_root: Path) -> None:
     sb = open_sb()
     marker = "417.25"
@@ -209,7 +220,7 @@ def test_teardown_leaves_nothing_behind(open_sb: OpenSandbox, repo: Path, state_
     assert sb.teardown() == report  # idempotent
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_timeout_maps_to_the_same_result_and_error(open_sb: OpenSandbox) -> None:
     sb = open_sb()
     result = run(sb, ["sleep", "30"], timeout=1, fake_duration=30)
@@ -221,7 +232,7 @@ def test_timeout_maps_to_the_same_result_and_error(open_sb: OpenSandbox) -> None
     assert run(sb, ["true"]).ok  # the sandbox still works
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_exit_code_streams_cwd_and_env(open_sb: OpenSandbox) -> None:
     sb = open_sb()
     result = run(sb, ["sh", "-c", 'echo "out $FOO"; pwd; echo err >&2; exit 3'], cwd="src",
@@ -247,18 +258,21 @@ adapter = TypeAdapter(BackendConfig)
 fake = data["type"] == "fake"
 config = FakeConfig.model_validate(data) if fake else adapter.validate_python(data)
 sb = open_sandbox(config, repo=Path(sys.argv[2]), mode=SandboxMode.WORKTREE,
-                  state_root=Path(sys.argv[3]))
+                  state_root=Path(sys.argv[3]), workspace=sys.argv[4])
+assert sb.workspace_kind == sys.argv[4]
 sb.files.write_text("crash.txt", "written before the crash\\n")
 print(sb.id, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
-def test_gc_after_a_crash_keeps_the_diff(backend: str, repo: Path, state_root: Path) -> None:
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
+def test_gc_after_a_crash_keeps_the_diff(backend: str, workspace: str, repo: Path,
+                                         state_root: Path) -> None:
     config = backend_config(backend)
     done = subprocess.run([sys.executable, "-c", _CRASH, config.model_dump_json(), str(repo),
-                           str(state_root)], capture_output=True, text=True, check=False)
+                           str(state_root), workspace], capture_output=True, text=True,
+                          check=False)
     assert done.returncode == -9, done.stderr
     sandbox_id = done.stdout.strip()
     worktree = state_root / "worktrees" / sandbox_id
@@ -273,10 +287,12 @@ def test_gc_after_a_crash_keeps_the_diff(backend: str, repo: Path, state_root: P
         listed = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={sandbox_id}"],
                                 capture_output=True, text=True, check=True)
         assert listed.stdout.strip() == ""
+    assert not overlay_mounts(state_root)
+    assert not [p for p in (state_root / "snapshots").glob("*") if p.name != ".lock"]
     assert not gc(state_root).by_action("cleaned")  # nothing left to do
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_gc_leaves_live_sandboxes_alone(open_sb: OpenSandbox, state_root: Path) -> None:
     sb = open_sb()
     report = gc(state_root)
@@ -284,7 +300,8 @@ def test_gc_leaves_live_sandboxes_alone(open_sb: OpenSandbox, state_root: Path) 
     assert sb.root.is_dir()
 
 
-@pytest.mark.parametrize("backend", backends(only=("bubblewrap", "docker")), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, only=("bubblewrap", "docker")),
+                         indirect=True)
 def test_gc_removes_orphaned_containers_and_cgroups(open_sb: OpenSandbox, state_root: Path
                                                     ) -> None:
     """State lost before its metadata (a crash mid-creation): gc still finds the container or
@@ -292,15 +309,16 @@ def test_gc_removes_orphaned_containers_and_cgroups(open_sb: OpenSandbox, state_
     sb = open_sb()
     shutil.rmtree(sb.state.dir)  # the metadata is gone; the container / cgroup is not
     report = gc(state_root)
-    assert [e.sandbox_id for e in report.by_action("orphan_removed")] == [sb.id]
+    assert {e.sandbox_id for e in report.by_action("orphan_removed")} == {sb.id}
     assert not list(Path("/sys/fs/cgroup").glob(f"*/corral/*/{sb.id}"))
+    assert not overlay_mounts(state_root)
     if sb.backend == "docker":
         listed = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={sb.id}"],
                                 capture_output=True, text=True, check=True)
         assert listed.stdout.strip() == ""
 
 
-@pytest.mark.parametrize("backend", backends(fake=False), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, fake=False), indirect=True)
 def test_child_git_reads_its_worktree(open_sb: OpenSandbox) -> None:
     """The child's own git works read-only: status and diff show its changes since the
     snapshot, and the snapshot's parent is the parent's HEAD."""
@@ -314,7 +332,8 @@ def test_child_git_reads_its_worktree(open_sb: OpenSandbox) -> None:
 
 
 @pytest.mark.parametrize(
-    "backend", backends(fake=False, host_xfail="the private git dir is writable on the host"),
+    "backend", backends(overlay=True,
+                        fake=False, host_xfail="the private git dir is writable on the host"),
     indirect=True)
 def test_child_cannot_commit(open_sb: OpenSandbox) -> None:
     """Children never commit: their git dir is read-only (the diff is the only result)."""
@@ -322,4 +341,4 @@ def test_child_cannot_commit(open_sb: OpenSandbox) -> None:
     result = sh(sb, "echo more >> README.md && git -c user.name=c -c user.email=c@c "
                     "commit -qam 'child commit'")
     assert result.exit_code != 0
-    assert (sb.state.private_git / "HEAD").read_text().strip() == sb.base_commit
+    assert (child_git_dir(sb) / "HEAD").read_text().strip() == sb.base_commit

@@ -56,7 +56,7 @@ def _abandon(sb: BaseSandbox) -> None:
 # -- B3.20 patch bombs ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_patch_over_byte_cap_refused_without_reading_it_all(open_sb: OpenSandbox,
                                                             state_root: Path) -> None:
     """Found in review: the whole ``git diff`` output was read into memory before the
@@ -72,7 +72,7 @@ def test_patch_over_byte_cap_refused_without_reading_it_all(open_sb: OpenSandbox
     assert not results.exists() or not list(results.iterdir())  # nothing persisted
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_gc_streams_an_uncapped_diff_to_disk(open_sb: OpenSandbox, state_root: Path) -> None:
     """gc keeps whatever a crashed child made (no cap), and so held all of it in memory; it
     now streams the patch to ``results/<id>/diff.patch``."""
@@ -91,7 +91,7 @@ def test_gc_streams_an_uncapped_diff_to_disk(open_sb: OpenSandbox, state_root: P
 # -- always the latest work -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_teardown_captures_work_done_after_collect(open_sb: OpenSandbox) -> None:
     """Found in review: teardown skipped its collection when an earlier diff existed, so a
     retained child that got a follow-up after ``collect_diff`` lost that later work."""
@@ -108,7 +108,7 @@ def test_teardown_captures_work_done_after_collect(open_sb: OpenSandbox) -> None
         assert b"+++ b/" + name in patch
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_failed_collect_leaves_no_stale_diff(open_sb: OpenSandbox, state_root: Path) -> None:
     """A collection that fails must not leave the earlier diff standing in for the latest:
     teardown then collects again and, failing too, keeps the worktree for gc, which captures
@@ -128,7 +128,7 @@ def test_failed_collect_leaves_no_stale_diff(open_sb: OpenSandbox, state_root: P
     assert b"+++ b/big.txt" in patch and b"+++ b/small.txt" in patch
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_gc_recaptures_work_done_after_the_last_collect(open_sb: OpenSandbox,
                                                         state_root: Path) -> None:
     """A crash after a follow-up: the stored diff is older than the worktree. The meta marks
@@ -146,7 +146,7 @@ def test_gc_recaptures_work_done_after_the_last_collect(open_sb: OpenSandbox,
 # -- delegation: a sandbox on another sandbox's worktree ---------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_sandbox_on_another_sandboxs_worktree(open_sb: OpenSandbox) -> None:
     """Found in review (docker, corral as root): a delegated child is opened on its parent's
     worktree, which the docker backend gave to uid 1000; git's discovery refused it

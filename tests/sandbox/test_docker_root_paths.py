@@ -23,12 +23,13 @@ import pytest
 from sbx_support import OpenSandbox, backends, make_repo, sh
 
 from policies.contract import SandboxMode
+from sandbox.backends.standins import GO_DIR, GO_SYMLINK, closed_ancestors, make_stand_ins
 from sandbox.config import DockerConfig
-from sandbox.standins import GO_DIR, GO_SYMLINK, closed_ancestors, make_stand_ins
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="corral must run as root (as in CI)")
 
 DOCKER = backends(only=("docker",))
+DOCKER_OVERLAY = backends(only=("docker",), overlay=True)
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def _image_root_closed_to_uid_1000() -> bool:
 
 
 @ROOT_ONLY
-@pytest.mark.parametrize("backend", DOCKER, indirect=True)
+@pytest.mark.parametrize("backend", DOCKER_OVERLAY, indirect=True)
 @pytest.mark.parametrize("mode", [SandboxMode.WORKTREE, SandboxMode.READ_ONLY,
                                   SandboxMode.WORKSPACE_WRITE])
 def test_child_reaches_its_workspace_by_absolute_path(open_sb: OpenSandbox, under_root: Path,

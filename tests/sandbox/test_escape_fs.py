@@ -22,7 +22,7 @@ from sbx_support import OpenSandbox, backends, git, pids_matching, sh, wait_for
 
 from policies.contract import SandboxMode
 from sandbox.errors import PathDenied
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.results import ExecResult
 
 NO_OS_ISOLATION = "commands run on the host as the user"
@@ -49,7 +49,7 @@ def _denied(fs: ConfinedFiles, path: str, code: str, *, write: bool = False) -> 
 # -- B1.1 paths in tool arguments ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_tool_path_rejects_parent_traversal(open_sb: OpenSandbox, outside: Path) -> None:
     """Without the resolver, ``../../outside/secret.txt`` is an ordinary relative path."""
     sb = open_sb()
@@ -60,7 +60,7 @@ def test_tool_path_rejects_parent_traversal(open_sb: OpenSandbox, outside: Path)
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_tool_path_rejects_absolute_outside_root(open_sb: OpenSandbox, outside: Path) -> None:
     """Without the resolver, an absolute path is opened wherever it points."""
     sb = open_sb()
@@ -71,7 +71,7 @@ def test_tool_path_rejects_absolute_outside_root(open_sb: OpenSandbox, outside: 
     assert sb.files.read_text(str(sb.root / "README.md")).startswith("# demo")
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_tool_path_tilde_not_expanded_to_host_home(open_sb: OpenSandbox) -> None:
     """Without the check, a tool that expands ``~`` reads and writes the user's home."""
     home = Path(os.environ["HOME"])
@@ -84,7 +84,8 @@ def test_tool_path_tilde_not_expanded_to_host_home(open_sb: OpenSandbox) -> None
     assert not (home / "pwned.txt").exists() and not (home / "literal.txt").exists()
 
 
-@pytest.mark.parametrize("backend", backends(host_xfail=NO_OS_ISOLATION), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, host_xfail=NO_OS_ISOLATION),
+                         indirect=True)
 def test_shell_write_outside_worktree_denied(open_sb: OpenSandbox, outside: Path) -> None:
     """Without mount confinement a shell writes anywhere the user can (``echo x > /path``)."""
     sb = open_sb()
@@ -101,7 +102,8 @@ def test_shell_write_outside_worktree_denied(open_sb: OpenSandbox, outside: Path
 # -- B1.2 symlinks pointing out -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(host_xfail=NO_OS_ISOLATION), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, host_xfail=NO_OS_ISOLATION),
+                         indirect=True)
 def test_symlink_out_of_worktree_write_denied(open_sb: OpenSandbox, outside: Path) -> None:
     """Without mount confinement ``ln -s /outside k; echo x > k/pwned`` writes outside."""
     sb = open_sb()
@@ -114,7 +116,7 @@ def test_symlink_out_of_worktree_write_denied(open_sb: OpenSandbox, outside: Pat
     assert not (outside / "pwned.txt").exists()
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_parent_reads_result_files_without_following_symlinks(
     open_sb: OpenSandbox, outside: Path
 ) -> None:
@@ -142,7 +144,7 @@ def test_parent_reads_result_files_without_following_symlinks(
 # -- B1.3 / B1.4 protected paths -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(host_xfail=NO_OS_ISOLATION, fake=False),
+@pytest.mark.parametrize("backend", backends(overlay=True, host_xfail=NO_OS_ISOLATION, fake=False),
                          indirect=True)
 def test_protected_path_symlink_swap_denied(open_sb: OpenSandbox, tmp_path: Path) -> None:
     """Without read-only mounts the child replaces ``.git`` with a link to a decoy repository."""
@@ -155,7 +157,7 @@ def test_protected_path_symlink_swap_denied(open_sb: OpenSandbox, tmp_path: Path
     assert (sb.root / ".git").read_bytes() == pointer
 
 
-@pytest.mark.parametrize("backend", backends(host_xfail=NO_OS_ISOLATION, fake=False),
+@pytest.mark.parametrize("backend", backends(overlay=True, host_xfail=NO_OS_ISOLATION, fake=False),
                          indirect=True)
 def test_protected_path_create_fresh_denied(open_sb: OpenSandbox, repo: Path) -> None:
     """A repository without ``hooks/``: without a read-only common dir the child creates it and
@@ -169,7 +171,8 @@ def test_protected_path_create_fresh_denied(open_sb: OpenSandbox, repo: Path) ->
     assert not hooks.exists()
 
 
-@pytest.mark.parametrize("backend", backends(only=("bubblewrap", "docker")), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, only=("bubblewrap", "docker")),
+                         indirect=True)
 @pytest.mark.parametrize("mode", [SandboxMode.WORKTREE, SandboxMode.WORKSPACE_WRITE])
 def test_ro_bind_mountpoint_cannot_be_renamed(open_sb: OpenSandbox, mode: SandboxMode) -> None:
     """Docker nested ``:ro`` binds were reported bypassable by ``mv .git .gitold`` (fletch #565);
@@ -202,7 +205,7 @@ ALIASES = [".git/hooks/pre-commit", ".GIT/hooks/pre-commit", ".Git/config", ".gi
            ".git::$INDEX_ALLOCATION/config"]
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_protected_name_aliases_rejected(open_sb: OpenSandbox) -> None:
     """Without alias folding, ``.GIT/hooks/x`` is an ordinary path on Linux and becomes
     ``.git/hooks/x`` when the patch lands on a case-insensitive (macOS, Windows) checkout."""
@@ -226,7 +229,7 @@ def test_protected_name_aliases_rejected(open_sb: OpenSandbox) -> None:
 # -- B1.6 special files --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_parent_skips_non_regular_files_in_result(open_sb: OpenSandbox) -> None:
     """Without the type checks, reading a FIFO the child made blocks the parent forever."""
     sb = open_sb()
@@ -256,7 +259,8 @@ def test_parent_skips_non_regular_files_in_result(open_sb: OpenSandbox) -> None:
 
 
 @pytest.mark.parametrize(
-    "backend", backends(host_xfail="a setsid'd writer leaves the process group", fake=False),
+    "backend", backends(overlay=True,
+                        host_xfail="a setsid'd writer leaves the process group", fake=False),
     indirect=True,
 )
 def test_diff_computed_only_after_child_terminated(open_sb: OpenSandbox) -> None:
@@ -285,7 +289,7 @@ def test_diff_computed_only_after_child_terminated(open_sb: OpenSandbox) -> None
                 os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_symlink_swap_during_export_not_followed(open_sb: OpenSandbox, outside: Path) -> None:
     """The child swaps a tracked file for a link to a secret just before export; a parent that
     follows links exports the secret (git reads links as links; the file API refuses)."""
@@ -304,7 +308,7 @@ def test_symlink_swap_during_export_not_followed(open_sb: OpenSandbox, outside: 
         sb.files.read_bytes("README.md")
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_post_run_sweep_flags_new_protected_files(open_sb: OpenSandbox, repo: Path) -> None:
     """Paths that run code or steer agents when the parent opens the repository again must be
     flagged in the result, whether or not they existed when the child started."""

@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 
 import pytest
-from sbx_support import OpenSandbox, backend_config, backends, git, sh
+from sbx_support import OpenSandbox, backend_config, backends, child_git_dir, git, sh
 
 from policies.contract import SandboxMode
 from sandbox.config import Limits
 from sandbox.errors import DiffTooLarge, PathDenied, UnsafeRepository
 from sandbox.factory import open_sandbox
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
 from sandbox.gitsafe import unsafe_config_keys
 
@@ -52,7 +52,7 @@ def _hooks(repo: Path, canary: Path) -> None:
 # -- B2.7 hooks ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(host_xfail=NO_OS_ISOLATION, fake=False),
+@pytest.mark.parametrize("backend", backends(overlay=True, host_xfail=NO_OS_ISOLATION, fake=False),
                          indirect=True)
 def test_child_cannot_write_hooks_in_common_dir(open_sb: OpenSandbox, repo: Path) -> None:
     """Without a read-only common dir, the child plants ``pre-commit`` for the next commit."""
@@ -63,7 +63,7 @@ def test_child_cannot_write_hooks_in_common_dir(open_sb: OpenSandbox, repo: Path
     assert not hook.exists()
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 @pytest.mark.parametrize("mode", [SandboxMode.WORKTREE, SandboxMode.WORKSPACE_WRITE])
 def test_parent_git_runs_with_hooks_disabled(
     open_sb: OpenSandbox, repo: Path, canary: Path, mode: SandboxMode
@@ -119,7 +119,7 @@ def test_harmless_local_config_is_accepted(repo: Path, key: str, value: str) -> 
     assert unsafe_config_keys(repo / ".git") == []
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_fsmonitor_canary_not_run_by_parent(open_sb: OpenSandbox, repo: Path,
                                             canary: Path) -> None:
     """Verified on git 2.39: ``core.fsmonitor`` in the repository's config fires on a plain
@@ -137,7 +137,7 @@ def test_fsmonitor_canary_not_run_by_parent(open_sb: OpenSandbox, repo: Path,
 # -- B2.9 attribute-selected drivers -------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_gitattributes_filter_not_executed_by_parent_diff(
     open_sb: OpenSandbox, repo: Path, canary: Path
 ) -> None:
@@ -166,7 +166,7 @@ def test_gitattributes_filter_not_executed_by_parent_diff(
 # -- B2.10 / B2.11 worktree pointer and admin dir ---------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_parent_ignores_child_modified_dot_git_pointer(
     open_sb: OpenSandbox, tmp_path: Path, canary: Path
 ) -> None:
@@ -188,13 +188,13 @@ def test_parent_ignores_child_modified_dot_git_pointer(
     assert not fired(canary)
 
 
-@pytest.mark.parametrize("backend", backends(host_xfail=NO_OS_ISOLATION, fake=False),
+@pytest.mark.parametrize("backend", backends(overlay=True, host_xfail=NO_OS_ISOLATION, fake=False),
                          indirect=True)
 def test_child_cannot_write_worktree_admin_dir(open_sb: OpenSandbox) -> None:
     """Without a read-only git dir, the child adds config (``core.fsmonitor``, a filter) or
     redirects its object lookup for the next git command run in its worktree."""
     sb = open_sb()
-    private = sb.state.private_git
+    private = child_git_dir(sb)
     before = {p.name: p.read_bytes() for p in private.iterdir() if p.is_file()}
     alternates = (private / "objects" / "info" / "alternates").read_bytes()
     result = sh(sb, f"echo '[core]' >> {private}/config; echo x > {private}/config.worktree; "
@@ -204,7 +204,7 @@ def test_child_cannot_write_worktree_admin_dir(open_sb: OpenSandbox) -> None:
     assert (private / "objects" / "info" / "alternates").read_bytes() == alternates
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_unsafe_commondir_rejected(open_sb: OpenSandbox, state_root: Path) -> None:
     """The private git dir's ``objects/info/alternates`` plays the role of a linked worktree's
     ``commondir``: redirected (by the child on the host backend) it points git at an attacker's
@@ -219,11 +219,11 @@ def test_unsafe_commondir_rejected(open_sb: OpenSandbox, state_root: Path) -> No
         sb.teardown()
     assert sb.root.is_dir()  # kept: no diff was captured
     assert gc(state_root).by_action("kept")[0].sandbox_id == sb.id
-    [entry] = gc(state_root, force=True).by_action("cleaned")
+    [entry] = [e for e in gc(state_root, force=True).by_action("cleaned") if e.sandbox_id == sb.id]
     assert entry.patch_path is None and not sb.root.exists()
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 @pytest.mark.parametrize("mode", [SandboxMode.READ_ONLY, SandboxMode.WORKTREE])
 def test_git_dir_not_readable_through_file_tools(open_sb: OpenSandbox, repo: Path,
                                                  mode: SandboxMode) -> None:
@@ -250,7 +250,7 @@ def test_git_dir_not_readable_through_file_tools(open_sb: OpenSandbox, repo: Pat
 # -- B2.12 / B2.13 nested repositories, gitlinks, .gitmodules ----------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_nested_repo_hooks_never_executed(open_sb: OpenSandbox, canary: Path) -> None:
     """Host git run inside (or over) a child-made ``vendor/x/.git`` runs its hooks and
     fsmonitor. Corral never runs git there and leaves nested repositories out of the diff."""
@@ -277,7 +277,7 @@ def test_nested_repo_hooks_never_executed(open_sb: OpenSandbox, canary: Path) ->
     assert not fired(canary)
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_diff_excludes_nested_dot_git(open_sb: OpenSandbox) -> None:
     """Without the exclusion, ``git add -A`` records a child's nested repository as a gitlink
     (or fails on ``.GIT/``), and the patch would carry ``.git`` internals."""
@@ -303,7 +303,7 @@ def test_diff_excludes_nested_dot_git(open_sb: OpenSandbox) -> None:
     assert b"160000" not in diff.patch and b".git" not in diff.patch
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_patch_with_gitlink_rejected(open_sb: OpenSandbox, repo: Path) -> None:
     """The parent has a submodule entry (mode 160000). Without the gitlink check, a child that
     replaces it with a file makes the patch move submodule state."""
@@ -328,7 +328,7 @@ def test_patch_with_gitlink_rejected(open_sb: OpenSandbox, repo: Path) -> None:
     assert b"160000" not in diff.patch
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_gitmodules_change_flagged_for_review(open_sb: OpenSandbox) -> None:
     """``.gitmodules`` can carry ``update = !cmd`` (CVE-2019-19604): it reaches review flagged."""
     sb = open_sb()
@@ -342,7 +342,7 @@ def test_gitmodules_change_flagged_for_review(open_sb: OpenSandbox) -> None:
 # -- B2.14 worktree creation ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_worktree_creation_runs_no_hooks_or_filters(
     open_sb: OpenSandbox, repo: Path, canary: Path
 ) -> None:
@@ -364,7 +364,7 @@ def test_worktree_creation_runs_no_hooks_or_filters(
 # -- B3.20 patch bombs ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_patch_over_byte_cap_refused(open_sb: OpenSandbox) -> None:
     """Without a cap, a child's 100 MB diff lands in the parent's memory and ledger."""
     sb = open_sb(limits=Limits(max_diff_bytes=4096))

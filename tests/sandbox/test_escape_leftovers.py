@@ -18,9 +18,9 @@ from sbx_support import OpenSandbox, backends, sh
 
 from policies.contract import SandboxMode
 from sandbox.errors import SandboxError
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
-from sandbox.setid import clear_setid
+from sandbox.workspaces.setid import clear_setid
 
 SETID = stat.S_ISUID | stat.S_ISGID
 PLANT = ("cp /bin/dash rootsh && chmod 4755 rootsh && cp /bin/dash groupsh && chmod 2755 groupsh"
@@ -113,7 +113,7 @@ PRIVATE = ("", "sandboxes", "worktrees", "results", "sandboxes/{id}", "worktrees
            "results/{id}")
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 def test_state_and_worktree_are_private_to_the_user(open_sb: OpenSandbox,
                                                     state_root: Path) -> None:
     """Found in review: worktrees were made ``0755`` and an existing state root kept its mode,
@@ -184,7 +184,7 @@ def test_a_leftover_that_kills_the_reaper_is_stopped_from_outside(open_sb: OpenS
     assert _setid_files(repo) == []
 
 
-@pytest.mark.parametrize("backend", backends(only=("host",)), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, only=("host",)), indirect=True)
 def test_a_failed_freeze_never_blocks_later_commands(open_sb: OpenSandbox,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Found in the second review: when stopping the child raised, the freeze left its

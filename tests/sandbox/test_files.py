@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandbox.errors import PathDenied
-from sandbox.files import ConfinedFiles, EntryKind
+from sandbox.files.confined import ConfinedFiles, EntryKind
 from sandbox.names import has_git_alias, is_git_alias, review_flags
 
 

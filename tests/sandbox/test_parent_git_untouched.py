@@ -23,9 +23,9 @@ import pytest
 from sbx_support import OpenSandbox, backends, git, sh
 
 from policies.contract import SandboxMode
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.gitsafe import run_git
-from sandbox.privategit import STORE, create_private_git, seed_racy_blobs, writing_env
+from sandbox.workspaces.privategit import STORE, create_private_git, seed_racy_blobs, writing_env
 
 PACKED = "packed content\n"
 LOOSE = "loose content\n"
@@ -106,7 +106,7 @@ CHILD_SCRIPT = (
 )
 
 
-@pytest.mark.parametrize("backend", backends(), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
 @pytest.mark.parametrize("mode", [SandboxMode.WORKTREE, SandboxMode.WORKSPACE_WRITE])
 def test_parent_git_untouched_by_snapshot_diff_and_teardown(
     open_sb: OpenSandbox, tmp_path: Path, mode: SandboxMode
@@ -126,7 +126,7 @@ def test_parent_git_untouched_by_snapshot_diff_and_teardown(
     assert_untouched(before, git_manifest(repo / ".git"))
 
 
-@pytest.mark.parametrize("backend", backends(only=("host",)), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, only=("host",)), indirect=True)
 def test_split_index_of_parent_not_freshened(open_sb: OpenSandbox, tmp_path: Path) -> None:
     """git freshens the ``sharedindex.*`` file of a split index whenever it reads one: a
     copy of the parent's index made the snapshot touch it. corral now builds the snapshot
@@ -149,7 +149,8 @@ def test_split_index_of_parent_not_freshened(open_sb: OpenSandbox, tmp_path: Pat
 # -- what a store without alternates must not change: git's "safer autocrlf" ------------------
 
 
-@pytest.mark.parametrize("backend", backends(only=("host", "bubblewrap")), indirect=True)
+@pytest.mark.parametrize("backend", backends(overlay=True, only=("host", "bubblewrap")),
+                         indirect=True)
 @pytest.mark.parametrize("setting", ["text-auto-attribute", "core-autocrlf"])
 @pytest.mark.parametrize("mode", [SandboxMode.WORKTREE, SandboxMode.WORKSPACE_WRITE])
 def test_committed_crlf_kept_when_child_edits(open_sb: OpenSandbox, tmp_path: Path,

@@ -12,7 +12,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from sandbox.setid import clear_setid
+from sandbox.workspaces.setid import clear_setid
 
 SETID = stat.S_ISUID | stat.S_ISGID
 

@@ -26,10 +26,10 @@ from sbx_support import OpenSandbox, backends, git, sh
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
-from sandbox.changes import TreeRecord, outside_changes
 from sandbox.errors import SandboxError
 from sandbox.gc import gc
 from sandbox.results import ChangedFile, DiffResult
+from sandbox.workspaces.changes import TreeRecord, outside_changes
 
 OLD_MTIME = 1_600_000_000
 
@@ -274,8 +274,8 @@ def test_unreadable_directory_reported_not_its_contents() -> None:
 _AS_ANOTHER_USER = """
 import json, os, sys
 from pathlib import Path
-from sandbox.changes import TreeRecord, outside_changes
-from sandbox.scan import scan_tree
+from sandbox.workspaces.changes import TreeRecord, outside_changes
+from sandbox.workspaces.scan import scan_tree
 tree = Path(sys.argv[1])
 before = TreeRecord.of(scan_tree(tree, manifest=True))
 (tree / "secret" / "a.log").write_text("changed where the walk cannot look")

@@ -51,7 +51,7 @@ refuses the diff (``gitdir_tampered``).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sandbox.errors import UnsafeRepository
@@ -59,7 +59,7 @@ from sandbox.gitsafe import SNAPSHOT_IDENTITY, git_env, run_git
 
 __all__ = ["STORE", "TRACKED", "create_private_git", "object_dirs", "read_tracked",
            "reading_env", "seed_index_blobs", "seed_racy_blobs", "set_head", "verify_private_git",
-           "write_commit", "write_tree", "writing_env"]
+           "write_alternates", "write_commit", "write_tree", "writing_env"]
 
 #: Where corral writes objects (a directory of the private git dir, with no alternates).
 STORE = "store"
@@ -91,7 +91,7 @@ def object_dirs(common_dir: Path) -> list[Path]:
     return found
 
 
-def reading_env(private_git: Path, index: Path) -> dict[str, str]:
+def reading_env(private_git: Path, index: Path | None) -> dict[str, str]:
     """For git commands that only read objects: the store and the parent's, via alternates."""
     return git_env(index_file=index, object_dir=private_git / "objects")
 
@@ -113,13 +113,16 @@ def _settings(git_dir: Path) -> list[tuple[str, str]]:
     return settings
 
 
-def create_private_git(path: Path, *, parent_git_dir: Path, common_dir: Path) -> None:
-    """Make the directory (unborn ``HEAD``; call :func:`set_head` once the snapshot exists)."""
+def create_private_git(path: Path, *, parent_git_dir: Path, common_dir: Path,
+                       shared: Sequence[Path] = ()) -> None:
+    """Make the directory (unborn ``HEAD``; call :func:`set_head` once the snapshot exists).
+
+    ``shared``: object directories read after its own store and before the
+    parent's (a shared snapshot's store, :mod:`sandbox.workspaces.snapshot`).
+    """
     for sub in ("objects/info", f"{STORE}/pack", "refs/heads", "refs/tags", "info"):
         (path / sub).mkdir(parents=True, exist_ok=True)
-    alternates = "".join(f"{directory}\n"
-                         for directory in (path / STORE, *object_dirs(common_dir)))
-    (path / "objects" / "info" / "alternates").write_text(alternates)
+    write_alternates(path, common_dir=common_dir, shared=shared)
     sections: dict[str, list[str]] = {"core": [], "extensions": []}
     settings = dict(_settings(parent_git_dir))
     settings.setdefault("core.repositoryformatversion", "0")
@@ -133,6 +136,17 @@ def create_private_git(path: Path, *, parent_git_dir: Path, common_dir: Path) ->
     exclude = common_dir / "info" / "exclude"
     if exclude.is_file():  # ignore rules are data; the child sees the same ignored files
         shutil.copyfile(exclude, path / "info" / "exclude")
+
+
+def write_alternates(path: Path, *, common_dir: Path, shared: Sequence[Path] = (),
+                     moving_to: Path | None = None) -> None:
+    """(Re)write ``objects/info/alternates``: its store, ``shared``, the parent's object dirs.
+
+    ``moving_to``: where the directory is about to be renamed (its store's path there).
+    """
+    alternates = "".join(f"{directory}\n" for directory in
+                         ((moving_to or path) / STORE, *shared, *object_dirs(common_dir)))
+    (path / "objects" / "info" / "alternates").write_text(alternates)
 
 
 def set_head(path: Path, commit: str) -> None:

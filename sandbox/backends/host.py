@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from sandbox.backends.process import LocalRunner, kill_process_tree
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import HOST_WARNING, BackendName, HostConfig
-from sandbox.process import LocalRunner, kill_process_tree
 from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState
-from sandbox.workspace import Workspace
+from sandbox.workspaces.model import Workspace
 
 __all__ = ["HostSandbox"]
 

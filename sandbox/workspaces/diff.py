@@ -10,7 +10,7 @@ pointer is never followed, and the parent's own configuration is never read):
    corral wrote (on the host backend the child could have changed them);
 2. a copy of the baseline index (written at creation, never visible to the
    child) is brought up to date with ``add -A``, minus nested repositories,
-   ``.git`` aliases and special files (found by :func:`sandbox.scan.scan_tree`);
+   ``.git`` aliases and special files (found by :func:`sandbox.workspaces.scan.scan_tree`);
    new blobs go to the private git dir's store, and that ``add`` sees no other
    object store, so nothing in the parent's repository is written or freshened;
 3. gitlinks are put back as they were and reported;
@@ -19,7 +19,12 @@ pointer is never followed, and the parent's own configuration is never read):
 5. in workspace-write mode, the tree's lstat manifest is compared with the one
    taken at creation, and every change git's diff does not show (ignored files,
    nested repositories, special files...) is listed too, ``in_patch=False``
-   (:mod:`sandbox.changes`).
+   (:mod:`sandbox.workspaces.changes`).
+
+An overlay workspace (:mod:`sandbox.workspaces.overlay`) stages only what its
+upper layer holds and compares trees instead (:mod:`sandbox.workspaces.diffupper`):
+the same checks and the same comparison (:mod:`sandbox.workspaces.diffcore`),
+at the cost of what the child changed.
 
 The patch is streamed (:func:`sandbox.gitsafe.stream_git`): :func:`compute_diff`
 stops git as soon as the patch passes ``max_bytes`` (:class:`DiffTooLarge`,
@@ -35,93 +40,24 @@ import io
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Collection
 from pathlib import Path
 from typing import BinaryIO
 
 from policies.contract import SandboxMode
-from sandbox.changes import RECORD_FILE, TreeRecord, outside_changes
 from sandbox.errors import DiffTooLarge
 from sandbox.gitsafe import run_git, stream_git
-from sandbox.names import review_flags
-from sandbox.privategit import reading_env, verify_private_git
-from sandbox.results import ChangedFile, ChangeStatus, DiffResult, ExcludedPath
-from sandbox.scan import scan_tree
+from sandbox.results import ChangedFile, DiffResult
 from sandbox.state import SandboxState
-from sandbox.workspace import Workspace, pathspec_file, stage_tree
+from sandbox.workspaces.changes import RECORD_FILE, TreeRecord, outside_changes
+from sandbox.workspaces.diffcore import Compare, Prepared, RawEntry, finish, gitlink_restore
+from sandbox.workspaces.diffupper import prepare_overlay
+from sandbox.workspaces.model import Workspace
+from sandbox.workspaces.privategit import reading_env, verify_private_git
+from sandbox.workspaces.scan import scan_tree
+from sandbox.workspaces.staging import pathspec_file, stage_tree
 
 __all__ = ["compute_diff", "persist_diff"]
-
-_STATUS: dict[str, ChangeStatus] = {
-    "A": "added", "D": "deleted", "M": "modified", "R": "renamed", "T": "type_changed",
-}
-_NULL_MODE = "000000"
-_DIFF_OPTIONS = ("--cached", "-M", "--no-ext-diff", "--no-textconv", "--no-color")
-
-
-@dataclass(frozen=True)
-class _RawEntry:
-    old_mode: str
-    new_mode: str
-    old_sha: str
-    status: str
-    path: str
-    old_path: str | None
-
-
-def _parse_raw(output: bytes) -> list[_RawEntry]:
-    tokens = output.split(b"\0")
-    entries: list[_RawEntry] = []
-    i = 0
-    while i < len(tokens) and tokens[i].startswith(b":"):
-        old_mode, new_mode, old_sha, _new_sha, status = tokens[i][1:].decode().split(" ")
-        paths = [t.decode("utf-8", "surrogateescape") for t in tokens[i + 1:i + 3]]
-        if status[0] in "RC":
-            entries.append(_RawEntry(old_mode, new_mode, old_sha, status[0], paths[1], paths[0]))
-            i += 3
-        else:
-            entries.append(_RawEntry(old_mode, new_mode, old_sha, status[0], paths[0], None))
-            i += 2
-    return entries
-
-
-def _binary_paths(output: bytes) -> set[str]:
-    binary: set[str] = set()
-    tokens = output.split(b"\0")
-    i = 0
-    while i < len(tokens) and tokens[i]:
-        added, deleted, path = tokens[i].split(b"\t", 2)
-        if path:
-            i += 1
-        else:  # a rename: the old and new paths follow as their own tokens
-            path = tokens[i + 2]
-            i += 3
-        if added == b"-" and deleted == b"-":
-            binary.add(path.decode("utf-8", "surrogateescape"))
-    return binary
-
-
-def _changed(entry: _RawEntry, binary: set[str], setid: Collection[str]) -> ChangedFile:
-    old_mode = None if entry.old_mode == _NULL_MODE else entry.old_mode
-    new_mode = None if entry.new_mode == _NULL_MODE else entry.new_mode
-    flags = review_flags(entry.path, old_mode=old_mode, new_mode=new_mode)
-    return ChangedFile(
-        path=entry.path, status=_STATUS.get(entry.status, "modified"), old_path=entry.old_path,
-        old_mode=old_mode, new_mode=new_mode, binary=entry.path in binary,
-        flags=(*flags, "setid_cleared") if entry.path in setid else flags,
-    )
-
-
-_PatchWriter = Callable[[BinaryIO, int | None], int | None]
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """Everything of a diff but the patch bytes, and how to stream them."""
-
-    result: DiffResult
-    write_patch: _PatchWriter
 
 
 def _record(ws: Workspace, state: SandboxState) -> TreeRecord | None:
@@ -139,10 +75,13 @@ def _index_paths(git_dir: Path, work_tree: Path, index: Path) -> set[str]:
     return {path.decode("utf-8", "surrogateescape") for path in listing.split(b"\0") if path}
 
 
-def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Prepared | None:
+def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> Prepared | None:
     """Stage the child's tree and list its changes (``None`` in read-only mode)."""
-    if (ws.mode is SandboxMode.READ_ONLY or ws.base_commit is None or ws.baseline_index is None
-            or ws.private_git is None):
+    if (ws.mode is SandboxMode.READ_ONLY or ws.base_commit is None or ws.private_git is None):
+        return None
+    if ws.kind == "overlay":
+        return prepare_overlay(ws, state, setid)
+    if ws.baseline_index is None:
         return None
     git_dir = ws.private_git
     verify_private_git(git_dir, ws.git_files)
@@ -155,46 +94,33 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> _Pre
                attributes=scan.attributes, recorded_ns=ws.baseline_index.stat().st_mtime_ns)
     env = reading_env(git_dir, index)  # every command below only reads objects
 
-    def git(*args: str) -> bytes:
-        return run_git(list(args), git_dir=git_dir, work_tree=ws.root, env=env,
+    def run(argv: list[str]) -> bytes:
+        return run_git(argv, git_dir=git_dir, work_tree=ws.root, env=env,
                        operation="collect_diff").stdout
 
-    base = ws.base_commit
-    entries = _parse_raw(git("diff-index", *_DIFF_OPTIONS, "--raw", "-z", base))
-    excluded = list(scan.excluded)
-    gitlinks = [e for e in entries if "160000" in (e.old_mode, e.new_mode)]
-    if gitlinks:
-        restore = b"".join(
-            (f"{e.old_mode} {e.old_sha}\t{e.old_path or e.path}" if e.old_mode != _NULL_MODE
-             else f"0 {'0' * 40}\t{e.path}").encode("utf-8", "surrogateescape") + b"\0"
-            for e in gitlinks
-        )
+    def stream(argv: list[str], sink: BinaryIO, limit: int | None) -> int | None:
+        return stream_git(argv, git_dir=git_dir, work_tree=ws.root, env=env, sink=sink,
+                          limit=limit, operation="collect_diff")
+
+    compare = Compare(head=("diff-index", "--cached"), tail=(ws.base_commit,))
+
+    def restore(gitlinks: list[RawEntry]) -> Compare:
         run_git(["update-index", "-z", "--index-info"], git_dir=git_dir, work_tree=ws.root,
-                env=env, input_bytes=restore, operation="collect_diff")
-        excluded += [ExcludedPath(path=e.path, reason="gitlink", detail="submodule commit change")
-                     for e in gitlinks]
-        entries = _parse_raw(git("diff-index", *_DIFF_OPTIONS, "--raw", "-z", base))
-    binary = _binary_paths(git("diff-index", *_DIFF_OPTIONS, "--numstat", "-z", base))
-    changed = [_changed(entry, binary, setid) for entry in entries]
-    if record is not None:
+                env=env, input_bytes=gitlink_restore(gitlinks), operation="collect_diff")
+        return compare
+
+    def outside(entries: list[RawEntry]) -> list[ChangedFile]:
+        if record is None:
+            return []
         reported = {e.path for e in entries} | {e.old_path for e in entries if e.old_path}
         # What git compares by content: the final index, and what it reports (deletions).
         tracked = _index_paths(git_dir, ws.root, index) | reported
-        changed += outside_changes(record, TreeRecord.of(scan), tracked=tracked,
-                                   reported=reported, setid=setid)
+        return outside_changes(record, TreeRecord.of(scan), tracked=tracked,
+                               reported=reported, setid=setid)
 
-    def write_patch(sink: BinaryIO, limit: int | None) -> int | None:
-        return stream_git(["diff-index", *_DIFF_OPTIONS, "-p", "--binary", "--src-prefix=a/",
-                           "--dst-prefix=b/", base], git_dir=git_dir, work_tree=ws.root,
-                          env=env, sink=sink, limit=limit, operation="collect_diff")
-
-    result = DiffResult(
-        sandbox_id=state.id, base_commit=base, patch=b"",
-        changed=tuple(changed),
-        excluded=tuple(sorted(excluded, key=lambda e: e.path)),
-        setid_cleared=tuple(sorted(setid)),
-    )
-    return _Prepared(result, write_patch)
+    return finish(sandbox_id=state.id, base=ws.base_commit, compare=compare, run=run,
+                  stream=stream, restore=restore, excluded=scan.excluded, setid=setid,
+                  more=outside)
 
 
 def compute_diff(ws: Workspace, state: SandboxState, *, max_bytes: int,

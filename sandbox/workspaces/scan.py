@@ -12,7 +12,7 @@ The manifest (``scan_tree(root, manifest=True)``) maps every path under
 bits, size, mtime and ctime in nanoseconds, inode, owner, device number):
 ignored files, nested repositories' contents (not their ``.git``) and special
 files included, which is everything a snapshot leaves out. Comparing two
-manifests (:mod:`sandbox.changes`) finds what a child changed that git's diff
+manifests (:mod:`sandbox.workspaces.changes`) finds what a child changed that git's diff
 cannot show. ctime cannot be set from user space, so a child that rewrites a
 file and restores its size and mtime still changes it; the inode catches a
 file replaced by another (rename swaps). A directory the walk cannot read (a

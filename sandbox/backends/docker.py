@@ -7,7 +7,7 @@ under ``--init`` for the child's life, with ``--network none``, ``--cap-drop
 ALL``, ``no-new-privileges``, ``--pids-limit``, ``--memory`` (= swap),
 ``RLIMIT_FSIZE``, a read-only root with size-capped tmpfs ``/tmp``,
 ``/tmp/home`` and ``/dev/shm``, no socket mounts, and the workspace mounts of
-:meth:`sandbox.workspace.Workspace.mounts` at the same paths.
+:meth:`sandbox.workspaces.model.Workspace.mounts` at the same paths.
 
 Users: commands run as a non-root uid (the workspace owner, or 1000 with a
 corral-made worktree chowned to it); the keep-alive process runs as another
@@ -21,14 +21,14 @@ so a background process holding the output pipe cannot keep the exec open;
 that one is only an optimisation, the separate exec is the guarantee. A
 timeout or :meth:`stop_processes` runs the same kill exec. (Docker bind mounts
 cannot be made ``nosuid``; ``no-new-privileges`` keeps a setuid file the child
-makes inert inside the container, and :mod:`sandbox.setid` clears it on the
+makes inert inside the container, and :mod:`sandbox.workspaces.setid` clears it on the
 host.) Peak RSS is the container's memory
 high-water mark (cgroup v1 only); CPU seconds are the container's usage
 during the command.
 
 Paths: the workspace is mounted at its host path; an image directory above a
 mount that the command's uid cannot traverse (the image's ``/root`` when corral
-runs as root) gets a read-only stand-in (:mod:`sandbox.standins`), found from
+runs as root) gets a read-only stand-in (:mod:`sandbox.backends.standins`), found from
 the modes docker reports (archive ``HEAD``) on the created container, which is
 then created again.
 """
@@ -47,15 +47,20 @@ from docker.types import Mount, Ulimit
 from docker.utils import decode_json_header
 
 from policies.contract import SandboxMode
+from sandbox.backends.limits import CgroupUsage
+from sandbox.backends.process import DRAIN_GRACE_SECONDS, OutputCapture
+from sandbox.backends.standins import closed_ancestors, make_stand_ins
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, DockerConfig
-from sandbox.errors import BackendUnavailable, SandboxConfigError, SandboxError
-from sandbox.limits import CgroupUsage
-from sandbox.process import DRAIN_GRACE_SECONDS, OutputCapture
+from sandbox.errors import (
+    BackendUnavailable,
+    OverlayUnavailable,
+    SandboxConfigError,
+    SandboxError,
+)
 from sandbox.results import ExecResult
-from sandbox.standins import closed_ancestors, make_stand_ins
 from sandbox.state import SandboxMeta, SandboxState
-from sandbox.workspace import Workspace
+from sandbox.workspaces.model import Workspace
 
 __all__ = ["LABEL", "DockerSandbox", "list_corral_containers", "plan_users", "probe_docker",
            "remove_container"]
@@ -292,6 +297,12 @@ class DockerSandbox(BaseSandbox):
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "inspect") from exc
         self._cgroup = CgroupUsage.of_pid(int(attrs.get("State", {}).get("Pid") or 0))
+        if self.workspace.overlay is not None and self._image_mode(
+                str(self.workspace.root / ".git")) is None:
+            raise OverlayUnavailable(
+                f"the docker engine does not see the overlay mounted at {self.workspace.root} "
+                "(it runs in another mount namespace)", operation="start",
+                context={"container": self.id})
         self._cpu_ns = self._stats()[1] or 0
 
     def _create(self, options: dict[str, Any]) -> Any:

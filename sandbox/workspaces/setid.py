@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.errors import SandboxError
 
-__all__ = ["clear_setid"]
+__all__ = ["clear_setid", "clear_setid_paths", "find_setid"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _SETID = stat.S_ISUID | stat.S_ISGID
 #: Directory descriptors kept open at once; deeper levels are reopened through ``..``.
 _OPEN_LEVELS = 32
+#: What the walk does with a setid regular file; whether it counts.
+_Act = Callable[[int, str], bool]
 
 
 @dataclass
@@ -69,8 +72,8 @@ def _clear(dir_fd: int, name: str) -> bool:
         os.close(fd)
 
 
-def _scan(fd: int, prefix: str, cleared: list[str]) -> list[str]:
-    """Clear the files of one directory; return its subdirectories (in reverse order)."""
+def _scan(fd: int, prefix: str, cleared: list[str], act: _Act) -> list[str]:
+    """Clear (or find) the files of one directory; return its subdirectories, reversed."""
     subdirs: list[str] = []
     with os.scandir(fd) as listing:
         for entry in listing:
@@ -81,7 +84,7 @@ def _scan(fd: int, prefix: str, cleared: list[str]) -> list[str]:
                     subdirs.append(entry.name)
                 elif (entry.is_file(follow_symlinks=False)
                       and entry.stat(follow_symlinks=False).st_mode & _SETID
-                      and _clear(fd, entry.name)):
+                      and act(fd, entry.name)):
                     cleared.append(f"{prefix}{entry.name}")
             except FileNotFoundError:
                 continue
@@ -102,6 +105,58 @@ def clear_setid(root: Path) -> list[str]:
     cannot be examined or changed: a sweep that may have missed a file is
     never reported as done.
     """
+    return _sweep(root, _clear)
+
+
+def find_setid(root: Path) -> list[str]:
+    """The setuid/setgid regular files under ``root`` (as :func:`clear_setid` walks), sorted;
+    nothing is changed (an overlay's upper layer, whose files are cleared through the
+    merged view with :func:`clear_setid_paths`)."""
+    return _sweep(root, _is_setid)
+
+
+def clear_setid_paths(root: Path, paths: Iterable[str]) -> list[str]:
+    """Clear setuid/setgid on the regular files ``paths`` (relative) under ``root``.
+
+    Each path is reached from ``root`` one directory at a time with ``O_NOFOLLOW``;
+    a path that is gone, or no longer a setid regular file, is skipped. Returns
+    the paths cleared, sorted; raises as :func:`clear_setid` does.
+    """
+    cleared: list[str] = []
+    try:
+        root_fd = os.open(root, _DIR_FLAGS)
+    except OSError as exc:
+        raise _failed(root, "cannot open the workspace", exc) from exc
+    try:
+        for path in paths:
+            *parents, name = path.split("/")
+            fd = root_fd
+            try:
+                for part in parents:
+                    inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    if fd != root_fd:
+                        os.close(fd)
+                    fd = inner
+                if _clear(fd, name):
+                    cleared.append(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                raise _failed(root, f"at {path}", exc) from exc
+            finally:
+                if fd != root_fd:
+                    os.close(fd)
+    finally:
+        os.close(root_fd)
+    return sorted(cleared)
+
+
+def _is_setid(dir_fd: int, name: str) -> bool:
+    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    return stat.S_ISREG(info.st_mode) and bool(info.st_mode & _SETID)
+
+
+def _sweep(root: Path, act: _Act) -> list[str]:
     cleared: list[str] = []
     try:
         root_fd = os.open(root, _DIR_FLAGS)
@@ -111,7 +166,7 @@ def clear_setid(root: Path) -> list[str]:
         raise _failed(root, "cannot open the workspace", exc) from exc
     stack = [_Level(root_fd, _ident(root_fd), "", [])]
     try:
-        stack[0].subdirs = _scan(root_fd, "", cleared)
+        stack[0].subdirs = _scan(root_fd, "", cleared, act)
         while stack:
             top = stack[-1]
             if top.fd is None:  # pragma: no cover - the top level is always open
@@ -139,7 +194,7 @@ def clear_setid(root: Path) -> list[str]:
                 if far.fd is not None:
                     os.close(far.fd)
                     far.fd = None
-            level.subdirs = _scan(fd, level.prefix, cleared)
+            level.subdirs = _scan(fd, level.prefix, cleared, act)
     except SandboxError:
         raise
     except OSError as exc:

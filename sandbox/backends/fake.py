@@ -19,10 +19,10 @@ from typing import ClassVar
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, FakeConfig
 from sandbox.errors import PathDenied
-from sandbox.files import ConfinedFiles
+from sandbox.files.confined import ConfinedFiles
 from sandbox.results import ExecResult, TeardownReport
 from sandbox.state import SandboxMeta, SandboxState
-from sandbox.workspace import Workspace
+from sandbox.workspaces.model import Workspace
 
 __all__ = ["FakeSandbox", "FakeScriptError", "FakeStep"]
 

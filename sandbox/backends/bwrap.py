@@ -16,13 +16,13 @@ Every command is its own ``bwrap`` (≈4 ms) with:
   short list of ``/etc`` files, nothing else of the host: no home directory,
   no ``/run`` or ``/var`` (so no docker or ssh-agent socket), ``/`` remounted
   read-only;
-- the workspace mounts of :meth:`sandbox.workspace.Workspace.mounts` at the
+- the workspace mounts of :meth:`sandbox.workspaces.model.Workspace.mounts` at the
   same paths: the workspace read-write only when the mode allows it, its
   ``.git`` pointer and every git directory the child's git reads read-only.
 
 The namespace's PID 1 is a shell waiting for the command (``--as-pid-1``);
 when it exits the kernel kills the whole namespace, so nothing a command
-starts (``setsid``, double fork) outlives it. Limits: see :mod:`sandbox.limits`.
+starts (``setsid``, double fork) outlives it. Limits: see :mod:`sandbox.backends.limits`.
 Setup failures are told apart from the command's own exit status with
 ``--json-status-fd``.
 """
@@ -37,14 +37,14 @@ import signal
 from pathlib import Path
 from typing import Any, ClassVar
 
+from sandbox.backends.limits import PidsCgroup, cgroup_group, prlimit_argv
+from sandbox.backends.process import LocalRunner, RunningProcess
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, BubblewrapConfig
 from sandbox.errors import BackendUnavailable, SandboxError
-from sandbox.limits import PidsCgroup, cgroup_group, prlimit_argv
-from sandbox.process import LocalRunner, RunningProcess
 from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState
-from sandbox.workspace import Workspace
+from sandbox.workspaces.model import Workspace
 
 __all__ = ["BubblewrapSandbox", "bwrap_base_argv"]
 

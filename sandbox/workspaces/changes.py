@@ -3,7 +3,7 @@
 In ``workspace-write`` mode the child edits the user's checkout itself, and the
 diff's base is the snapshot, which leaves out ignored files, nested
 repositories' contents, ``.git`` aliases and special files. So at creation the
-workspace records an lstat manifest of the whole tree (:func:`sandbox.scan.scan_tree`,
+workspace records an lstat manifest of the whole tree (:func:`sandbox.workspaces.scan.scan_tree`,
 :class:`TreeRecord`, also saved next to the sandbox's state for gc), and every
 collection compares it with the tree as it is (:func:`outside_changes`). Each
 difference git's diff does not already report becomes a
@@ -41,7 +41,7 @@ from pathlib import Path
 from sandbox.errors import SandboxError
 from sandbox.names import has_git_alias
 from sandbox.results import ChangedFile, ChangeStatus
-from sandbox.scan import Manifest, ScanResult, Stat, kind_of
+from sandbox.workspaces.scan import Manifest, ScanResult, Stat, kind_of
 
 __all__ = ["RECORD_FILE", "TreeRecord", "outside_changes"]
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Generator
 
 from sandbox.names import is_git_alias
-from sandbox.scan import MAX_DEPTH
+from sandbox.workspaces.scan import MAX_DEPTH
 
 __all__ = ["glob_regex", "walk_names"]
 

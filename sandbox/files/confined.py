@@ -1,6 +1,6 @@
 """The host-side file API for the executor's file tools, confined to one workspace.
 
-Every call resolves its path with :class:`sandbox.confine.Resolver` (directory
+Every call resolves its path with :class:`sandbox.files.resolver.Resolver` (directory
 file descriptors, ``O_NOFOLLOW``, symlinks followed only inside the root), so
 nothing the child did to the tree can point it elsewhere (threats B1.1, B1.2,
 B1.6, B8.40). On top of that:
@@ -28,9 +28,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from sandbox.confine import DIR_FLAGS, Resolver
 from sandbox.errors import PathDenied
-from sandbox.globbing import glob_regex, walk_names
+from sandbox.files.globbing import glob_regex, walk_names
+from sandbox.files.resolver import DIR_FLAGS, Resolver
 
 __all__ = ["ConfinedFiles", "DirEntry", "EntryKind", "FileInfo"]
 

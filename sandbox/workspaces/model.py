@@ -1,0 +1,106 @@
+"""What a child's workspace is: its root, its mode, its kind, its diff base, and its mounts.
+
+Kinds (:data:`WorkspaceKind`): ``checkout`` (the parent's checkout itself:
+read-only and workspace-write modes), ``worktree`` (a checkout of its own, worktree
+mode) and ``overlay`` (worktree mode as a copy-on-write layer over a shared
+snapshot checkout, :mod:`sandbox.workspaces.overlay`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from policies.contract import SandboxMode
+from sandbox.results import ExcludedPath
+from sandbox.workspaces.changes import TreeRecord
+from sandbox.workspaces.overlay import OverlayLayers
+from sandbox.workspaces.privategit import object_dirs
+from sandbox.workspaces.repo import RepoInfo
+from sandbox.workspaces.setid import clear_setid, clear_setid_paths, find_setid
+
+__all__ = ["Mount", "Workspace", "WorkspaceKind"]
+
+WorkspaceKind = Literal["checkout", "worktree", "overlay"]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One host path made visible at the same path inside a sandbox."""
+
+    path: Path
+    writable: bool
+
+
+@dataclass
+class Workspace:
+    """Where one child works, and what corral needs to compute its diff later."""
+
+    repo: RepoInfo
+    mode: SandboxMode
+    root: Path
+    base_commit: str | None = None
+    baseline_index: Path | None = None
+    worktree: Path | None = None
+    #: The child's private git directory (worktree and workspace-write modes).
+    private_git: Path | None = None
+    #: Its tracked files as created (see :func:`sandbox.workspaces.privategit.verify_private_git`).
+    git_files: dict[str, str] = field(default_factory=dict)
+    snapshot_excluded: tuple[ExcludedPath, ...] = ()
+    nested_git: tuple[str, ...] = ()
+    #: The tree as the child found it (workspace-write; see :mod:`sandbox.workspaces.changes`).
+    record: TreeRecord | None = None
+    kind: WorkspaceKind = "checkout"
+    #: Why a worktree was made where an overlay was asked for (``None``: it was not).
+    fallback: str | None = None
+    #: The shared snapshot this workspace starts from (:mod:`sandbox.workspaces.snapshot`).
+    snapshot_id: str | None = None
+    #: The overlay's layers (``overlay`` kind).
+    overlay: OverlayLayers | None = None
+    #: The git directory the child's ``.git`` names, when it is not :attr:`private_git`
+    #: (an overlay's shared checkout has its own).
+    child_git: Path | None = None
+    #: More object directories the child's git reads (a shared snapshot's store).
+    shared_objects: tuple[Path, ...] = ()
+    #: Whether the snapshot holds ``.gitattributes`` files (overlay diffs seed blobs then).
+    attributes: bool = False
+
+    @property
+    def writable(self) -> bool:
+        """Whether the child may write the workspace."""
+        return self.mode is not SandboxMode.READ_ONLY
+
+    def sweep_setid(self) -> list[str]:
+        """Clear setuid/setgid bits the child left (:mod:`sandbox.workspaces.setid`); the
+        paths cleared. An overlay's files are found in its upper layer and cleared through
+        the merged view; nothing else of the snapshot can hold such a bit."""
+        if self.overlay is not None:
+            return clear_setid_paths(self.overlay.merged, find_setid(self.overlay.upper))
+        return clear_setid(self.root)
+
+    def mounts(self) -> list[Mount]:
+        """Bind mounts, parents before children (a later mount shadows an earlier one).
+
+        The workspace is writable only when the mode allows; its ``.git`` (pointer
+        or directory), nested repositories' ``.git``, and every git directory the
+        child's own git needs (a worktree's private git dir and the parent's
+        object stores; otherwise the parent's git and common dirs) are read-only.
+        """
+        mounts = [Mount(self.root, self.writable)]
+        dot_git = self.root / ".git"
+        if os.path.lexists(dot_git):
+            mounts.append(Mount(dot_git, False))
+        mounts += [Mount(self.root / nested, False) for nested in self.nested_git]
+        if self.worktree is not None and self.private_git is not None:
+            git_paths = [self.child_git or self.private_git, *self.shared_objects,
+                         *object_dirs(self.repo.common_dir)]
+        else:
+            git_paths = [self.repo.git_dir, self.repo.common_dir]
+        for git_path in git_paths:
+            if not any(git_path.is_relative_to(m.path) and not m.writable for m in mounts):
+                mounts.append(Mount(git_path, False))
+        unique = {mount.path: mount for mount in mounts}
+        return sorted(unique.values(), key=lambda mount: len(mount.path.parts))
+

@@ -1,0 +1,124 @@
+"""Staging a work tree into a private index, and the snapshot commit built from it.
+
+The snapshot is the parent's working tree as it is now (``HEAD`` + staged +
+unstaged + untracked, minus ignored files, nested repositories, ``.git``
+aliases and special files), built with a private index and committed (fixed
+identity and date, parent ``HEAD``) into the child's private object store
+(:mod:`sandbox.workspaces.privategit`): nothing is written into the parent's
+``.git``, not even an mtime (no git command that writes an object sees the
+parent's store).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.errors import SandboxError
+from sandbox.gitsafe import run_git
+from sandbox.workspaces.privategit import (
+    reading_env,
+    seed_index_blobs,
+    seed_racy_blobs,
+    set_head,
+    write_commit,
+    write_tree,
+    writing_env,
+)
+from sandbox.workspaces.repo import RepoInfo
+from sandbox.workspaces.scan import ScanResult, scan_tree
+
+__all__ = ["Snapshot", "pathspec_file", "stage_tree", "take_snapshot"]
+
+
+def pathspec_file(path: Path, excluded: list[str]) -> Path:
+    """Write a NUL-separated pathspec: the whole tree minus ``excluded`` (literal paths)."""
+    specs = [":/", *(f":(top,exclude,literal){rel}" for rel in excluded)]
+    path.write_bytes(b"".join(spec.encode("utf-8", "surrogateescape") + b"\0" for spec in specs))
+    return path
+
+
+def stage_tree(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path, spec: Path,
+               attributes: bool, recorded_ns: int | None) -> None:
+    """``git add -A`` of a work tree into ``index``, honouring ``spec``.
+
+    New blobs go to the private git dir's store, and ``add`` sees no other
+    object store, so it cannot freshen (rewrite the mtime of) an object of the
+    parent's; the index blobs it must read or would re-write are copied first
+    (:mod:`sandbox.workspaces.privategit`). ``attributes``: the tree may have attribute
+    files; ``recorded_ns``: when the index's stat data was recorded.
+    """
+    seed_index_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
+                     attributes=attributes)
+    seed_racy_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
+                    recorded_ns=recorded_ns)
+    run_git(["add", "-A", f"--pathspec-from-file={spec}", "--pathspec-file-nul"],
+            git_dir=git_dir, work_tree=work_tree, env=writing_env(private_git, index),
+            operation="stage_tree")
+
+
+def _reusable_index(repo: RepoInfo) -> bool:
+    """Whether the parent's index can be copied: it exists and is not split (git freshens
+    the ``sharedindex.*`` file of a split index it reads, in the parent's git dir)."""
+    return (repo.git_dir / "index").is_file() and not any(repo.git_dir.glob("sharedindex.*"))
+
+
+def _index_from_head(repo: RepoInfo, private_git: Path, index: Path) -> None:
+    """Fill a fresh ``index`` from ``HEAD`` with current stat data (reads objects only)."""
+    if repo.head is None:
+        return
+    env = reading_env(private_git, index)
+    run_git(["read-tree", repo.head], git_dir=repo.git_dir, env=env, operation="snapshot")
+    run_git(["update-index", "-q", "--refresh"], git_dir=repo.git_dir, work_tree=repo.top,
+            env=env, check=False, operation="snapshot")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The parent's state as committed into a private store."""
+
+    commit: str
+    tree: str
+    #: The index it was staged in (the parent's stat data).
+    index: Path
+    #: The walk of the parent's tree (with its lstat manifest, if asked).
+    scan: ScanResult
+
+
+def take_snapshot(repo: RepoInfo, work_dir: Path, private_git: Path, *,
+                  manifest: bool = False) -> Snapshot:
+    """Commit the parent's current working tree into ``private_git``'s store.
+
+    ``work_dir`` (private to corral) receives the staging index and pathspec.
+    """
+    index = work_dir / "snapshot.index"
+    copied = _reusable_index(repo)
+    recorded: int | None = None
+    if copied:  # the parent's stat cache makes add -A hash only what changed
+        recorded = (repo.git_dir / "index").stat().st_mtime_ns
+        shutil.copyfile(repo.git_dir / "index", index)
+    else:
+        _index_from_head(repo, private_git, index)
+    scan = scan_tree(repo.top, manifest=manifest)
+    spec = pathspec_file(work_dir / "snapshot.pathspec", scan.paths)
+    attributes = scan.attributes or (repo.common_dir / "info" / "attributes").is_file()
+
+    def stage(recorded_ns: int | None) -> None:
+        stage_tree(git_dir=repo.git_dir, work_tree=repo.top, private_git=private_git,
+                   index=index, spec=spec, attributes=attributes, recorded_ns=recorded_ns)
+
+    try:
+        stage(recorded)
+    except SandboxError:
+        if not copied:
+            raise
+        index.unlink()  # an index git cannot reuse here: start from HEAD
+        _index_from_head(repo, private_git, index)
+        stage(None)
+    tree = write_tree(git_dir=repo.git_dir, private_git=private_git, index=index)
+    commit = write_commit(git_dir=repo.git_dir, private_git=private_git, tree=tree,
+                          parent=repo.head)
+    set_head(private_git, commit)
+    return Snapshot(commit=commit, tree=tree, index=index, scan=scan)
+
