@@ -483,19 +483,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         "`PATH=/tmp/evil git diff` is allowed: the assignment changes which git runs"),
     # -- the parent's .git, the workspace, the state dir, the terminal ---------------------
     mutation(
-        "parent-git-freshened", "git hardening", "sandbox/privategit.py",
+        "parent-git-freshened", "git hardening", "sandbox/workspaces/privategit.py",
         '    return git_env(index_file=index, object_dir=private_git / STORE)\n',
         '    return git_env(index_file=index, object_dir=private_git / "objects")\n',
         [f"{UNTOUCHED}::test_parent_git_untouched_by_snapshot_diff_and_teardown[worktree-host]"],
         "corral's object-writing git sees the parent's objects and freshens their mtimes"),
     mutation(
-        "manifest-ctime", "workspace-write", "sandbox/changes.py",
+        "manifest-ctime", "workspace-write", "sandbox/workspaces/changes.py",
         '    return None if before == after else "modified"\n',
         '    return None if before[:3] == after[:3] else "modified"\n',
         [f"{CHANGES}::test_rewrite_keeping_size_and_mtime_reported[host]"],
         "a child that rewrites an ignored file and resets size and mtime hides the change"),
     mutation(
-        "docker-stand-ins", "docker", "sandbox/standins.py",
+        "docker-stand-ins", "docker", "sandbox/backends/standins.py",
         "    return bool(mode & 0o001 or (uid == 0 and mode & 0o100))\n",
         "    return True\n",
         [f"{ROOTPATHS}::test_child_reaches_its_workspace_by_absolute_path[worktree-docker]"],
