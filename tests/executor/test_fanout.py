@@ -302,7 +302,7 @@ def test_every_child_starts_from_the_one_snapshot_taken_before_the_first(
                              later, "--jobs", "1", "go")
     assert code == 0
     first, second = (r["run_id"] for r in result["runs"])
-    assert sorted(result["bases"].values()) == [sorted([first, second])]
+    assert [sorted(runs) for runs in result["bases"].values()] == [sorted([first, second])]
     assert not any("different states" in note for note in result["notes"])
     assert (project / "README.md").read_text().endswith("edited\n")  # the user's edit
     seen = find_run(ledger_dir(project), second).audit[0]["result"]
