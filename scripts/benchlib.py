@@ -1,0 +1,177 @@
+"""Shared rules of corral's benchmarks: like with like, interleaved, warmed, with spread.
+
+Every ``bench_*.py`` compares corral with the plain operation that does the same
+work, in the same run:
+
+- both sides are warmed (:func:`compare` runs each ``warmup`` times first, unmeasured);
+- the sides are interleaved, one trial of each per round, and the side that goes
+  first alternates from round to round (a slow stretch of a shared machine, or a
+  disk's writeback, lands on both);
+- each cell is the median with its interquartile range and its min-max;
+- each report says where its working directory lives (the filesystem type: tmpfs
+  or a disk) and describes the machine (:func:`machine`).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["GIT_ENV", "Cell", "Row", "compare", "filesystem", "git", "machine", "print_rows",
+           "settle", "timed"]
+
+GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
+
+
+def git(repo: Path, *args: str, data: bytes | None = None,
+        env: dict[str, str] | None = None) -> bytes:
+    done = subprocess.run(["git", *args], cwd=repo, env={**GIT_ENV, **(env or {})}, input=data,
+                          capture_output=True, check=True)
+    return done.stdout
+
+
+def timed(call: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def settle() -> None:
+    """Write back what the previous trial left dirty, so it is not billed to the next one."""
+    os.sync()
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The samples of one side, in seconds."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def iqr(self) -> tuple[float, float]:
+        if len(self.samples) < 4:
+            return min(self.samples), max(self.samples)
+        q = statistics.quantiles(self.samples, n=4, method="inclusive")
+        return q[0], q[2]
+
+    def text(self) -> str:
+        low, high = self.iqr
+        return f"{self.median * 1000:.1f} ms (IQR {low * 1000:.1f}-{high * 1000:.1f})"
+
+    def to_json(self) -> dict[str, Any]:
+        low, high = self.iqr
+        return {"median_s": self.median, "q1_s": low, "q3_s": high, "min_s": min(self.samples),
+                "max_s": max(self.samples), "trials": len(self.samples)}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One comparison: corral's side against the plain operation doing the same work."""
+
+    group: str
+    operation: str
+    plain_what: str
+    plain: Cell
+    corral: Cell
+    where: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.corral.median / self.plain.median
+
+    def to_json(self) -> dict[str, Any]:
+        return {"group": self.group, "operation": self.operation, "plain": self.plain_what,
+                "where": self.where, "ratio": self.ratio, "plain_times": self.plain.to_json(),
+                "corral_times": self.corral.to_json()}
+
+
+def compare(plain: Callable[[], Any], corral: Callable[[], Any], *, trials: int,
+            warmup: int = 1, sync: bool = False,
+            before: Callable[[], Any] | None = None) -> tuple[Cell, Cell]:
+    """Time both sides ``trials`` times each, interleaved, after ``warmup`` unmeasured runs
+    of each; ``before`` runs (untimed) before every trial; ``sync``: :func:`settle` first."""
+    sides = [plain, corral]
+    for _ in range(warmup):
+        for call in sides:
+            if before is not None:
+                before()
+            call()
+    samples: list[list[float]] = [[], []]
+    for round_ in range(trials):
+        order = (0, 1) if round_ % 2 == 0 else (1, 0)
+        for index in order:
+            if before is not None:
+                before()
+            if sync:
+                settle()
+            samples[index].append(timed(sides[index]))
+    return Cell(tuple(samples[0])), Cell(tuple(samples[1]))
+
+
+def filesystem(path: Path) -> str:
+    """The filesystem type ``path`` lives on (the longest mountpoint above it), e.g.
+    ``tmpfs``, ``ext4``, ``overlay``."""
+    best, kind = "", "unknown"
+    resolved = str(path.resolve())
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split(" ")
+        mountpoint, fstype = fields[4], fields[fields.index("-") + 1]
+        if (resolved == mountpoint or resolved.startswith(mountpoint.rstrip("/") + "/")) \
+                and len(mountpoint) >= len(best):
+            best, kind = mountpoint, fstype
+    return kind
+
+
+def machine() -> str:
+    """One line describing the machine: cores, CPU model, memory, kernel, python, git."""
+    model = ""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    memory = ""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        kib = int(meminfo.read_text().split()[1])
+        memory = f", {kib / (1 << 20):.1f} GiB RAM"
+    try:
+        git_version = subprocess.run(["git", "--version"], capture_output=True, text=True,
+                                     check=True).stdout.split()[-1]
+    except (OSError, subprocess.CalledProcessError):
+        git_version = "none"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{os.cpu_count()} cores ({model or platform.machine()}){memory}; "
+            f"{platform.system()} {platform.release()}; Python {platform.python_version()}; "
+            f"git {git_version}; load average {load:.2f} at start")
+
+
+def print_rows(rows: Sequence[Row], *, out: Any = None) -> None:
+    """The rows as one table: plain and corral medians with IQR, and the ratio."""
+    out = out or sys.stdout
+    print(f"{'operation':<54} {'plain: median (IQR)':>30} {'corral: median (IQR)':>30} "
+          f"{'ratio':>7}", file=out)
+    group = None
+    for row in rows:
+        if row.group != group:
+            group = row.group
+            print(f"-- {group}", file=out)
+        label = row.operation + (f" [{row.where}]" if row.where else "")
+        print(f"{label:<54} {row.plain.text():>30} {row.corral.text():>30} "
+              f"{row.ratio:>6.2f}x", file=out)
+        print(f"   plain: {row.plain_what}", file=out)
