@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,8 +26,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GIT_ENV", "Cell", "Row", "compare", "filesystem", "git", "machine", "print_rows",
-           "settle", "timed"]
+__all__ = [
+    "GIT_ENV",
+    "Cell",
+    "Row",
+    "child_change",
+    "compare",
+    "filesystem",
+    "generate_repo",
+    "git",
+    "machine",
+    "print_rows",
+    "raw_worktree",
+    "settle",
+    "timed",
+    "warm_clone",
+]
 
 GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
@@ -175,3 +190,72 @@ def print_rows(rows: Sequence[Row], *, out: Any = None) -> None:
         print(f"{label:<54} {row.plain.text():>30} {row.corral.text():>30} "
               f"{row.ratio:>6.2f}x", file=out)
         print(f"   plain: {row.plain_what}", file=out)
+
+
+def generate_repo(root: Path, files: int, *, name: str | None = None) -> Path:
+    """``files`` small files, 100 per directory, one commit; then uncommitted state: staged
+    and unstaged edits, a deletion, untracked files (some in a new directory) and ignored
+    build output."""
+    repo = root / (name or f"repo-{files}")
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    for i in range(files):
+        directory = repo / f"d{i // 1000:03d}" / f"s{(i // 100) % 10}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"f{i:06d}.txt").write_text(
+            f"file {i}\n" + "lorem ipsum dolor sit amet\n" * 6)
+    (repo / ".gitignore").write_text("build/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "generated")
+    tracked = sorted((repo / "d000" / "s0").glob("*.txt"))
+    for path in tracked[:20]:
+        path.write_text(path.read_text() + "uncommitted\n")
+    git(repo, "add", *[str(p.relative_to(repo)) for p in tracked[:5]])
+    tracked[-1].unlink()
+    (repo / "untracked").mkdir()
+    for i in range(30):
+        (repo / "untracked" / f"u{i}.txt").write_text(f"untracked {i}\n")
+    (repo / "build").mkdir()
+    for i in range(50):
+        (repo / "build" / f"o{i}.o").write_text("ignored\n")
+    return repo
+
+
+def raw_worktree(repo: Path, tree: Path) -> None:
+    """What corral's worktree workspace does, by hand: ``git worktree add`` of HEAD, then the
+    parent's uncommitted state replayed (``git diff HEAD --binary`` applied to the new index
+    and tree, untracked files copied), so the new tree has the same files."""
+    patch = git(repo, "diff", "HEAD", "--binary")
+    untracked = [p for p in git(repo, "ls-files", "--others", "--exclude-standard",
+                                "-z").decode().split("\0") if p]
+    git(repo, "worktree", "add", "-q", "--detach", str(tree), "HEAD")
+    if patch:
+        git(tree, "apply", "--binary", "--index", "-", data=patch)
+    for rel in untracked:
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / rel, tree / rel)
+
+
+def child_change(tree: Path, k: int) -> None:
+    """The same k changes in any checkout: edits spread over directories, one new file,
+    one deletion."""
+    paths = sorted(tree.glob("d*/s*/f*0.txt"))
+    step = max(1, len(paths) // max(k, 1))
+    chosen = paths[::step][:k]
+    for path in chosen[:-2] if k > 2 else chosen:
+        path.write_text(path.read_text() + "changed by the child\n")
+    if k > 2:
+        (tree / "new-by-child.txt").write_text("new\n")
+        chosen[-1].unlink()
+
+
+def warm_clone(repo: Path, clone: Path) -> None:
+    """A plain clone of ``repo`` whose index has valid stat data: its files are dated an hour
+    back and the index refreshed (right after a checkout every entry is "racily clean", and
+    each ``git diff`` would hash every file again)."""
+    git(repo.parent, "clone", "-q", str(repo), str(clone))
+    past = time.time() - 3600
+    for path in clone.rglob("*"):
+        if ".git" not in path.parts and path.is_file():
+            os.utime(path, (past, past))
+    git(clone, "update-index", "-q", "--really-refresh")
