@@ -12,6 +12,7 @@ or a failed run, 4 a denial, 130 interrupted.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import traceback
@@ -21,27 +22,70 @@ from typing import Any, TypeVar
 
 import click
 
-from executor.errors import (
-    EXIT_FAILURE,
-    EXIT_FINDINGS,
-    EXIT_INTERRUPTED,
-    EXIT_USER,
-    ExecutorError,
-)
-from executor.offer import root_capability
-from executor.suggest import unknown_agent
+from executor.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USER
 from executor.text import one_line, printable
-from executor.views import agent_json, list_json, render_check, render_show
-from executor.watch import watch_definitions
-from policies.capability import Capability
-from policies.config import load_user_config
-from policies.contract import AgentContract
 from policies.errors import CorralError
-from policies.loader import Environment, LoadResult, Options, Severity, discover
 
-__all__ = ["cli", "echo", "error_json", "find_agent", "main", "render_error"]
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "echo", "error_json", "loader_options", "main",
+           "render_error"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The commands defined in other modules: name -> (module, the line ``corral --help`` shows).
+#: A module is imported only when one of its commands runs or prints its own help, so
+#: ``corral --help`` loads click and nothing else of weight, and ``corral agents ...`` never
+#: loads the run machinery (sandboxes, the model loop, merges). Importing the module
+#: registers its commands on :data:`cli`; a test checks this table against them.
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "agents": ("executor.cli_agents", "Discover, inspect and check agent definitions of every "
+               "format."),
+    "apply": ("executor.cli_apply", "Validate a run's diff and merge it into the checkout."),
+    "diff": ("executor.cli_runs", "Print a run's unified diff."),
+    "discard": ("executor.cli_runs", "Mark a run's diff as discarded (it stays readable)."),
+    "fanout": ("executor.cli_fanout", "Run PROMPT in several children at once and compare."),
+    "gc": ("executor.cli_runs", "Clean up what crashed or (--older-than) finished runs left."),
+    "run": ("executor.cli_runs", "Run agent NAME on PROMPT in a sandbox; print its answer "
+            "and diff."),
+    "runs": ("executor.cli_runs", "List the recorded runs of the repository, newest first."),
+    "show": ("executor.cli_runs", "Print a run's whole record: every tool call and result."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose :data:`LAZY_COMMANDS` are imported on first use.
+
+    The listing of ``corral --help`` comes from the table, so printing it imports
+    nothing; a command's own ``--help`` (and running it) imports its module.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(LAZY_COMMANDS))
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Register ``cmd``; a lazy one shows its table line, loaded or not."""
+        name = name or cmd.name
+        if name in LAZY_COMMANDS and cmd.short_help is None:
+            cmd.short_help = LAZY_COMMANDS[name][1]
+        super().add_command(cmd, name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            importlib.import_module(LAZY_COMMANDS[cmd_name][0])  # its decorators register
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))  # click's own
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None:
+                rows.append((name, LAZY_COMMANDS[name][1]))
+            elif not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
@@ -74,131 +118,10 @@ def loader_options(func: F) -> F:
     return func
 
 
-def load(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-         no_personal: bool) -> LoadResult:
-    """Run discovery with the user's config.
-
-    A ``--config`` file that is not there is a user error: silently loading
-    nothing from it would answer every later question (which agents, why not)
-    wrongly.
-    """
-    user = load_user_config()
-    options = Options(strict=strict, custom_tools=frozenset(user.custom_tools),
-                      model_map=user.model_map)
-    if not root.is_dir():
-        raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
-    if config_file is not None and not (config_file.exists() or config_file.is_symlink()):
-        raise ExecutorError(
-            f"the --config file {config_file} does not exist", code="config_not_found",
-            context={"looked for": str(config_file.absolute())},
-            hint="--config names an ngn JSON file of agent_imports and profiles, e.g. "
-            "--config examples/agents.json in corral's own repository")
-    return discover(root, trust_project=trust_project, personal=not no_personal,
-                    config_file=config_file, options=options, env=Environment.from_env())
-
-
-def find_agent(name: str, result: LoadResult, *, root: Path, trust_project: bool,
-               config_file: Path | None, strict: bool, no_personal: bool) -> AgentContract:
-    """The loaded agent ``name``, or a user error with a few close names, the rejected
-    definition named like it, or the untrusted project file that defines it."""
-    contract = result.get(name)
-    if contract is not None:
-        return contract
-    untrusted = None
-    if not trust_project and any(d.code == "untrusted_project" for d in result.diagnostics):
-        untrusted = load(root, True, config_file, strict, no_personal)
-    raise unknown_agent(name, result, trusted=trust_project, untrusted=untrusted)
-
-
-def _root_capability(registry: LoadResult | None = None) -> Capability:
-    return root_capability(load_user_config(), registry)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="corral")
 def cli() -> None:
     """corral: run coding-harness sub-agents under contracts that only narrow."""
-
-
-@cli.group()
-def agents() -> None:
-    """Discover, inspect and check agent definitions of every format."""
-
-
-@agents.command("list")
-@loader_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def agents_list(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                no_personal: bool, as_json: bool) -> None:
-    """List the agents that won discovery."""
-    result = load(root, trust_project, config_file, strict, no_personal)
-    if as_json:
-        click.echo(json.dumps(list_json(result), indent=2))
-        return
-    if not result.agents:
-        untrusted = [d for d in result.diagnostics if d.code == "untrusted_project"]
-        echo("no agents found" + (
-            f": {untrusted[0].reason}" if untrusted else
-            " (personal: ~/.claude/agents, ~/.config/ngn/agents, ...; project: .claude/agents, "
-            ".ngn/agents, ... with --trust-project; any file with --config FILE)"))
-    for name, contract in sorted(result.agents.items()):
-        flags = "".join([
-            "R" if contract.is_read_only else "-",
-            "u" if contract.user_invocable else "-",
-            "s" if contract.subagent_available else "-",
-        ])
-        shown = f"  ({one_line(contract.display_name)})" if contract.display_name not in (
-            name, contract.origin.source) else ""
-        echo(f"{one_line(name):32} {flags} {contract.origin.format.value:11} "
-             f"{one_line(contract.origin.source)}{shown}")
-    problems = [d for d in result.diagnostics if d.severity is not Severity.INFO]
-    if problems:
-        rejected = sum(1 for d in problems if d.severity is Severity.ERROR)
-        echo(f"\n{len(problems)} diagnostic(s), {rejected} error(s): run "
-             "`corral agents check` for details", err=True)
-
-
-@agents.command("show")
-@loader_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.argument("name")
-def agents_show(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                no_personal: bool, as_json: bool, name: str) -> None:
-    """Print the effective, resolved contract of agent NAME."""
-    result = load(root, trust_project, config_file, strict, no_personal)
-    contract = find_agent(name, result, root=root, trust_project=trust_project,
-                          config_file=config_file, strict=strict, no_personal=no_personal)
-    if as_json:
-        click.echo(json.dumps(agent_json(contract, effective=_root_capability(result),
-                                         agents=result.agents), indent=2))
-    else:
-        echo(render_show(contract, _root_capability(result), result.agents))
-
-
-@agents.command("check")
-@loader_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--watch", is_flag=True, help="Re-check whenever a definition file changes.")
-def agents_check(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                 no_personal: bool, as_json: bool, watch: bool) -> None:
-    """Check every definition; exit 1 when any was rejected."""
-
-    def run_check() -> LoadResult:
-        result = load(root, trust_project, config_file, strict, no_personal)
-        if as_json:
-            click.echo(json.dumps(list_json(result)))
-        else:
-            for line in render_check(result):
-                echo(line)
-        sys.stdout.flush()
-        return result
-
-    if watch:
-        env = Environment.from_env()
-        watch_definitions(root, env, run_check, personal=not no_personal)
-        return
-    if run_check().rejected:
-        sys.exit(EXIT_FINDINGS)
 
 
 def error_json(error: Mapping[str, Any], exit_code: int) -> dict[str, Any]:
@@ -277,11 +200,3 @@ def main(argv: list[str] | None = None) -> None:
                      as_json=as_json, exit_code=EXIT_FAILURE)
         sys.exit(EXIT_FAILURE)
 
-
-# The run commands live in their own module; importing it registers them on `cli`
-# (it needs `cli`, `load` and `loader_options`, all defined above).
-from executor import cli_apply as _cli_apply  # noqa: E402
-from executor import cli_fanout as _cli_fanout  # noqa: E402
-from executor import cli_runs as _cli_runs  # noqa: E402
-
-__all__ += ["_cli_apply", "_cli_fanout", "_cli_runs"]

@@ -17,7 +17,8 @@ from pathlib import Path
 import click
 import yaml
 
-from executor.cli import cli, echo, find_agent, load, loader_options
+from executor.cli import cli, echo, loader_options
+from executor.cli_agents import find_agent, load
 from executor.errors import (
     EXIT_DENIED,
     EXIT_FAILURE,

@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from executor.approval import parse_approve, policy_handler, prompt_handler
-from executor.cli import cli, echo, find_agent, load, loader_options, render_error
+from executor.cli import cli, echo, loader_options, render_error
+from executor.cli_agents import find_agent, load
 from executor.dispatch import ApprovalHandler
 from executor.errors import (
     EXIT_DENIED,

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor.tools import IMPLEMENTED
 from policies.capability import Capability
 from policies.config import UserConfig
 from policies.contract import AgentContract, SandboxMode
@@ -68,6 +67,10 @@ class Offer:
 def make_offer(capability: Capability, contract: AgentContract,
                agents: Mapping[str, AgentContract]) -> Offer:
     """What ``contract``'s model is offered when it runs under ``capability``."""
+    # The tool implementations (their argument models) only once an offer is made:
+    # `corral agents list` imports this module and never needs them.
+    from executor.tools import IMPLEMENTED  # noqa: PLC0415
+
     unavailable: dict[str, str] = {}
     held = set(capability.visible_tools())
     for tool in sorted(held):

@@ -23,6 +23,9 @@ become a hyperlink, and ``:emoji:`` codes would be replaced. The live display
 does not capture stdout or stderr: what the CLI prints meanwhile is never
 re-read as ANSI or markup. :meth:`Progress.paused` takes the lines away while
 a person answers an approval prompt.
+
+rich is loaded only for a live display (:mod:`executor.progress_live`, which
+draws the lines this module keeps): ``--json`` and piped runs never import it.
 """
 
 from __future__ import annotations
@@ -31,22 +34,23 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-
-from rich.console import Console, ConsoleOptions, Group, RenderResult
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from executor.session import ProgressEvent
 from executor.text import one_line
 
-__all__ = ["Progress"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from executor.progress_live import LiveDisplay
+
+__all__ = ["Line", "Progress"]
 
 
 @dataclass
-class _Line:
+class Line:
     """What one run's line shows."""
 
     agent: str
@@ -55,13 +59,17 @@ class _Line:
     text: str = "starting"
     started: float | None = None
     finished: float | None = None
-    spinner: Spinner = field(default_factory=lambda: Spinner("dots"))
 
     def elapsed(self, now: float) -> str:
         if self.started is None:
             return ""
         seconds = (self.finished or now) - self.started
         return f" ({seconds:.1f} s)"
+
+    def shown(self, now: float) -> str:
+        """The line's text, escaped."""
+        head = f"{'  ' * self.depth}{self.label or self.agent}"
+        return one_line(f"{head}: {self.text}{self.elapsed(now)}")
 
 
 class Progress:
@@ -71,23 +79,31 @@ class Progress:
     def __init__(self, *, enabled: bool, console: Console | None = None,
                  calls: bool = True) -> None:
         self.enabled = enabled
-        self.console = console or Console(stderr=True, log_path=False)
+        self.console = console
         self.calls = calls
-        self.live: Live | None = None
+        self.live: LiveDisplay | None = None
         self.tools = 0
         self.changed: set[str] = set()
         self._lock = threading.RLock()
-        self._lines: dict[str, _Line] = {}
+        self._lines: dict[str, Line] = {}
 
     def _start(self) -> None:
-        self.live = Live(self, console=self.console, transient=True, redirect_stdout=False,
-                         redirect_stderr=False, refresh_per_second=4)
+        # rich (about 20 ms of imports) only when lines are drawn on a terminal.
+        from executor.progress_live import LiveDisplay  # noqa: PLC0415
+
+        self.live = LiveDisplay(self.lines, console=self.console)
+        self.console = self.live.console
         self.live.start()
 
     def _stop(self) -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+    def lines(self) -> list[Line]:
+        """A snapshot of the lines, in the order they appeared (the display draws it)."""
+        with self._lock:
+            return list(self._lines.values())
 
     def __enter__(self) -> Progress:
         if self.enabled:
@@ -115,7 +131,7 @@ class Progress:
     def label(self, run_id: str, label: str, agent: str) -> None:
         """Show a line for a run before it starts (a fanout child waiting for a slot)."""
         with self._lock:
-            self._lines[run_id] = _Line(agent=agent, depth=0, label=label, text="waiting")
+            self._lines[run_id] = Line(agent=agent, depth=0, label=label, text="waiting")
         self._refresh()
 
     def _refresh(self) -> None:
@@ -123,31 +139,16 @@ class Progress:
         if live is not None:
             live.refresh()
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        """The lines as they are now (rich calls this on every refresh)."""
-        now = time.monotonic()
-        with self._lock:
-            lines = list(self._lines.values())
-        rendered: list[Text | Spinner] = []
-        for line in lines:
-            head = f"{'  ' * line.depth}{line.label or line.agent}"
-            text = Text(one_line(f"{head}: {line.text}{line.elapsed(now)}"))
-            if line.finished is not None:
-                rendered.append(text)
-            else:
-                line.spinner.update(text=text)
-                rendered.append(line.spinner)
-        yield Group(*rendered) if rendered else Text("")
-
     def __call__(self, event: ProgressEvent) -> None:
-        if self.live is None:
+        live = self.live
+        if live is None:
             return
-        printed: Text | None = None
+        printed: str | None = None
         with self._lock:
             key = event.run_id or event.agent
             line = self._lines.get(key)
             if line is None:
-                line = self._lines[key] = _Line(agent=event.agent, depth=event.depth)
+                line = self._lines[key] = Line(agent=event.agent, depth=event.depth)
             if line.started is None:
                 line.started = time.monotonic()
             indent = "  " * event.depth
@@ -160,18 +161,17 @@ class Progress:
                 self.changed.update(f"{key}:{path}" for path in event.paths)
                 if self.calls:
                     files = (f" ({len(self.changed)} file(s) changed)" if self.changed else "")
-                    printed = Text(one_line(f"{indent}{event.agent} [{event.step}] "
-                                            f"{event.detail}{files}"))
+                    printed = one_line(f"{indent}{event.agent} [{event.step}] "
+                                       f"{event.detail}{files}")
             elif event.kind == "final":
                 line.text = f"answered after {event.step} step(s)"
             elif event.kind == "phase":
                 self._phase(key, line, event)
         if printed is not None:
-            # print, not log: log() appends the time and the source line of this call.
-            self.console.print(printed, highlight=False)
+            live.print(printed)
         self._refresh()
 
-    def _phase(self, key: str, line: _Line, event: ProgressEvent) -> None:
+    def _phase(self, key: str, line: Line, event: ProgressEvent) -> None:
         words = {"sandbox": "opening its sandbox", "diff": "collecting its diff",
                  "check": "running the check command"}
         if event.detail.startswith("ended"):  # its record is written

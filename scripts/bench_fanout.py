@@ -30,6 +30,7 @@ Usage::
     .venv/bin/python scripts/bench_fanout.py --sizes 2000 --repeat 2 --workdirs /dev/shm
     .venv/bin/python scripts/bench_fanout.py --json bench-results/fanout.json
     .venv/bin/python scripts/bench_fanout.py --before   # also corral without shared snapshots
+    .venv/bin/python scripts/bench_fanout.py --quick    # 2k files, tmpfs, 3 rounds
 
 Overlays need root (CI runs as root); as a normal user corral falls back to
 worktrees and the script says so in every corral row.
@@ -51,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import machine
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
@@ -325,7 +329,12 @@ def main() -> int:
                         help="also time N children each with a snapshot and worktree of its "
                         "own (corral before issue 8)")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument("--quick", action="store_true",
+                        help="2k files, N = 1 and 8, 3 rounds, tmpfs only")
     args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.children, args.repeat, args.workdirs = "2000", "1,8", 3, "/dev/shm"  # noqa: S108
+    print(f"machine: {machine()}")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     counts = [int(n) for n in args.children.split(",") if n]
     ks = [int(k) for k in args.changed.split(",") if k]

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 import tomllib
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import Row, compare, filesystem, machine, print_rows
 
 from policies.loader.corpus import entries, load_corpus
 
@@ -50,39 +53,38 @@ def corral(corpus: Path) -> int:
     return sum(len(outcome.agents) for _, outcome in load_corpus(corpus))
 
 
-def measure(func: object, corpus: Path, repeat: int) -> list[float]:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func(corpus)  # type: ignore[operator]
-        times.append(time.perf_counter() - start)
-    return times
+def run_bench(*, corpus: Path = REPO / "tests" / "corpus", trials: int = 9) -> list[Row]:
+    """Both sides warmed, interleaved (``scripts/benchlib.py``)."""
+    files = len(entries(corpus))
+    plain_cell, corral_cell = compare(lambda: plain(corpus), lambda: corral(corpus),
+                                      trials=trials)
+    return [Row("loader (in process)", f"the corpus through the loader ({files} files)",
+                "read + yaml.safe_load / json / tomllib of the same files", plain_cell,
+                corral_cell, filesystem(corpus))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=REPO / "tests" / "corpus")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--quick", action="store_true", help="3 trials")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     files = len(entries(args.corpus))
-    corral(args.corpus)  # warm imports and caches
-    base = statistics.median(measure(plain, args.corpus, args.repeat))
-    ours = statistics.median(measure(corral, args.corpus, args.repeat))
+    [row] = run_bench(corpus=args.corpus, trials=3 if args.quick else args.repeat)
     result = {
         "files": files,
-        "plain_us_per_file": round(base / files * 1e6, 1),
-        "corral_us_per_file": round(ours / files * 1e6, 1),
-        "ratio": round(ours / base, 2),
-        "repeat": args.repeat,
+        "plain_us_per_file": round(row.plain.median / files * 1e6, 1),
+        "corral_us_per_file": round(row.corral.median / files * 1e6, 1),
+        "ratio": round(row.ratio, 2),
+        "repeat": len(row.plain.samples),
     }
     if args.json:
         print(json.dumps(result))
         return
-    print(f"corpus: {files} files, median of {args.repeat} runs")
-    print(f"  plain yaml.safe_load / json / toml : {result['plain_us_per_file']:8.1f} us/file")
-    print(f"  corral loader (full contracts)     : {result['corral_us_per_file']:8.1f} us/file")
-    print(f"  ratio                              : {result['ratio']:8.2f}x")
+    print(f"machine: {machine()}")
+    print_rows([row])
+    print(f"per file: {result['plain_us_per_file']} vs {result['corral_us_per_file']} us")
 
 
 if __name__ == "__main__":

@@ -1,136 +1,176 @@
 #!/usr/bin/env python3
-"""Benchmark corral's sandbox against the plain operations it wraps, in the same run.
+"""corral's sandbox against the plain operations that do the same work, in the same run.
 
-Reports medians and the ratio corral / plain for:
+- **workspace**: ``open_sandbox`` of a worktree-mode child (host backend: the
+  workspace alone) against ``git worktree add`` of the same repository WITH the
+  same uncommitted state reproduced in the new tree (staged, unstaged, deleted,
+  untracked: ``git diff HEAD --binary`` applied to the new index and tree, the
+  untracked files copied; ``benchlib.raw_worktree``). Teardown is not timed.
+- **diff**: ``collect_diff`` of a child that made k changes against ``git diff
+  HEAD --binary`` in a plain clone with a warm index (valid stat data) and the
+  same k changes.
+- **one command** (``true``), per backend, through the public Sandbox API
+  (``Sandbox.exec``) against the bare equivalent started from Python: host, a
+  ``subprocess.run``; bubblewrap, one bare ``bwrap --unshare-all --unshare-user
+  --die-with-parent --new-session --ro-bind /usr /usr ... true`` binding the
+  same workspace; docker, one API exec (``exec_create``/``exec_start``/
+  ``exec_inspect``) in an already running container of the same image.
 
-- child workspace creation (snapshot of the parent's state + hardened worktree)
-  vs ``git worktree add --detach``, on generated repositories (10k and 50k
-  files by default);
-- one sandboxed command (``true``) vs a plain ``subprocess.run``, per backend
-  (host, bubblewrap, docker exec);
-- diff collection (stop, scan, private index, ``diff-index --binary``) vs
-  ``git diff`` with a temporary index (``read-tree HEAD; add -A;
-  diff --cached --binary``).
+Rules (``scripts/benchlib.py``): both sides warmed, trials interleaved with the
+first side alternating, median and IQR, a ``sync`` before each workspace and
+diff trial, the machine and each workdir's filesystem printed.
 
 Usage::
 
-    .venv/bin/python scripts/bench_sandbox.py                 # 10k and 50k files
-    .venv/bin/python scripts/bench_sandbox.py --sizes 2000 --repeat 2 --exec-runs 10  # quick
-    .venv/bin/python scripts/bench_sandbox.py --json bench-results/sandbox.json
-
-Repositories are generated in a temporary directory (``--workdir`` to choose
-where: worktree creation is I/O-bound, so the filesystem matters).
+    .venv/bin/python scripts/bench_sandbox.py                     # 10k files, tmpfs
+    .venv/bin/python scripts/bench_sandbox.py --quick             # 2k files, fewer trials
+    .venv/bin/python scripts/bench_sandbox.py --sizes 10000,50000 --workdirs /dev/shm,/var/tmp
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchlib import (
+    Row,
+    child_change,
+    compare,
+    filesystem,
+    generate_repo,
+    git,
+    machine,
+    print_rows,
+    raw_worktree,
+    warm_clone,
+)
 
 from policies.contract import SandboxMode
 from sandbox.config import BubblewrapConfig, DockerConfig, HostConfig, Limits
 from sandbox.errors import BackendUnavailable
 from sandbox.factory import open_sandbox, probe
 
-GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
-EDITS = 20
+HOST = HostConfig(limits=Limits(max_diff_bytes=1 << 30))
+CHANGED = 20
 
 
-def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> bytes:
-    done = subprocess.run(["git", *args], cwd=repo, env={**GIT_ENV, **(env or {})},
-                          capture_output=True, check=True)
-    return done.stdout
+def bench_workspace(repo: Path, work: Path, trials: int) -> Row:
+    state = work / "state"
+    made: list[Any] = []
+    trees: list[Path] = []
+
+    def cleanup() -> None:
+        while made:
+            made.pop().teardown(discard=True)
+        while trees:
+            git(repo, "worktree", "remove", "--force", str(trees.pop()))
+
+    def plain() -> None:
+        tree = work / f"raw-{len(list(work.glob('raw-*')))}"
+        trees.append(tree)
+        raw_worktree(repo, tree)
+
+    def corral() -> None:
+        made.append(open_sandbox(HOST, repo=repo, mode=SandboxMode.WORKTREE, state_root=state))
+
+    plain_cell, corral_cell = compare(plain, corral, trials=trials, sync=True, before=cleanup)
+    kind = "worktree"
+    probe_child = open_sandbox(HOST, repo=repo, mode=SandboxMode.WORKTREE, state_root=state)
+    kind = probe_child.workspace_kind
+    probe_child.teardown(discard=True)
+    cleanup()
+    return Row("workspace", f"child workspace ({kind}), {count_files(repo)} files",
+               "git worktree add + the same staged/unstaged/untracked state replayed",
+               plain_cell, corral_cell, filesystem(work))
 
 
-def generate_repo(root: Path, files: int) -> Path:
-    """``files`` small text files, 100 per directory, in one commit."""
-    repo = root / f"repo-{files}"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q")
-    for i in range(files):
-        directory = repo / f"d{i // 1000:03d}" / f"s{(i // 100) % 10}"
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"f{i:06d}.txt").write_text(
-            f"file {i}\n" + "lorem ipsum dolor sit amet\n" * 6)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "generated")
-    return repo
+def bench_diff(repo: Path, work: Path, trials: int, k: int) -> Row:
+    state = work / "state"
+    clone = work / "clone"
+    warm_clone(repo, clone)
+    child_change(clone, k)
+    children: list[Any] = []
+
+    def fresh_child() -> None:
+        while children:
+            children.pop().teardown(discard=True)
+        child = open_sandbox(HOST, repo=repo, mode=SandboxMode.WORKTREE, state_root=state)
+        child_change(child.root, k)
+        children.append(child)
+
+    def plain() -> None:
+        git(clone, "diff", "HEAD", "--binary")
+
+    def corral() -> None:
+        children[-1].collect_diff()
+
+    plain_cell, corral_cell = compare(plain, corral, trials=trials, sync=True,
+                                      before=fresh_child)
+    kind = children[-1].workspace_kind
+    while children:
+        children.pop().teardown(discard=True)
+    return Row("diff", f"diff of {k} changed files ({kind} child), {count_files(repo)} files",
+               "git diff HEAD --binary in a plain clone, warm index, same changes",
+               plain_cell, corral_cell, filesystem(work))
 
 
-def timed(call: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
+def count_files(repo: Path) -> str:
+    n = len(git(repo, "ls-files", "-z").split(b"\0")) - 1
+    return f"{n // 1000}k" if n >= 1000 else str(n)
 
 
-def edit(tree: Path) -> None:
-    """The same small change in any checkout: modify, add, delete."""
-    texts = sorted(tree.glob("d000/s0/*.txt"))
-    for path in texts[:EDITS]:
-        path.write_text(path.read_text() + "edited\n")
-    for i in range(EDITS // 2):
-        (tree / f"new-{i}.txt").write_text(f"new file {i}\n")
-    texts[-1].unlink()
+# -- one command -----------------------------------------------------------------------------
 
 
-def _round(repo: Path, work: Path, i: int, state: Path) -> tuple[float, float, float, float]:
-    """One repetition: (plain create, corral create, plain diff, corral diff)."""
-    plain_wt = work / f"plain-{i}"
-    index = work / f"plain-{i}.index"
-    sandbox: Any = None
-
-    def plain_create() -> None:
-        git(repo, "worktree", "add", "-q", "--detach", str(plain_wt), "HEAD")
-
-    def corral_create() -> None:
-        nonlocal sandbox
-        sandbox = open_sandbox(HostConfig(limits=Limits(max_diff_bytes=1 << 30)),
-                               repo=repo, mode=SandboxMode.WORKTREE, state_root=state)
-
-    def plain_diff() -> None:
-        env = {"GIT_INDEX_FILE": str(index)}
-        git(plain_wt, "read-tree", "HEAD", env=env)
-        git(plain_wt, "add", "-A", env=env)
-        git(plain_wt, "diff", "--cached", "--binary", "-M", "HEAD", env=env)
-
-    # Alternate which goes first: this VM's disk slows down over consecutive checkouts.
-    if i % 2:
-        t_corral, t_plain = timed(corral_create), timed(plain_create)
-    else:
-        t_plain, t_corral = timed(plain_create), timed(corral_create)
-    edit(plain_wt)
-    edit(sandbox.root)
-    d_plain, d_corral = timed(plain_diff), timed(sandbox.collect_diff)
-    sandbox.teardown()
-    git(repo, "worktree", "remove", "--force", str(plain_wt))
-    return t_plain, t_corral, d_plain, d_corral
+def bare_bwrap(workspace: Path) -> list[str]:
+    """The least a bubblewrap command needs: new namespaces, /usr read-only (and the
+    /bin, /lib... links or binds into it), /proc, /dev, the workspace, then ``true``."""
+    args = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+            "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib64"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", str(path.readlink()), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    return [*args, "--proc", "/proc", "--dev", "/dev", "--bind", str(workspace), str(workspace),
+            "--chdir", str(workspace), "--", "true"]
 
 
-def bench_workspace(repo: Path, work: Path, repeat: int, state: Path) -> list[dict[str, Any]]:
-    rounds = [_round(repo, work, i, state) for i in range(repeat)]
-    create_plain, create_corral, diff_plain, diff_corral = (list(c) for c in zip(*rounds,
-                                                                                 strict=True))
-    return [row("workspace creation", create_plain, create_corral,
-                "git worktree add --detach", "open_sandbox(worktree), host backend"),
-            row("diff collection", diff_plain, diff_corral,
-                "read-tree; add -A; diff --cached --binary", "collect_diff()")]
+class DockerExec:
+    """One API exec in an already running container of the sandbox image (the plain side)."""
+
+    def __init__(self, image: str) -> None:
+        import docker  # noqa: PLC0415 - only when the docker row runs
+
+        self.client = docker.from_env()
+        self.container = self.client.containers.run(
+            image, ["sleep", "infinity"], detach=True, network_mode="none", auto_remove=False,
+            labels={"corral.bench": "1"})
+
+    def __call__(self) -> None:
+        api = self.client.api
+        exec_id = api.exec_create(self.container.id, ["true"])["Id"]
+        api.exec_start(exec_id)
+        if api.exec_inspect(exec_id)["ExitCode"] != 0:
+            raise RuntimeError("true failed in the container")
+
+    def close(self) -> None:
+        self.container.remove(force=True)
+        self.client.close()
 
 
-def bench_exec(repo: Path, state: Path, runs: int, backends: list[str]) -> list[dict[str, Any]]:
+def bench_commands(repo: Path, work: Path, trials: int, backends: list[str]) -> list[Row]:
     rows = []
     configs: dict[str, Any] = {"host": HostConfig(), "bubblewrap": BubblewrapConfig(),
                                "docker": DockerConfig()}
@@ -141,56 +181,73 @@ def bench_exec(repo: Path, state: Path, runs: int, backends: list[str]) -> list[
         except BackendUnavailable as exc:
             print(f"skipping {name}: {exc.message}", file=sys.stderr)
             continue
-        plain = [timed(lambda: subprocess.run(["true"], check=True)) for _ in range(runs)]
-        with open_sandbox(config, repo=repo, mode=SandboxMode.READ_ONLY,
-                          state_root=state) as sb:
-            sb.exec(["true"])  # warm up
-            corral = [timed(lambda sb=sb: sb.exec(["true"]).check()) for _ in range(runs)]
-        rows.append(row(f"one command ({name})", plain, corral, "subprocess.run(['true'])",
-                        f"Sandbox.exec(['true']) on {name}"))
+        with open_sandbox(config, repo=repo, mode=SandboxMode.WORKTREE,
+                          state_root=work / "state-exec") as sb:
+            closing: Callable[[], None] | None = None
+            if name == "host":
+                plain: Callable[[], Any] = lambda: subprocess.run(["true"], check=True)  # noqa: E731
+                what = "subprocess.run(['true'])"
+            elif name == "bubblewrap":
+                argv = bare_bwrap(Path(sb.root))
+                plain = lambda argv=argv: subprocess.run(argv, check=True)  # noqa: E731
+                what = "a bare bwrap (new namespaces, /usr ro, the workspace) running true"
+            else:
+                docker_exec = DockerExec(config.image)
+                plain, closing = docker_exec, docker_exec.close
+                what = "one docker API exec (create, start, inspect) in a running container"
+            try:
+                plain_cell, corral_cell = compare(
+                    plain, lambda sb=sb: sb.exec(["true"]).check(), trials=trials, warmup=3)
+            finally:
+                if closing is not None:
+                    closing()
+            rows.append(Row("one command (true)", f"Sandbox.exec on {name}", what, plain_cell,
+                            corral_cell, filesystem(work)))
     return rows
 
 
-def row(operation: str, plain: list[float], corral: list[float], plain_what: str,
-        corral_what: str) -> dict[str, Any]:
-    p, c = statistics.median(plain), statistics.median(corral)
-    return {"operation": operation, "plain_s": p, "corral_s": c, "ratio": c / p if p else None,
-            "runs": len(plain), "plain": plain_what, "corral": corral_what}
+def run_bench(*, sizes: list[int], workdirs: list[Path], trials: int, exec_trials: int,
+              backends: list[str], k: int = CHANGED) -> list[Row]:
+    rows: list[Row] = []
+    for workdir in workdirs:
+        base = Path(tempfile.mkdtemp(prefix="corral-bench-sandbox-", dir=workdir))
+        try:
+            for size in sizes:
+                repo = generate_repo(base, size)
+                rows.append(bench_workspace(repo, base / f"ws-{size}", trials))
+                (base / f"diff-{size}").mkdir()
+                rows.append(bench_diff(repo, base / f"diff-{size}", trials, k))
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+    base = Path(tempfile.mkdtemp(prefix="corral-bench-exec-", dir=workdirs[0]))
+    try:
+        small = generate_repo(base, 10)
+        rows += bench_commands(small, base, exec_trials, backends)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,50000",
-                        help="comma-separated repository sizes in files (default 10000,50000)")
-    parser.add_argument("--repeat", type=int, default=3, help="workspace/diff repetitions")
-    parser.add_argument("--exec-runs", type=int, default=30, help="commands per backend")
+    parser.add_argument("--sizes", default="10000", help="repository sizes in files")
+    parser.add_argument("--trials", type=int, default=9, help="workspace and diff trials")
+    parser.add_argument("--exec-trials", type=int, default=40, help="commands per backend")
     parser.add_argument("--backends", default="host,bubblewrap,docker")
-    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--workdirs", default="/dev/shm",  # noqa: S108 - mkdtemp inside
+                        help="where repositories live, comma-separated (e.g. /dev/shm,/var/tmp)")
+    parser.add_argument("--quick", action="store_true", help="2k files, 5 trials, 15 commands")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="corral-bench-", dir=args.workdir))
-    results: list[dict[str, Any]] = []
-    try:
-        for size in (int(s) for s in args.sizes.split(",") if s):
-            started = time.perf_counter()
-            repo = generate_repo(base, size)
-            print(f"generated {size} files in {time.perf_counter() - started:.1f}s",
-                  file=sys.stderr)
-            for entry in bench_workspace(repo, base, args.repeat, base / f"state-{size}"):
-                results.append({**entry, "files": size})
-        small = generate_repo(base / "exec", 10)
-        results += [{**entry, "files": 10}
-                    for entry in bench_exec(small, base / "state-exec", args.exec_runs,
-                                            args.backends.split(","))]
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    print(f"{'operation':<26}{'files':>7}{'plain':>12}{'corral':>12}{'ratio':>8}  runs")
-    for entry in results:
-        print(f"{entry['operation']:<26}{entry['files']:>7}{entry['plain_s'] * 1000:>10.1f}ms"
-              f"{entry['corral_s'] * 1000:>10.1f}ms{entry['ratio']:>7.2f}x  {entry['runs']}")
+    print(f"machine: {machine()}")
+    rows = run_bench(sizes=[2000] if args.quick else [int(s) for s in args.sizes.split(",")],
+                     workdirs=[Path(w) for w in args.workdirs.split(",") if w],
+                     trials=5 if args.quick else args.trials,
+                     exec_trials=15 if args.quick else args.exec_trials,
+                     backends=args.backends.split(","))
+    print_rows(rows)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
     return 0
 
 

@@ -1,6 +1,7 @@
 """POST JSON to a model provider: timeouts, retries, and error translation.
 
-This is the one module that imports :mod:`httpx`. Every httpx exception and
+This is the one module that imports :mod:`httpx`, and only when a
+:class:`HttpClient` is built (a scripted run never loads it). Every httpx exception and
 every non-2xx answer becomes a :class:`~executor.errors.ModelError` here, with
 a stable code, ``retryable``, and context (provider, URL without credentials,
 status, the provider's error type, a short excerpt of the body, attempts):
@@ -35,12 +36,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from executor.errors import ModelError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["HttpClient", "RetryPolicy", "Sleep", "redact_url"]
 
@@ -93,6 +95,7 @@ class HttpClient:
     def __init__(self, *, provider: str, timeout: float, retry: RetryPolicy | None = None,
                  headers: Mapping[str, str] | None = None, secrets: Sequence[str] = (),
                  sleep: Sleep = time.sleep) -> None:
+        import httpx  # noqa: PLC0415, F401 - loaded with the first real provider, never at start-up
         self._provider = provider
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
@@ -120,6 +123,7 @@ class HttpClient:
     # -- one attempt -------------------------------------------------------------------
 
     def _attempt(self, url: str, payload: bytes) -> dict[str, Any]:
+        import httpx  # noqa: PLC0415 - in sys.modules since __init__; see there
         try:
             with httpx.Client(timeout=self._timeout, follow_redirects=False) as client:
                 response = client.post(url, content=payload, headers=self._headers)

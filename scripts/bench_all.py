@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Every like-for-like benchmark in one run, one table: each of issue 9's ratios.
+
+Runs, in order: start-up (``bench_startup``), the end-to-end trivial scripted
+child on host / bubblewrap / docker (``bench_e2e``), the sandbox's workspace,
+diff and one-command rows (``bench_sandbox``) and the loader (``bench_loader``);
+prints the machine once, then every row (plain and corral medians with IQR, the
+ratio, where the workdir lives). The fanout benchmark has its own report
+(``scripts/bench_fanout.py``, ``--with-fanout`` runs it after this table).
+
+Usage::
+
+    .venv/bin/python scripts/bench_all.py            # the README's figures
+    .venv/bin/python scripts/bench_all.py --quick    # a minute or two
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bench_e2e
+import bench_loader
+import bench_sandbox
+import bench_startup
+from benchlib import Row, machine, print_rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--workdir", type=Path, default=Path("/dev/shm"),  # noqa: S108 - mkdtemp
+                        help="where generated repositories live (default tmpfs)")
+    parser.add_argument("--sizes", default="10000", help="workspace/diff repository sizes")
+    parser.add_argument("--backends", default="host,bubblewrap,docker")
+    parser.add_argument("--with-fanout", action="store_true")
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    args = parser.parse_args()
+    quick = args.quick
+    backends = args.backends.split(",")
+    print(f"machine: {machine()}", flush=True)
+    rows: list[Row] = []
+    rows += bench_startup.run_bench(trials=8 if quick else 30, workdir=args.workdir)
+    rows += bench_e2e.run_bench(trials=4 if quick else 9, workdir=args.workdir,
+                                backends=backends)
+    rows += bench_sandbox.run_bench(
+        sizes=[2000] if quick else [int(s) for s in args.sizes.split(",")],
+        workdirs=[args.workdir], trials=5 if quick else 9, exec_trials=15 if quick else 40,
+        backends=backends)
+    rows += bench_loader.run_bench(trials=3 if quick else 9)
+    print_rows(rows)
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(),
+                                         "rows": [r.to_json() for r in rows]}, indent=2) + "\n")
+    if args.with_fanout:
+        fanout = [sys.executable, str(Path(__file__).with_name("bench_fanout.py"))]
+        subprocess.run([*fanout, "--quick"] if quick else fanout, check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

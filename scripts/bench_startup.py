@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Start-up: `corral --help` and `corral agents list` vs `python -c "import pydantic, yaml"`.
+
+Issue 9's goal: both within 2x of importing corral's two base libraries. Each
+side is a fresh interpreter started from this process (``subprocess.run``),
+interleaved and warmed (see ``scripts/benchlib.py``). Bytecode caching is on
+for both sides (``PYTHONDONTWRITEBYTECODE`` is dropped, and the warm-up writes
+the caches): a user's installed corral runs from bytecode, and compiling
+corral's sources on every start would bill the compiler, not the imports.
+``agents list`` reads a small repository (three Claude Code agents, trusted,
+personal definitions off, ``HOME`` empty).
+
+Usage::
+
+    .venv/bin/python scripts/bench_startup.py [--quick] [--trials 30] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import Row, compare, filesystem, git, machine, print_rows
+
+GROUP = "start-up (fresh interpreter each)"
+
+
+def small_repo(root: Path) -> Path:
+    repo = root / "small"
+    agents = repo / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    for name in ("reviewer", "writer", "tester"):
+        (agents / f"{name}.md").write_text(
+            f"---\nname: {name}\ndescription: the {name}\ntools: Read, Grep, Glob\n---\n"
+            f"You are the {name}.\n")
+    git(repo, "init", "-q")
+    return repo
+
+
+def run_bench(*, trials: int, workdir: Path | None = None) -> list[Row]:
+    base = Path(tempfile.mkdtemp(prefix="corral-bench-startup-", dir=workdir))
+    try:
+        repo = small_repo(base)
+        home = base / "home"
+        home.mkdir()
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env |= {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+                "CORRAL_CONFIG": str(home / "none.toml")}
+        python = sys.executable
+        corral = shutil.which("corral", path=str(Path(python).parent))
+        entry = [corral] if corral else [python, "-m", "executor"]
+
+        def call(argv: list[str]) -> None:
+            subprocess.run(argv, env=env, cwd=base, stdout=subprocess.DEVNULL, check=True)
+
+        def plain() -> None:
+            call([python, "-c", "import pydantic, yaml"])
+
+        where = f"{filesystem(base)}"
+        cases = [
+            ("corral --help", [*entry, "--help"]),
+            ("corral agents list (3 agents)", [*entry, "agents", "list", "--root", str(repo),
+                                               "--trust-project", "--no-personal"]),
+            ("corral agents list --json (3 agents)",
+             [*entry, "agents", "list", "--json", "--root", str(repo), "--trust-project",
+              "--no-personal"]),
+            ("python -c 'import executor.cli'", [python, "-c", "import executor.cli"]),
+            # Not corral: the floor any command that validates a pydantic model pays.
+            ("(reference) import pydantic, yaml + build one model",
+             [python, "-c", "import pydantic, yaml\nclass M(pydantic.BaseModel):\n x: int"]),
+        ]
+        rows = []
+        for name, argv in cases:
+            plain_cell, corral_cell = compare(plain, lambda argv=argv: call(argv),
+                                              trials=trials, warmup=2)
+            rows.append(Row(GROUP, name, "python -c 'import pydantic, yaml'", plain_cell,
+                            corral_cell, where))
+        return rows
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="8 trials")
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    rows = run_bench(trials=8 if args.quick else args.trials, workdir=args.workdir)
+    print_rows(rows)
+    for row in rows[:2]:
+        verdict = "met" if row.ratio <= 2 else "MISSED"
+        print(f"goal {row.operation} within 2x of import pydantic, yaml: {row.ratio:.2f}x "
+              f"({verdict})")
+    if args.json:
+        args.json.write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

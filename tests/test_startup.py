@@ -1,0 +1,224 @@
+"""Start-up structure: each command imports what it needs and nothing heavier.
+
+Every check runs the real entry point (:func:`executor.cli.main`) in a fresh
+interpreter and reads ``sys.modules`` afterwards: no timing asserts (the
+figures live in ``scripts/bench_startup.py``), only which modules a command
+loaded. httpx (and the rich and pygments it pulls in) is for a real provider,
+rich for a live display on a terminal, pydantic and the loader for commands that
+read definitions, the run machinery for runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from rich.console import Console
+
+from executor.cli import LAZY_COMMANDS, cli
+from executor.progress import Progress
+from executor.session import ProgressEvent
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Loaded only by a real HTTP provider (httpx imports rich and pygments for its own CLI).
+HTTP = {"httpx", "pygments"}
+#: Loaded only to draw on a terminal.
+DISPLAY = {"rich"}
+#: Optional engines: docker for the docker backend, watchdog for `agents check --watch`.
+ENGINES = {"docker", "watchdog"}
+#: What reading definitions needs.
+LOADER = {"pydantic", "yaml", "policies.loader"}
+#: The run machinery: sandboxes, the agent loop, the tools, merges.
+RUNS = {"sandbox", "executor.runner", "executor.session", "executor.tools", "executor.merge"}
+WATCHED = sorted(HTTP | DISPLAY | ENGINES | LOADER | RUNS
+                 | {"executor.cli_agents", "executor.cli_runs", "executor.offer"})
+
+_PROBE = """
+import json, sys
+code = 0
+try:
+    if sys.argv[1] == "--import-only":
+        import executor.cli
+    else:
+        from executor.cli import main
+        main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+with open(sys.argv[0] + ".json", "w") as out:
+    json.dump({"exit": code, "loaded": [m for m in WATCHED if m in sys.modules]}, out)
+"""
+
+
+def _probe(tmp_path: Path, *args: str, tty: bool = False,
+           env: dict[str, str] | None = None) -> tuple[object, set[str]]:
+    """Run the CLI with ``args`` in a fresh interpreter: (exit code, watched modules loaded).
+
+    ``tty``: stderr is a terminal (a pseudo-terminal), as for a person at the CLI.
+    """
+    script = tmp_path / "probe.py"
+    script.write_text(f"WATCHED = {WATCHED!r}\n{_PROBE}")
+    master = slave = None
+    if tty:
+        master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, str(script), *args], cwd=REPO,
+                              env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                              stderr=slave if slave is not None else subprocess.PIPE,
+                              timeout=60, check=False)
+    finally:
+        for fd in (master, slave):
+            if fd is not None:
+                os.close(fd)
+    report = script.with_name("probe.py.json")
+    assert report.exists(), proc.stderr
+    data = json.loads(report.read_text())
+    report.unlink()
+    return data["exit"], set(data["loaded"])
+
+
+@pytest.fixture
+def small_repo(tmp_path: Path) -> Path:
+    """A git repository with one trusted agent that may read and write files."""
+    repo = tmp_path / "repo"
+    (repo / ".ngn" / "agents").mkdir(parents=True)
+    (repo / "a.txt").write_text("a\n")
+    (repo / ".ngn" / "agents" / "w.md").write_text(
+        "---\nname: w\ndescription: writes\ntools: [read_file, write_file]\n---\nDo it.\n")
+    for command in (["init", "-q"], ["add", "-A"],
+                    ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+        subprocess.run(["git", "-C", str(repo), *command], check=True, timeout=30)
+    return repo
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "script.yaml"
+    path.write_text("- tool_calls:\n  - name: write_file\n    arguments: {path: n.txt, "
+                    "content: x}\n- text: done\n")
+    return path
+
+
+def test_importing_the_cli_loads_no_command(tmp_path: Path) -> None:
+    _, loaded = _probe(tmp_path, "--import-only")
+    assert loaded == set()
+
+
+def test_help_loads_click_only(tmp_path: Path) -> None:
+    code, loaded = _probe(tmp_path, "--help")
+    assert code == 0
+    assert loaded == set(), "corral --help lists its commands from LAZY_COMMANDS"
+
+
+def test_agents_list_loads_the_loader_and_nothing_of_runs(tmp_path: Path,
+                                                          small_repo: Path) -> None:
+    code, loaded = _probe(tmp_path, "agents", "list", "--json", "--root", str(small_repo),
+                          "--trust-project", "--no-personal")
+    assert code == 0
+    assert loaded >= LOADER
+    assert loaded & (HTTP | DISPLAY | ENGINES | RUNS) == set()
+    # and as text on a terminal: nothing is drawn live, so rich stays out too
+    code, loaded = _probe(tmp_path, "agents", "list", "--root", str(small_repo),
+                          "--trust-project", "--no-personal", tty=True)
+    assert code == 0 and loaded & (HTTP | DISPLAY | ENGINES | RUNS) == set()
+
+
+def test_agents_show_loads_the_tools_not_the_http_client(tmp_path: Path,
+                                                        small_repo: Path) -> None:
+    code, loaded = _probe(tmp_path, "agents", "show", "w", "--json", "--root", str(small_repo),
+                          "--trust-project", "--no-personal")
+    assert code == 0
+    assert "executor.tools" in loaded  # the offer names the implemented tools
+    assert loaded & (HTTP | DISPLAY | ENGINES) == set()
+
+
+def test_scripted_run_loads_no_http_client_and_no_rich_for_json(
+        tmp_path: Path, small_repo: Path, script: Path) -> None:
+    code, loaded = _probe(tmp_path, "run", "--root", str(small_repo), "--trust-project",
+                          "--no-personal", "--agent", "w", "--backend", "host", "--json",
+                          "--script", str(script), "write n.txt")
+    assert code == 0
+    assert {"executor.runner", "sandbox"} <= loaded
+    assert loaded & (HTTP | DISPLAY | ENGINES) == set()
+
+
+def test_scripted_run_on_a_terminal_loads_rich_for_its_live_lines(
+        tmp_path: Path, small_repo: Path, script: Path) -> None:
+    code, loaded = _probe(tmp_path, "run", "--root", str(small_repo), "--trust-project",
+                          "--no-personal", "--agent", "w", "--backend", "host",
+                          "--script", str(script), "write n.txt", tty=True)
+    assert code == 0
+    assert "rich" in loaded
+    assert loaded & (HTTP | ENGINES) == set()
+
+
+def test_a_run_with_an_openai_route_builds_the_http_client(
+        tmp_path: Path, small_repo: Path) -> None:
+    config = tmp_path / "config.toml"
+    # Port 9 (discard) is closed here: the request fails at once, after the client is built.
+    config.write_text('[providers.local]\ntype = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                      "max_retries = 0\n")
+    code, loaded = _probe(tmp_path, "run", "--root", str(small_repo), "--trust-project",
+                          "--no-personal", "--agent", "w", "--backend", "host", "--json",
+                          "--model", "local/m", "write n.txt", env={"CORRAL_CONFIG": str(config)})
+    assert code == 3  # the run failed: no model answered
+    assert "httpx" in loaded
+
+
+def test_lazy_command_table_matches_the_commands_modules_register() -> None:
+    """Every command an ``executor/cli_*.py`` module registers is in LAZY_COMMANDS, under the
+    module that defines it, and shows the table's line once loaded (one text, not two)."""
+    for path in sorted((REPO / "executor").glob("cli_*.py")):
+        importlib.import_module(f"executor.{path.stem}")
+    ctx = click.Context(cli)
+    registered = set(cli.commands)
+    assert registered == set(LAZY_COMMANDS), (
+        "add the command to LAZY_COMMANDS in executor/cli.py (name -> module, summary)")
+    for name, (module, summary) in LAZY_COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None and command.callback is not None
+        assert command.callback.__module__ == module, name
+        assert command.get_short_help_str(200) == summary
+    assert cli.list_commands(ctx) == sorted(LAZY_COMMANDS)
+
+
+def test_help_listing_is_the_same_before_and_after_the_commands_load() -> None:
+    """``corral --help`` from the table equals the listing of the loaded commands."""
+    before = subprocess.run([sys.executable, "-m", "executor", "--help"], cwd=REPO,
+                            capture_output=True, text=True, timeout=60, check=True).stdout
+    for name in LAZY_COMMANDS:
+        cli.get_command(click.Context(cli), name)
+    with click.Context(cli, info_name="corral", **cli.context_settings) as ctx:
+        after = cli.get_help(ctx)
+    assert before.strip() == after.strip()
+    assert all(f"  {name} " in before for name in LAZY_COMMANDS)
+
+
+def test_live_progress_draws_escaped_lines_once_enabled() -> None:
+    """The live display (rich, loaded on enable) draws each run's line and the finished
+    calls as plain text: markup a child chose is shown, never interpreted."""
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    progress = Progress(enabled=True, console=console)
+    with progress:
+        progress(ProgressEvent("step", "w", 1, "", 0, (), "run-1"))
+        progress(ProgressEvent("tool_done", "w", 1, "write_file: [link=https://x]y[/link]", 0,
+                               ("n.txt",), "run-1"))
+        assert progress.live is not None
+        progress.live.refresh()
+    text = out.getvalue()
+    assert "w [1] write_file: [link=https://x]y[/link] (1 file(s) changed)" in text
+    assert "w: step 1" in text
+    assert progress.live is None  # stopped on exit
+    disabled = Progress(enabled=False)
+    with disabled:
+        disabled(ProgressEvent("step", "w", 1, "", 0, (), "run-1"))
+    assert disabled.live is None and disabled.console is None
