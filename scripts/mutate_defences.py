@@ -144,8 +144,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "read-only mode and the git dirs become writable"),
     mutation(
         "bwrap-remount-ro", "bubblewrap", "sandbox/backends/bwrap.py",
-        'args += ["--chdir", str(spec.cwd), "--remount-ro", "/", "--as-pid-1",',
-        'args += ["--chdir", str(spec.cwd), "--as-pid-1",',
+        'args += ["--chdir", "/", "--remount-ro", "/", "--as-pid-1",',
+        'args += ["--chdir", "/", "--as-pid-1",',
         [f"{CAPS}::test_system_is_read_only[bubblewrap-worktree]"],
         "the sandbox's root (its /etc among it) becomes writable"),
     mutation(

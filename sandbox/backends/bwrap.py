@@ -154,6 +154,19 @@ class BubblewrapSandbox(BaseSandbox):
         self._prefix = prefix
         self._bwrap = bwrap
 
+    @property
+    def supervisor_pid(self) -> int | None:
+        """The host pid of the warm sandbox's supervisor (bwrap's child), if one runs."""
+        live = self._warm
+        if live is None:
+            return None
+        pid = live.process.popen.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else None
+
     def _argv(self) -> list[str]:
         """The one ``bwrap`` of the warm sandbox: the supervisor as the namespace's PID 1."""
         args = [*self._prefix, *bwrap_base_argv(self._bwrap, tmp_size=self.limits.tmp_size_bytes,

@@ -325,6 +325,18 @@ class DockerSandbox(BaseSandbox):
                                    operation="stat", context={"container": self.id})
             return int(decode_json_header(header)["mode"])
 
+    @property
+    def supervisor_pid(self) -> int | None:
+        """The host pid of the warm sandbox's supervisor exec, if one runs."""
+        live = self._warm
+        if live is None or self._client is None:
+            return None
+        try:
+            info = self._client.api.exec_inspect(live.exec_id)
+        except _ENGINE_ERRORS:
+            return None
+        return int(info["Pid"]) if info.get("Running") and info.get("Pid") else None
+
     def _warm_up(self) -> Warm:
         """The live supervisor, started now (one exec) if there is none or it died idle."""
         current = self._warm
