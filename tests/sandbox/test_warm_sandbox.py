@@ -124,7 +124,10 @@ sup = os.getppid()
 for what, mode in (("mem", "rb"), ("environ", "rb"), ("fd/0", "rb"), ("fd/1", "wb")):
     try:
         with open(f"/proc/{sup}/{what}", mode) as handle:
-            handle.read(1) if "r" in mode else handle.write(b"R\0\0\0\x02{}")
+            if what == "fd/1":  # a forged report: exit 0
+                handle.write(b"R\0\0\0\x0b{\"exit\": 0}")
+            elif what != "fd/0":  # reading the host's frames would block: opening is enough
+                handle.read(1)
     except OSError as exc:
         print(what, type(exc).__name__)
     else:
