@@ -11,20 +11,24 @@ ALL``, ``no-new-privileges``, ``--pids-limit``, ``--memory`` (= swap),
 
 Users: commands run as a non-root uid (the workspace owner, or 1000 with a
 corral-made worktree chowned to it); the keep-alive process runs as another
-uid (65534). After every command (normal end, timeout, engine error) a
-separate exec runs ``kill -9 -1`` as the command's uid and waits until no
-process of that uid is left: everything the command started (``setsid``,
-double fork, ``nohup``) dies before ``exec`` returns, even when the command
-killed its own wrapper (``kill -9 $PPID``), and the keep-alive survives
-because that uid may not signal it. The wrapper also runs ``"$@"; kill -9 -1``
-so a background process holding the output pipe cannot keep the exec open;
-that one is only an optimisation, the separate exec is the guarantee. A
-timeout or :meth:`stop_processes` runs the same kill exec. (Docker bind mounts
-cannot be made ``nosuid``; ``no-new-privileges`` keeps a setuid file the child
-makes inert inside the container, and :mod:`sandbox.workspaces.setid` clears it on the
-host.) Peak RSS is the container's memory
-high-water mark (cgroup v1 only); CPU seconds are the container's usage
-during the command.
+uid (65534). Commands go through a warm sandbox: one exec per container (and
+again after it is lost) runs the supervisor of :mod:`sandbox.backends.warm_init`
+as the command's uid, attached to its stdin and stdout, and every command is a
+process it starts (:mod:`sandbox.backends.warm`), so a command costs a fork and
+an exec inside the container, not an API exec. When a command ends (exit,
+deadline) the supervisor kills every process of the uid but itself (``kill -9
+-1``: ``setsid``, double fork, ``nohup``) and waits until none is left before it
+reports; the keep-alive survives because that uid may not signal it. Peak RSS
+and CPU seconds come from ``wait4`` inside the container. The supervisor runs as
+the command's uid, so a command can kill it (``kill -9 $PPID``): then, and when
+it is silent past the deadline plus a grace or cannot kill everything, a
+separate exec runs ``kill -9 -1`` as the uid and waits until no process of it is
+left (the container is killed from the engine if that fails) before ``exec``
+returns, and the next command starts a new supervisor. :meth:`stop_processes`
+on a running command runs the same kill exec. (Docker bind mounts cannot be
+made ``nosuid``; ``no-new-privileges`` keeps a setuid file the child makes inert
+inside the container, and :mod:`sandbox.workspaces.setid` clears it on the
+host.)
 
 Paths: the workspace is mounted at its host path; an image directory above a
 mount that the command's uid cannot traverse (the image's ``/root`` when corral
