@@ -267,6 +267,7 @@ class _KeptProcess:
         self.stdin, self.stdout, self.stderr = fds
         self._release = release
         self._keeper = keeper
+        self._pidfd_lock = threading.Lock()
         self.exit_code: int | None = None
 
     @classmethod
@@ -306,16 +307,20 @@ class _KeptProcess:
                    keeper)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, OSError):
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        """SIGKILL bwrap (another thread may be releasing it: never a recycled descriptor)."""
+        with self._pidfd_lock:
+            if self.pidfd >= 0:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def release(self) -> int | None:
         """Reap bwrap (kill it first) and let the keeper thread end; its exit code."""
         if self.exit_code is None:
             self.kill()
             self.exit_code = self.popen.wait()
-            with contextlib.suppress(OSError):
+            with self._pidfd_lock:
                 os.close(self.pidfd)
+                self.pidfd = -1
         self._release.set()
         self._keeper.join()
         return self.exit_code

@@ -159,8 +159,10 @@ class Supervisor:
         try:
             proc = _spawn(argv, cwd, env)
         except OSError as exc:
-            code = 127 if isinstance(exc, FileNotFoundError) and exc.filename != cwd else 126
-            message = f"corral: {argv[0]}: {exc.strerror or exc}\n".encode()
+            in_cwd = exc.filename == cwd
+            code = 127 if isinstance(exc, FileNotFoundError) and not in_cwd else 126
+            what = f"cannot enter {cwd}" if in_cwd else argv[0]
+            message = f"corral: {what}: {exc.strerror or exc}\n".encode()
             self.send(b"s", b"")
             self.send(b"e", message[:cap])
             self.send_json(b"R", {"exit": code, "timed_out": False, "duration": 0.0,
