@@ -96,6 +96,7 @@ TERMINAL = "tests/executor/test_terminal_escaping.py"
 SPEC = "tests/spec/test_discovery_spec.py"
 OVERLAY = "tests/sandbox/test_overlay_attacks.py"
 OVERLAY_CONF = "tests/sandbox/test_overlay_conformance.py"
+WARM = "tests/sandbox/test_warm_sandbox.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -112,11 +113,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         '"--unshare-cgroup-try",',
         [f"{NET}::test_child_cannot_reach_the_host[bubblewrap-worktree]"],
         "the namespaces listed one by one, the network one forgotten: the host is reachable"),
-    mutation(
-        "bwrap-die-with-parent", "bubblewrap", "sandbox/backends/bwrap.py",
-        '"--die-with-parent", "--new-session",', '"--new-session",',
-        [f"{PROC}::test_sandbox_dies_with_corral[bubblewrap]"],
-        "a command outlives a corral that was killed"),
+    Mutation(
+        "bwrap-die-with-parent", "bubblewrap",
+        (Edit("sandbox/backends/bwrap.py", '"--die-with-parent", "--new-session",',
+              '"--new-session",'),
+         Edit("sandbox/backends/warm_init.py",
+              "        if not chunk:\n            raise _HostGone\n",
+              "        if not chunk:\n            signal.pause()\n")),
+        (f"{PROC}::test_sandbox_dies_with_corral[bubblewrap]",),
+        "a command outlives a corral that was killed; bwrap's --die-with-parent and the warm "
+        "supervisor's exit when its control pipe closes each suffice alone, so both go"),
     mutation(
         "bwrap-disable-userns", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--unshare-user", "--disable-userns",', '"--unshare-user",',
@@ -127,7 +133,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         (Edit("sandbox/backends/bwrap.py", '"--new-session", "--clearenv",', '"--new-session",'),
          Edit("sandbox/backends/bwrap.py", 'env={"PATH": os.defpath}, cwd=Path("/"),',
               'env=dict(os.environ), cwd=Path("/"),')),
-        (f"{PROC}::test_child_env_is_allowlist_only[bubblewrap]",),
+        (f"{PROC}::test_child_env_is_allowlist_only[bubblewrap]",
+         f"{WARM}::test_supervisor_holds_no_host_environment[bubblewrap]"),
         "the parent's environment (tokens, SSH_AUTH_SOCK) reaches the child; --clearenv and "
         "the runner's fixed environment each suffice alone, so both go"),
     mutation(
@@ -144,14 +151,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "read-only mode and the git dirs become writable"),
     mutation(
         "bwrap-remount-ro", "bubblewrap", "sandbox/backends/bwrap.py",
-        'args += ["--chdir", str(spec.cwd), "--remount-ro", "/", "--as-pid-1",',
-        'args += ["--chdir", str(spec.cwd), "--as-pid-1",',
+        'args += ["--chdir", "/", "--remount-ro", "/", "--as-pid-1",',
+        'args += ["--chdir", "/", "--as-pid-1",',
         [f"{CAPS}::test_system_is_read_only[bubblewrap-worktree]"],
         "the sandbox's root (its /etc among it) becomes writable"),
     mutation(
         "bwrap-new-session", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--die-with-parent", "--new-session",', '"--die-with-parent",',
-        [f"{PROC}::test_command_session_leader_is_inside_the_sandbox[bubblewrap]"],
+        [f"{PROC}::test_command_session_leader_is_inside_the_sandbox[bubblewrap]",
+         f"{WARM}::test_supervisor_session_is_inside_the_sandbox[bubblewrap]"],
         "the command shares a session with a process outside the sandbox (TIOCSTI, CVE-2017-5226)"),
     mutation(
         "bwrap-pids-cgroup", "bubblewrap", "sandbox/backends/bwrap.py",

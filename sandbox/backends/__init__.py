@@ -6,6 +6,8 @@
   ``docker``, loaded on first use);
 - :mod:`~sandbox.backends.fake`: scripted commands over a real workspace (tests);
 - :mod:`~sandbox.backends.process`: supervised local processes (timeouts, output caps, reaping);
+- :mod:`~sandbox.backends.warm`: the host side of a warm sandbox (one supervisor per child);
+- :mod:`~sandbox.backends.warm_init`: that supervisor, run inside the sandbox (stdlib only);
 - :mod:`~sandbox.backends.limits`: pids cgroups and rlimits;
 - :mod:`~sandbox.backends.standins`: docker's stand-ins for image directories a uid cannot enter.
 

@@ -1,6 +1,9 @@
-"""The ``bubblewrap`` backend: each command in fresh Linux namespaces.
+"""The ``bubblewrap`` backend: a child's commands in fresh Linux namespaces, one warm sandbox.
 
-Every command is its own ``bwrap`` (≈4 ms) with:
+Each child gets one ``bwrap`` (started at its first command, and again after a
+stop) whose PID 1 is the supervisor of :mod:`sandbox.backends.warm_init`; every
+command of the child is a process it starts (see :mod:`sandbox.backends.warm`),
+so a command costs a fork and an exec, not a ``bwrap``. The namespace has:
 
 - ``--unshare-all --unshare-user --disable-userns``: new user, mount, PID, IPC,
   UTS, cgroup and network namespaces (only loopback), no nested user namespaces;
@@ -10,8 +13,10 @@ Every command is its own ``bwrap`` (≈4 ms) with:
   project's machine; the escape suite keeps a test for it);
 - ``--die-with-parent --new-session``: no survivor when corral dies, no
   controlling terminal (``TIOCSTI``); ``NoNewPrivs`` is always set by bwrap;
-- ``--clearenv`` plus the allowlist; fresh ``/proc`` and ``/dev``; size-capped
-  tmpfs ``/tmp`` (``HOME`` is ``/tmp/home``) and ``/dev/shm``;
+- ``--clearenv``; each command gets exactly the allowlisted environment; fresh
+  ``/proc`` and ``/dev``; size-capped tmpfs ``/tmp`` (``HOME`` is
+  ``/tmp/home``) and ``/dev/shm``, shared by the child's commands (one
+  principal) until the sandbox is stopped;
 - a minimal read-only root: ``/usr`` (and the ``/bin``, ``/lib``... links), a
   short list of ``/etc`` files, nothing else of the host: no home directory,
   no ``/run`` or ``/var`` (so no docker or ssh-agent socket), ``/`` remounted
@@ -20,25 +25,31 @@ Every command is its own ``bwrap`` (≈4 ms) with:
   same paths: the workspace read-write only when the mode allows it, its
   ``.git`` pointer and every git directory the child's git reads read-only.
 
-The namespace's PID 1 is a shell waiting for the command (``--as-pid-1``);
-when it exits the kernel kills the whole namespace, so nothing a command
-starts (``setsid``, double fork) outlives it. Limits: see :mod:`sandbox.backends.limits`.
-Setup failures are told apart from the command's own exit status with
-``--json-status-fd``.
+The supervisor is the namespace's PID 1 (``--as-pid-1``): signals from inside
+the namespace cannot kill it, and when a command ends (exit, deadline) it kills
+every other process of the namespace (``setsid``, double forks, ``nohup``) and
+reaps them before it reports, so nothing a command starts outlives it. The
+pids cgroup and the rlimits (:mod:`sandbox.backends.limits`) are applied once,
+to ``bwrap`` itself, and hold for the supervisor and every command. The host
+keeps a backstop: a supervisor silent past a command's deadline plus a grace,
+gone, or unable to kill what a command left, and :meth:`stop_processes` on a
+running command, kill ``bwrap`` and everything in its cgroup at once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
+import subprocess
+import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from sandbox.backends.limits import PidsCgroup, cgroup_group, prlimit_argv
-from sandbox.backends.process import LocalRunner, RunningProcess
+from sandbox.backends.warm import PipeChannel, Warm, supervisor_argv
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, BubblewrapConfig
 from sandbox.errors import BackendUnavailable, SandboxError
@@ -56,10 +67,8 @@ ETC_FILES = (
     "/etc/ca-certificates", "/etc/terminfo", "/etc/python3", "/etc/python3.11",
 )
 _SHM, _TMP, _HOME = "/dev/shm", "/tmp", "/tmp/home"  # noqa: S108 - paths inside the sandbox
-# The namespace's PID 1 is this shell (``--as-pid-1``): bwrap's own init exits before its monitor
-# reaps it, losing the command's resource use; a shell that waits for the command keeps it in
-# wait4's accounting, ignores stray signals as a PID 1 must, and ends the namespace when done.
-_PID1_WRAPPER = ("/bin/sh", "-c", '"$@"', "sh")
+#: The sandbox's Python (the host's /usr, bound read-only) runs the supervisor.
+_PYTHON = "/usr/bin/python3"
 _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _NAMESPACE_FLAGS = (
     "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
@@ -91,7 +100,6 @@ class BubblewrapSandbox(BaseSandbox):
 
     backend: ClassVar[BackendName] = "bubblewrap"
 
-    _runner: LocalRunner
     _cgroup: PidsCgroup | None
     _prefix: list[str]
 
@@ -101,9 +109,11 @@ class BubblewrapSandbox(BaseSandbox):
     ) -> None:
         super().__init__(workspace=workspace, state=state, meta=meta, limits=config.limits)
         self.config = config
+        self._warm: _Live | None = None
+        self._lock = threading.Lock()
+        self._running = self._stopping = False
 
     def _start(self) -> None:
-        self._runner = LocalRunner()
         self._cgroup = None
         bwrap = shutil.which(self.config.bwrap)
         if bwrap is None:
@@ -138,63 +148,181 @@ class BubblewrapSandbox(BaseSandbox):
                                      code="prlimit_missing", operation="start")
         prefix += prlimit_argv(prlimit or "prlimit", memory=limits.memory_bytes,
                                file_size=limits.file_size_bytes, nproc=nproc)
+        if not Path(_PYTHON).is_file():
+            raise BackendUnavailable(f"{_PYTHON} is missing: the sandbox's supervisor needs it",
+                                     code="python_missing", operation="start")
         self._prefix = prefix
         self._bwrap = bwrap
 
-    def _argv(self, spec: ExecSpec, status_fd: int) -> list[str]:
+    @property
+    def supervisor_pid(self) -> int | None:
+        """The host pid of the warm sandbox's supervisor (bwrap's child), if one runs."""
+        live = self._warm
+        if live is None:
+            return None
+        pid = live.process.popen.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else None
+
+    def _argv(self) -> list[str]:
+        """The one ``bwrap`` of the warm sandbox: the supervisor as the namespace's PID 1."""
         args = [*self._prefix, *bwrap_base_argv(self._bwrap, tmp_size=self.limits.tmp_size_bytes,
                                                 extra_ro=self.config.extra_ro_paths)]
-        for key, value in spec.env.items():
-            args += ["--setenv", key, value]
         for mount in self.workspace.mounts():
             args += ["--bind" if mount.writable else "--ro-bind", str(mount.path), str(mount.path)]
-        args += ["--chdir", str(spec.cwd), "--remount-ro", "/", "--as-pid-1", "--json-status-fd",
-                 str(status_fd), "--", *_PID1_WRAPPER, *spec.argv]
+        args += ["--chdir", "/", "--remount-ro", "/", "--as-pid-1",
+                 "--", *supervisor_argv(_PYTHON, "pid1")]
         return args
 
-    def _kill(self, running: RunningProcess) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(running.pidfd, signal.SIGKILL)
+    def _warm_up(self) -> Warm:
+        """The live supervisor, started now if there is none (or it died while idle)."""
+        current = self._warm
+        if current is not None and current.warm.usable and current.warm.idle_alive():
+            return current.warm
+        if current is not None:
+            self._discard(current)
+        process = _KeptProcess.start(self._argv())
+        channel = PipeChannel(process.stdin, process.stdout, process.stderr)
+        try:
+            warm = Warm.start(channel)
+        except SandboxError as exc:
+            process.release()
+            channel.close()
+            raise SandboxError(f"bwrap could not start the sandbox: {exc.message}",
+                               code="bwrap_failed", operation="exec",
+                               context={"exit_code": process.exit_code}) from exc
+        self._warm = _Live(process, warm)
+        return warm
+
+    def _discard(self, live: _Live) -> int | None:
+        """Stop a supervisor and everything in its namespace; bwrap's exit code."""
+        if self._warm is live:
+            self._warm = None
+        live.process.kill()
         if self._cgroup is not None:
             self._cgroup.kill_all()
+        live.warm.close()
+        return live.process.release()
 
     def _run(self, spec: ExecSpec) -> ExecResult:
-        read_fd, write_fd = os.pipe()
-        outcome = self._runner.run(
-            self._argv(spec, write_fd), env={"PATH": os.defpath}, cwd=Path("/"),
-            timeout=spec.timeout, output_cap=spec.output_cap, kill=self._kill,
-            status_fd=(read_fd, write_fd),
-        )
-        reports = _json_lines(outcome.status)
-        if not any("child-pid" in report for report in reports) and not (
-            outcome.timed_out or outcome.stopped
-        ):
-            stderr = outcome.stderr.data.decode("utf-8", "replace").strip()
-            raise SandboxError(
-                f"bwrap could not start the command: {stderr[:500]}", code="bwrap_failed",
-                operation="exec", context={"exit_code": outcome.exit_code},
-            )
-        return outcome.result(spec.argv)
+        warm = self._warm_up()
+        live = self._warm
+        with self._lock:
+            self._stopping = False
+            self._running = True
+        try:
+            outcome = warm.run(spec)
+        finally:
+            with self._lock:
+                self._running = False
+                stopped = self._stopping
+        lost_exit = None
+        if outcome.needs_stop and live is not None:
+            # Silent past its deadline, gone, or unable to kill what the command left: stop
+            # the whole namespace and cgroup from outside; the next command starts afresh.
+            code = self._discard(live)
+            lost_exit = None if code is None else (code if code >= 0 else 128 - code)
+        return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit)
 
     def _stop(self) -> None:
-        self._runner.stop_all()
+        # An idle supervisor has already killed everything its last command left; a running
+        # command is stopped with its whole namespace and cgroup, at once.
+        with self._lock:
+            if not self._running:
+                return
+            self._stopping = True
+            live = self._warm
+        if live is not None:
+            live.process.kill()
         if self._cgroup is not None:
             self._cgroup.kill_all()
 
     def _close(self) -> None:
-        self._runner.stop_all()
+        live = self._warm
+        if live is not None:
+            self._discard(live)
         if self._cgroup is not None:
             self._cgroup.remove()
             self._cgroup = None
 
 
-def _json_lines(data: bytes) -> list[dict[str, Any]]:
-    reports: list[dict[str, Any]] = []
-    for line in data.decode("utf-8", "replace").splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            reports.append(value)
-    return reports
+@dataclass(eq=False)
+class _Live:
+    process: _KeptProcess
+    warm: Warm
+
+
+class _KeptProcess:
+    """``bwrap`` started from a thread that lives as long as it does: ``--die-with-parent``
+    (``PR_SET_PDEATHSIG``) fires when the *thread* that started bwrap ends, and commands
+    come from whichever thread calls ``exec``."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], pidfd: int, fds: tuple[int, int, int],
+                 release: threading.Event, keeper: threading.Thread) -> None:
+        self.popen = popen
+        self.pidfd = pidfd
+        self.stdin, self.stdout, self.stderr = fds
+        self._release = release
+        self._keeper = keeper
+        self._pidfd_lock = threading.Lock()
+        self.exit_code: int | None = None
+
+    @classmethod
+    def start(cls, argv: list[str]) -> _KeptProcess:
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        started: list[subprocess.Popen[bytes] | BaseException] = []
+        ready, release = threading.Event(), threading.Event()
+
+        def keep() -> None:
+            try:
+                started.append(subprocess.Popen(  # noqa: S603 - argv built above, never a shell
+                    argv, stdin=stdin_r, stdout=stdout_w, stderr=stderr_w,
+                    env={"PATH": os.defpath}, cwd=Path("/"), start_new_session=True,
+                    close_fds=True,
+                ))
+            except BaseException as exc:  # handed to the starting thread below
+                started.append(exc)
+            finally:
+                ready.set()
+            release.wait()
+
+        keeper = threading.Thread(target=keep, name="corral-bwrap-keeper", daemon=True)
+        keeper.start()
+        ready.wait()
+        for fd in (stdin_r, stdout_w, stderr_w):
+            os.close(fd)
+        popen = started[0]
+        if not isinstance(popen, subprocess.Popen):
+            release.set()
+            for fd in (stdin_w, stdout_r, stderr_r):
+                os.close(fd)
+            raise SandboxError(f"could not start {argv[0]}: {popen}", code="spawn_failed",
+                               operation="exec") from popen
+        return cls(popen, os.pidfd_open(popen.pid), (stdin_w, stdout_r, stderr_r), release,
+                   keeper)
+
+    def kill(self) -> None:
+        """SIGKILL bwrap (another thread may be releasing it: never a recycled descriptor)."""
+        with self._pidfd_lock:
+            if self.pidfd >= 0:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def release(self) -> int | None:
+        """Reap bwrap (kill it first) and let the keeper thread end; its exit code."""
+        if self.exit_code is None:
+            self.kill()
+            self.exit_code = self.popen.wait()
+            with self._pidfd_lock:
+                os.close(self.pidfd)
+                self.pidfd = -1
+        self._release.set()
+        self._keeper.join()
+        return self.exit_code
+
+

@@ -11,20 +11,24 @@ ALL``, ``no-new-privileges``, ``--pids-limit``, ``--memory`` (= swap),
 
 Users: commands run as a non-root uid (the workspace owner, or 1000 with a
 corral-made worktree chowned to it); the keep-alive process runs as another
-uid (65534). After every command (normal end, timeout, engine error) a
-separate exec runs ``kill -9 -1`` as the command's uid and waits until no
-process of that uid is left: everything the command started (``setsid``,
-double fork, ``nohup``) dies before ``exec`` returns, even when the command
-killed its own wrapper (``kill -9 $PPID``), and the keep-alive survives
-because that uid may not signal it. The wrapper also runs ``"$@"; kill -9 -1``
-so a background process holding the output pipe cannot keep the exec open;
-that one is only an optimisation, the separate exec is the guarantee. A
-timeout or :meth:`stop_processes` runs the same kill exec. (Docker bind mounts
-cannot be made ``nosuid``; ``no-new-privileges`` keeps a setuid file the child
-makes inert inside the container, and :mod:`sandbox.workspaces.setid` clears it on the
-host.) Peak RSS is the container's memory
-high-water mark (cgroup v1 only); CPU seconds are the container's usage
-during the command.
+uid (65534). Commands go through a warm sandbox: one exec per container (and
+again after it is lost) runs the supervisor of :mod:`sandbox.backends.warm_init`
+as the command's uid, attached to its stdin and stdout, and every command is a
+process it starts (:mod:`sandbox.backends.warm`), so a command costs a fork and
+an exec inside the container, not an API exec. When a command ends (exit,
+deadline) the supervisor kills every process of the uid but itself (``kill -9
+-1``: ``setsid``, double fork, ``nohup``) and waits until none is left before it
+reports; the keep-alive survives because that uid may not signal it. Peak RSS
+and CPU seconds come from ``wait4`` inside the container. The supervisor runs as
+the command's uid, so a command can kill it (``kill -9 $PPID``): then, and when
+it is silent past the deadline plus a grace or cannot kill everything, a
+separate exec runs ``kill -9 -1`` as the uid and waits until no process of it is
+left (the container is killed from the engine if that fails) before ``exec``
+returns, and the next command starts a new supervisor. :meth:`stop_processes`
+on a running command runs the same kill exec. (Docker bind mounts cannot be
+made ``nosuid``; ``no-new-privileges`` keeps a setuid file the child makes inert
+inside the container, and :mod:`sandbox.workspaces.setid` clears it on the
+host.)
 
 Paths: the workspace is mounted at its host path; an image directory above a
 mount that the command's uid cannot traverse (the image's ``/root`` when corral
@@ -38,7 +42,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,10 +51,9 @@ from docker.types import Mount, Ulimit
 from docker.utils import decode_json_header
 
 from policies.contract import SandboxMode
-from sandbox.backends.limits import CgroupUsage
-from sandbox.backends.process import DRAIN_GRACE_SECONDS, OutputCapture
 from sandbox.backends.standins import closed_ancestors, make_stand_ins
-from sandbox.base import BaseSandbox, ExecSpec
+from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
+from sandbox.base import SANDBOX_PATH, BaseSandbox, ExecSpec
 from sandbox.config import BackendName, DockerConfig
 from sandbox.errors import (
     BackendUnavailable,
@@ -67,14 +70,6 @@ __all__ = ["LABEL", "DockerSandbox", "list_corral_containers", "plan_users", "pr
 
 LABEL = "org.corral.sandbox"
 STATE_LABEL = "org.corral.state-root"
-# Runs the command, then kills whatever it left. The first line lets the child's own git
-# read the root-owned (read-only) git dir: safe.directory is only read from global config.
-_RUN_WRAPPER = (
-    "/bin/sh", "-c",
-    '[ -e "$HOME/.gitconfig" ] || printf "[safe]\\n\\tdirectory = *\\n" > "$HOME/.gitconfig"\n'
-    '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc',
-    "sh",
-)
 # Kills every process of the command's uid (never PID 1, the keep-alive's uid, or itself), then
 # waits until none is left alive (zombies are fine: docker-init reaps them); exit 1 if some
 # process survives 200 rounds (stuck in the kernel).
@@ -178,6 +173,12 @@ def remove_container(config: DockerConfig, name: str) -> bool:
         client.close()
 
 
+@dataclass(eq=False)
+class _Live:
+    exec_id: str
+    warm: Warm
+
+
 def _stream_socket(stream: Any) -> Any:
     """The socket under an exec stream (docker-py leaves it open when the stream ends)."""
     fp = getattr(getattr(getattr(stream, "_response", None), "raw", None), "_fp", None)
@@ -243,9 +244,10 @@ class DockerSandbox(BaseSandbox):
         self._user = f"{user[0]}:{user[1]}"
         self._uid = user
         self._client: Any = None
-        self._cpu_ns = 0
-        self._cgroup: CgroupUsage | None = None
         self._kill_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._running = self._stop_requested = False
+        self._warm: _Live | None = None
 
     def _translate(self, exc: BaseException, operation: str) -> SandboxError:
         return SandboxError(f"docker {operation} failed: {exc}", code="docker_failed",
@@ -292,18 +294,12 @@ class DockerSandbox(BaseSandbox):
             container.start()
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "start") from exc
-        try:
-            attrs = self._client.api.inspect_container(self.id)
-        except _ENGINE_ERRORS as exc:
-            raise self._translate(exc, "inspect") from exc
-        self._cgroup = CgroupUsage.of_pid(int(attrs.get("State", {}).get("Pid") or 0))
         if self.workspace.overlay is not None and self._image_mode(
                 str(self.workspace.root / ".git")) is None:
             raise OverlayUnavailable(
                 f"the docker engine does not see the overlay mounted at {self.workspace.root} "
                 "(it runs in another mount namespace)", operation="start",
                 context={"container": self.id})
-        self._cpu_ns = self._stats()[1] or 0
 
     def _create(self, options: dict[str, Any]) -> Any:
         try:
@@ -333,80 +329,85 @@ class DockerSandbox(BaseSandbox):
                                    operation="stat", context={"container": self.id})
             return int(decode_json_header(header)["mode"])
 
-    def _stats(self) -> tuple[int | None, int | None]:
-        """(memory high-water bytes, CPU nanoseconds) of the container, when readable."""
-        return self._cgroup.read() if self._cgroup else (None, None)
-
-    def _run(self, spec: ExecSpec) -> ExecResult:
+    @property
+    def supervisor_pid(self) -> int | None:
+        """The host pid of the warm sandbox's supervisor exec, if one runs."""
+        live = self._warm
+        if live is None or self._client is None:
+            return None
         try:
-            return self._exec(spec)
-        finally:
-            # Its own exec: the command may have killed its wrapper (``kill -9 $PPID``) and
-            # with it the wrapper's kill; nothing of the command outlives this call.
-            self._kill_all()
-            self._cpu_ns = self._stats()[1] or self._cpu_ns  # the kill's own CPU is no one's
+            info = self._client.api.exec_inspect(live.exec_id)
+        except _ENGINE_ERRORS:
+            return None
+        return int(info["Pid"]) if info.get("Running") and info.get("Pid") else None
 
-    def _exec(self, spec: ExecSpec) -> ExecResult:
+    def _warm_up(self) -> Warm:
+        """The live supervisor, started now (one exec) if there is none or it died idle."""
+        current = self._warm
+        if current is not None and current.warm.usable and current.warm.idle_alive():
+            return current.warm
+        if current is not None:
+            self._discard(current)
         api = self._client.api
-        out, err = OutputCapture(spec.output_cap), OutputCapture(spec.output_cap)
-        start = time.monotonic()
         try:
-            exec_id = api.exec_create(self.id, [*_RUN_WRAPPER, *spec.argv], stdout=True,
-                                      stderr=True, user=self._user, workdir=str(spec.cwd),
-                                      environment=spec.env)["Id"]
-            stream = api.exec_start(exec_id, stream=True, demux=True)
+            exec_id = api.exec_create(
+                self.id, supervisor_argv("python3", "uid"), stdin=True, stdout=True,
+                stderr=True, user=self._user, workdir="/",
+                environment={"PATH": SANDBOX_PATH, "HOME": _HOME, "LANG": "C.UTF-8"})["Id"]
+            attached = api.exec_start(exec_id, socket=True)
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "exec") from exc
-        done = threading.Event()
-        failure: list[BaseException] = []
-        self._stop_requested = False
-
-        def pump() -> None:
-            try:
-                for chunk_out, chunk_err in stream:
-                    if chunk_out:
-                        out.feed(chunk_out)
-                    if chunk_err:
-                        err.feed(chunk_err)
-            except BaseException as exc:  # handed to the calling thread below
-                failure.append(exc)
-            finally:
-                done.set()
-
-        reader = threading.Thread(target=pump, name=f"{self.id}-exec", daemon=True)
-        sock = _stream_socket(stream)
-        reader.start()
+        channel = DockerChannel(attached)
         try:
-            timed_out = not done.wait(spec.timeout)
-            if timed_out:
-                self._stop()
-                done.wait(DRAIN_GRACE_SECONDS + 5)
-            duration = time.monotonic() - start
+            warm = Warm.start(channel)
+        except SandboxError:
+            channel.close()
+            raise
+        self._warm = _Live(exec_id, warm)
+        return warm
+
+    def _discard(self, live: _Live) -> None:
+        if self._warm is live:
+            self._warm = None
+        live.warm.close()
+
+    def _run(self, spec: ExecSpec) -> ExecResult:
+        warm = self._warm_up()
+        live = self._warm
+        with self._run_lock:
+            self._stop_requested = False
+            self._running = True
+        try:
+            outcome = warm.run(spec)
         finally:
-            _close_stream(stream, sock)
-            reader.join(DRAIN_GRACE_SECONDS)
-        if failure:
-            raise self._translate(failure[0], "exec_stream") from failure[0]
-        try:
-            info = api.exec_inspect(exec_id)
-        except _ENGINE_ERRORS as exc:
-            raise self._translate(exc, "exec_inspect") from exc
-        code = info.get("ExitCode")
-        stopped = not timed_out and self._stop_requested
-        peak, cpu = self._stats()
-        cpu_seconds = None if cpu is None else max(0, cpu - self._cpu_ns) / 1e9
-        self._cpu_ns = cpu or self._cpu_ns
-        return ExecResult(
-            argv=spec.argv, exit_code=None if (timed_out or stopped) else code,
-            stdout=out.data, stderr=err.data, stdout_bytes=out.total, stderr_bytes=err.total,
-            timed_out=timed_out, stopped=stopped, duration_seconds=duration,
-            peak_rss_bytes=peak, cpu_seconds=cpu_seconds,
-        )
+            with self._run_lock:
+                self._running = False
+                stopped = self._stop_requested
+        lost_exit = None
+        if outcome.needs_stop and live is not None:
+            # The supervisor runs as the command's uid, so a command can kill it (or it was
+            # silent, or could not kill everything): today's reaper exec kills every process
+            # of the uid and waits until none is left (the container goes if that fails)
+            # before this call returns; the next command starts a new supervisor.
+            self._discard(live)
+            self._kill_all()
+            lost_exit = self._exit_code(live.exec_id)
+        return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit)
 
-    _stop_requested = False
+    def _exit_code(self, exec_id: str) -> int | None:
+        try:
+            code = self._client.api.exec_inspect(exec_id).get("ExitCode")
+        except _ENGINE_ERRORS:
+            return None
+        return code if isinstance(code, int) else None
 
     def _stop(self) -> None:
-        self._stop_requested = True
+        # An idle supervisor has already killed everything its last command left; otherwise
+        # the reaper exec kills every process of the uid (the supervisor among them) at once.
+        with self._run_lock:
+            if not self._running and self._warm is not None and self._warm.warm.usable:
+                return
+            self._stop_requested = True
         self._kill_all()
 
     def _kill_all(self) -> None:
@@ -459,6 +460,8 @@ class DockerSandbox(BaseSandbox):
             raise self._translate(exc, "remove") from exc
 
     def _close(self) -> None:
+        if self._warm is not None:
+            self._discard(self._warm)
         if self._client is None:
             return
         try:

@@ -1,7 +1,8 @@
 """Process-count and memory limits for local sandboxes (bubblewrap).
 
 Memory, file size: ``prlimit`` sets ``RLIMIT_AS`` and ``RLIMIT_FSIZE`` before
-``bwrap`` starts; both are inherited by every process of the command. The
+the sandbox's one ``bwrap`` starts; both are inherited by its supervisor and
+every process of every command. The
 address-space cap is per process (a command of N processes may use N times
 it), which is why the process count is capped as well.
 
@@ -10,16 +11,15 @@ when corral runs as root: processes whose real uid is root are exempt, and a
 bwrap user namespace maps the child to root. So the limit comes from a cgroup
 ``pids`` controller when one is writable (cgroup v1 ``pids`` hierarchy, or the
 cgroup v2 root with ``pids`` delegated): one cgroup per sandbox,
-``/sys/fs/cgroup/pids/corral/<state-root hash>/<id>``, joined by a two-line ``sh`` wrapper before
-``bwrap`` execs, so no process of the command is ever outside it. The cgroup
-also lets teardown kill everything the command left. Without a writable
+``/sys/fs/cgroup/pids/corral/<state-root hash>/<id>``, joined once per warm sandbox by a
+two-line ``sh`` wrapper before ``bwrap`` execs, so no process of any command is ever outside
+it (the supervisor counts as one). The cgroup also lets a stop or teardown kill everything
+at once. Without a writable
 cgroup, an unprivileged user gets ``RLIMIT_NPROC`` instead: inside the fresh
 user namespace bwrap creates, it counts only that sandbox's processes (kernel
 >= 5.14 per-namespace ucounts). Root without a writable cgroup cannot contain
 a fork bomb: the backend refuses to start unless ``limits.pids`` is ``None``.
 
-:class:`CgroupUsage` reads a docker container's memory high-water mark and CPU
-use from its cgroup files (the docker backend's resource figures).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Literal
 
 from sandbox.errors import BackendUnavailable
 
-__all__ = ["CgroupUsage", "PidsCgroup", "cgroup_group", "find_pids_hierarchy", "prlimit_argv"]
+__all__ = ["PidsCgroup", "cgroup_group", "find_pids_hierarchy", "prlimit_argv"]
 
 _SETTLE_SECONDS = 5.0
 
@@ -177,51 +177,3 @@ def prlimit_argv(
         options.append(f"--nproc={nproc}")
     return [prlimit, *options, "--"] if options else []
 
-
-class CgroupUsage:
-    """A container's memory high-water mark and CPU use, read from its cgroup files on the host
-    (docker engine on this machine only).
-
-    ``docker stats`` takes up to a second per call; these reads take microseconds.
-    """
-
-    def __init__(self, memory: Path | None, cpu: Path | None) -> None:
-        self.memory = memory
-        self.cpu = cpu
-
-    @classmethod
-    def of_pid(cls, pid: int) -> CgroupUsage | None:
-        """The cgroups of a host process (the container's init), or ``None``."""
-        try:
-            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid else []
-        except OSError:
-            return None
-        memory = cpu = None
-        unified = Path("/sys/fs/cgroup/cgroup.controllers").exists()
-        for line in lines:
-            _, controllers, path = line.split(":", 2)
-            rel = path.lstrip("/")
-            if controllers == "" and unified:  # cgroup v2 only
-                base = Path("/sys/fs/cgroup", rel)
-                memory, cpu = base / "memory.peak", base / "cpu.stat"
-            elif "memory" in controllers.split(","):
-                memory = Path("/sys/fs/cgroup/memory", rel, "memory.max_usage_in_bytes")
-            elif "cpuacct" in controllers.split(","):
-                cpu = Path("/sys/fs/cgroup/cpuacct", rel, "cpuacct.usage")
-        return cls(memory, cpu)
-
-    def read(self) -> tuple[int | None, int | None]:
-        """(memory high-water bytes, CPU nanoseconds), each ``None`` when unreadable."""
-        memory = cpu = None
-        with contextlib.suppress(OSError, ValueError):
-            if self.memory is not None:
-                memory = int(self.memory.read_text().split()[0])
-        with contextlib.suppress(OSError, ValueError):
-            if self.cpu is not None:
-                text = self.cpu.read_text()
-                if self.cpu.name == "cpu.stat":
-                    usage = dict(line.split() for line in text.splitlines())
-                    cpu = int(usage["usage_usec"]) * 1000
-                else:
-                    cpu = int(text)
-        return memory, cpu

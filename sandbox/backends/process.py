@@ -1,4 +1,4 @@
-"""Supervising local processes (host and bubblewrap backends): timeout, output cap, reaping.
+"""Supervising local processes (the host backend): timeout, output cap, reaping.
 
 One selector loop waits on the command's stdout, stderr, any extra status
 pipe, and a pidfd for its exit, so there is no polling and no thread:
@@ -6,8 +6,7 @@ pipe, and a pidfd for its exit, so there is no polling and no thread:
 - output beyond the cap is read and counted but not kept, so a chatty child
   never blocks on a full pipe (threats B6.33);
 - at the deadline, or when :meth:`LocalRunner.stop_all` is called, the
-  backend's ``kill`` runs (process group and psutil descendants on the host,
-  the whole PID namespace and cgroup under bubblewrap), then the loop keeps
+  backend's ``kill`` runs (the process group and psutil descendants), then the loop keeps
   draining until the pipes close or a short grace period ends (an escaped
   process holding a pipe cannot stall the parent);
 - the exit status and resource use come from ``wait4`` (peak RSS of the
