@@ -282,6 +282,7 @@ def main(argv: list[str] | None = None) -> None:
 # (it needs `cli`, `load` and `loader_options`, all defined above).
 from executor import cli_apply as _cli_apply  # noqa: E402
 from executor import cli_fanout as _cli_fanout  # noqa: E402
+from executor import cli_mcp as _cli_mcp  # noqa: E402
 from executor import cli_runs as _cli_runs  # noqa: E402
 
-__all__ += ["_cli_apply", "_cli_fanout", "_cli_runs"]
+__all__ += ["_cli_apply", "_cli_fanout", "_cli_mcp", "_cli_runs"]
