@@ -29,6 +29,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import signal
 import socket
 import sys
 import traceback
@@ -174,11 +175,24 @@ def build_server(options: ServerOptions) -> Server[Any]:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+async def _stop_on_sigterm(scope: anyio.CancelScope) -> None:
+    """SIGTERM (a client shutting its server down) cancels what runs, as Ctrl-C does: each
+    running child is cancelled and recorded, its diff kept, before the process exits."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
 async def serve_stdio(options: ServerOptions) -> None:
-    """Serve one client over this process's stdin and stdout until stdin closes."""
+    """Serve one client over this process's stdin and stdout until stdin closes (or a
+    SIGTERM); a run still going then is cancelled and recorded first."""
     server = build_server(options)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    async with anyio.create_task_group() as group:
+        group.start_soon(_stop_on_sigterm, group.cancel_scope)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        group.cancel_scope.cancel()
 
 
 def http_token(environ: Mapping[str, str]) -> tuple[str, bool]:
