@@ -338,3 +338,28 @@ def test_sigterm_mid_run_records_the_child_cancelled(project: Path, tmp_path: Pa
     [record], _ = scan_runs(ledger)
     assert record.status.value == "cancelled"
     assert [c["path"] for c in record.changed_files] == ["half.txt"]
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param("bubblewrap", marks=pytest.mark.bubblewrap),
+    pytest.param("docker", marks=pytest.mark.docker)], indirect=True)
+def test_a_child_runs_in_a_real_sandbox(project: Path, backend: str) -> None:
+    """The server's default backend isolates: a call names bubblewrap or docker and the
+    child's shell runs there, its writes reaching its own worktree only."""
+    before = tree_digest(project)
+    script = replay(call("write_file", path="n.txt", content="n\n"),
+                    call("shell", command="cat n.txt > copy.txt && echo $HOME"),
+                    {"text": "done"})
+
+    async def main() -> None:
+        async with stdio_client(project) as client:
+            result = data(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": script, "backend": backend}))
+            assert result["status"] == "completed" and result["backend"] == backend
+            assert result["warnings"] == []
+            assert sorted(f["path"] for f in result["changed_files"]) == ["copy.txt", "n.txt"]
+            shown = data(await client.call_tool("show_run", {"run_id": result["run_id"]}))
+            assert shown["audit"][1]["decision"] == "allowed"
+
+    run(main)
+    assert tree_digest(project) == before
