@@ -44,6 +44,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "discard": ("executor.cli_runs", "Mark a run's diff as discarded (it stays readable)."),
     "fanout": ("executor.cli_fanout", "Run PROMPT in several children at once and compare."),
     "gc": ("executor.cli_runs", "Clean up what crashed or (--older-than) finished runs left."),
+    "mcp": ("executor.cli_mcp", "Serve corral's agents, runs and fanouts over MCP (stdio or "
+            "HTTP)."),
     "run": ("executor.cli_runs", "Run agent NAME on PROMPT in a sandbox; print its answer "
             "and diff."),
     "runs": ("executor.cli_runs", "List the recorded runs of the repository, newest first."),

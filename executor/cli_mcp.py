@@ -1,0 +1,87 @@
+"""``corral mcp``: serve corral's tools over MCP (stdio, or streamable HTTP on 127.0.0.1).
+
+The server's root is ``--root`` (default: the directory it is started in), its
+definitions are loaded as the CLI loads them (``--trust-project``, ``--config``,
+...), and what a client may ask for is bounded by the options it was started
+with (see :mod:`executor.mcpserver.handlers`). The SDK is imported here, inside
+the command, so no other command pays for it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from executor.approval import parse_approve
+from executor.cli import cli, echo, loader_options
+from executor.cli_agents import load
+from executor.results import ledger_dir
+from sandbox.config import HOST_WARNING
+
+__all__ = ["mcp_command"]
+
+_BACKENDS = ("auto", "bubblewrap", "docker", "host")
+
+
+@cli.command("mcp")
+@loader_options
+@click.option("--http", "http_port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="Serve streamable HTTP on 127.0.0.1:PORT (0 picks a free port) instead "
+              "of stdio; clients must send the bearer token printed at start "
+              "($CORRAL_MCP_TOKEN when set).")
+@click.option("--allow-apply", is_flag=True, help="Let apply_run merge diffs into the "
+              "checkout and run_agent use mode workspace-write (without it, apply_run only "
+              "validates and returns the command to run).")
+@click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True,
+              help="Where children run unless a call names bubblewrap or docker; 'host' (no "
+              "process isolation) also lets calls ask for host.")
+@click.option("--approve", help="Approvals for every call (nobody is asked through MCP): "
+              "never, or always-for=TOOL,TOOL; an 'ask' rule otherwise denies.")
+def mcp_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+                no_personal: bool, http_port: int | None, allow_apply: bool, backend: str,
+                approve: str | None) -> None:
+    """Serve corral over MCP so another harness (Claude Code, Codex, OpenCode, Cursor, ...)
+    can list agents, run them in sandboxes, fan out, and read, apply or discard their
+    diffs. Tools: list_agents, run_agent, fanout, show_run, diff_run, apply_run,
+    discard_run."""
+    import anyio  # noqa: PLC0415 - only `corral mcp` loads the SDK and its stack
+
+    from executor.mcpserver.handlers import ServerOptions  # noqa: PLC0415
+    from executor.mcpserver.server import (  # noqa: PLC0415
+        TOKEN_ENV,
+        http_token,
+        serve_http,
+        serve_stdio,
+    )
+
+    parse_approve(approve)  # a bad --approve is a usage error now, not at every call
+    ledger_dir(root)  # refuses a state dir a child could write, before serving anything
+    load(root, trust_project, config_file, strict, no_personal)  # --root, --config exist
+    options = ServerOptions(root=root.resolve(), trust_project=trust_project,
+                            config_file=config_file.resolve() if config_file else None,
+                            strict=strict, no_personal=no_personal, allow_apply=allow_apply,
+                            backend=backend, approve=approve)
+    if backend == "host":
+        echo(f"warning: {HOST_WARNING}", err=True)
+    if http_port is None:
+        anyio.run(serve_stdio, options)
+        return
+    token, generated = http_token(os.environ)
+
+    def announce(url: str) -> None:
+        echo(f"corral mcp: serving {options.root} at {url} (streamable HTTP, this machine "
+             "only)", err=True)
+        if generated:
+            echo(f"corral mcp: clients must send the header 'Authorization: Bearer {token}' "
+                 f"(set ${TOKEN_ENV} to choose the token)", err=True)
+        else:
+            echo(f"corral mcp: clients must send 'Authorization: Bearer ${TOKEN_ENV}'",
+                 err=True)
+
+    try:
+        anyio.run(lambda: serve_http(options, port=http_port, token=token,
+                                     announce=announce))
+    except KeyboardInterrupt:
+        echo("corral mcp: stopped", err=True)

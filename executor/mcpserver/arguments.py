@@ -1,0 +1,176 @@
+"""The arguments of each tool ``corral mcp`` serves: one strict pydantic model per tool.
+
+The models are the tools' input schemas (``model_json_schema``) and their
+validators: an unknown argument, a wrong type or a missing prompt is refused
+before anything runs (``bad_arguments``), naming the argument and what it takes.
+They mirror the CLI's options (``corral run``, ``fanout``, ``show``, ``diff``,
+``apply``, ``discard``) with three differences a model on the other end of the
+protocol calls for:
+
+- a replay is a ``script`` path under the server's root, or its content as
+  ``script_text`` (a client may have no file to point at);
+- approvals are the server's (``corral mcp --approve``), never an argument: the
+  parent model does not get to answer a question an agent's rules put to you;
+- ``backend: host`` and ``mode: workspace-write`` are refused unless the server
+  was started with them allowed (see :mod:`executor.mcpserver.handlers`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "TOOLS",
+    "ApplyRunArgs",
+    "DiscardRunArgs",
+    "FanoutArgs",
+    "ListAgentsArgs",
+    "RunAgentArgs",
+    "RunRefArgs",
+    "ShowRunArgs",
+    "ToolSpec",
+]
+
+Backend = Literal["auto", "host", "bubblewrap", "docker"]
+Mode = Literal["read-only", "worktree", "workspace-write"]
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ListAgentsArgs(_Args):
+    """No arguments."""
+
+
+class RunAgentArgs(_Args):
+    prompt: str = Field(min_length=1, description="The task for the child agent.")
+    agent: str | None = Field(
+        default=None, description="The agent to run (list_agents names them); default: the "
+        "default_agent of a zuno.json.")
+    backend: Backend | None = Field(
+        default=None, description="Where the child runs: bubblewrap or docker (auto picks "
+        "one); default: the server's --backend. 'host' (no process isolation) only when the "
+        "server was started with --backend host.")
+    mode: Mode = Field(
+        default="worktree", description="The most the child may write (its contract can only "
+        "narrow it): read-only, worktree (a fresh worktree; your checkout is untouched, you "
+        "get a diff), or workspace-write (only when the server was started with "
+        "--allow-apply).")
+    script: str | None = Field(
+        default=None, description="A replay file (YAML turns) under the server's root that "
+        "plays the model for the whole run tree (no model key needed).")
+    script_text: str | None = Field(
+        default=None, description="A replay's YAML itself, instead of a file.")
+    model: str | None = Field(
+        default=None, description="A model route (provider/model or @role) from the user's "
+        "corral config, overriding the agent's.")
+    timeout: float | None = Field(default=None, gt=0,
+                                  description="Wall-clock limit of the run, in seconds.")
+
+
+class FanoutArgs(_Args):
+    prompt: str = Field(min_length=1, description="The task every child runs.")
+    agents: list[str] = Field(
+        default_factory=list, description="The agent of each child: one name for every "
+        "child, or one per child; default: the default_agent of a zuno.json.")
+    n: int | None = Field(
+        default=None, ge=1, description="How many children (default: the number of agents, "
+        "models or scripts given when more than one).")
+    scripts: list[str] = Field(
+        default_factory=list, description="Replay files under the server's root: one for "
+        "every child (each plays its own copy), or one per child.")
+    script_texts: list[str] = Field(
+        default_factory=list, description="Replays' YAML itself, instead of files: one for "
+        "every child, or one per child.")
+    models: list[str] = Field(default_factory=list,
+                              description="Model routes: one for every child, or one per child.")
+    check_cmd: str | None = Field(
+        default=None, description="A command run in each child's sandbox after its diff was "
+        "recorded (e.g. 'pytest -q'); it cannot change the diff.")
+    check_timeout: float = Field(default=600.0, gt=0,
+                                 description="Seconds the check command may take.")
+    backend: Backend | None = Field(default=None,
+                                    description="As for run_agent.")
+    jobs: int = Field(default=4, ge=1, description="Children at once.")
+    timeout: float | None = Field(
+        default=None, gt=0, description="Shared wall-clock limit of the whole fanout, checks "
+        "included, in seconds.")
+
+
+class RunRefArgs(_Args):
+    run_id: str = Field(min_length=1, description="A run id (or a unique prefix of one), as "
+                        "run_agent, fanout or `corral runs` give it.")
+
+
+class ShowRunArgs(RunRefArgs):
+    transcript: bool = Field(default=True, description="Include the whole transcript "
+                             "(every message and tool result).")
+
+
+class DiscardRunArgs(RunRefArgs):
+    """A run to mark discarded."""
+
+
+class ApplyRunArgs(RunRefArgs):
+    check: bool = Field(default=False, description="Only validate, even on a server that "
+                        "may apply.")
+    three_way: bool = Field(default=False, description="Merge files changed since the "
+                            "child's snapshot three ways (conflicts are marked and listed).")
+    yes: bool = Field(default=False, description="Merge even files flagged for review.")
+    allow_symlinks: bool = Field(default=False, description="Merge symlinks the child made.")
+    allow_binary: bool = Field(default=False, description="Merge binary changes.")
+    allow_git_dirs: bool = Field(default=False, description="Merge files that make a "
+                                 "directory a git directory, or 'gitdir:' pointers.")
+    allow_unverified: bool = Field(default=False, description="Apply a record written "
+                                   "before corral kept diff digests.")
+
+
+class ToolSpec(BaseModel):
+    """One tool: its name, what it does (the model reads this), its arguments."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    description: str
+    arguments: type[_Args]
+    read_only: bool
+    destructive: bool = False
+    long_running: bool = False
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.arguments.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)
+        schema.setdefault("properties", {})
+        return schema
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(name="list_agents", arguments=ListAgentsArgs, read_only=True,
+             description="The agents corral can run here: name, description, format, mode "
+             "(build or reviewer), sandbox, source; and the definitions it rejected."),
+    ToolSpec(name="run_agent", arguments=RunAgentArgs, read_only=False, long_running=True,
+             description="Run an agent on a task in an isolated sandbox (a fresh worktree of "
+             "the current checkout by default) and return its run_id, status, final_text, "
+             "diff, changed_files and denied_calls. The checkout is not changed: apply_run "
+             "merges a diff when the user wants it."),
+    ToolSpec(name="fanout", arguments=FanoutArgs, read_only=False, long_running=True,
+             description="Run one task in several children at once, each in its own sandbox "
+             "from one snapshot, run a check command in each, and return one row per child "
+             "and which diffs conflict. Nothing is applied."),
+    ToolSpec(name="show_run", arguments=ShowRunArgs, read_only=True,
+             description="A recorded run's whole record: status, final text, diff, every "
+             "tool call with its decision and result, usage."),
+    ToolSpec(name="diff_run", arguments=RunRefArgs, read_only=True,
+             description="A recorded run's unified diff."),
+    ToolSpec(name="apply_run", arguments=ApplyRunArgs, read_only=False, destructive=True,
+             description="Validate a run's diff against the checkout; merge it (all or "
+             "nothing, a backup kept) only when the server was started with --allow-apply, "
+             "otherwise return the command the user runs to merge it."),
+    ToolSpec(name="discard_run", arguments=DiscardRunArgs, read_only=False,
+             description="Mark a run's diff discarded (it stays readable; the checkout does "
+             "not change)."),
+)

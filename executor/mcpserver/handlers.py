@@ -1,0 +1,387 @@
+"""What each tool of ``corral mcp`` does: the CLI's library calls, with the CLI's checks.
+
+Every handler is a plain blocking function (the server runs the long ones in a
+thread, :mod:`executor.mcpserver.bridge`) that takes the server's
+:class:`ServerOptions` and the tool's validated arguments and returns a JSON
+object, or raises the :class:`~policies.errors.CorralError` the CLI would have
+rendered: same contract, same ledger, same apply checks, same codes. Definitions
+are discovered anew on every call, as every CLI command does, so an agent file
+edited while the server runs is seen by the next call.
+
+What a client may ask for is bounded by how the user started the server, never
+widened by an argument:
+
+- the root is the server's (a ``script`` path must resolve under it, symlinks
+  followed: :func:`confined`);
+- ``apply_run`` only validates unless the server has ``--allow-apply``, and
+  then returns the command the user runs;
+- ``mode: workspace-write`` (a child writing the checkout) needs
+  ``--allow-apply`` too; ``backend: host`` (no process isolation) needs the
+  server to have been started with ``--backend host``;
+- approvals are the server's ``--approve``; an ``ask`` rule is otherwise denied,
+  as in a non-interactive ``corral run``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from executor.approval import parse_approve, policy_handler
+from executor.cli_agents import find_agent, load
+from executor.cli_fanout import fanout_exit_code
+from executor.cli_runs import BACKENDS, exit_code, run_json
+from executor.errors import ExecutorError, ModelError
+from executor.fanout import FanoutRequest, run_fanout
+from executor.fanout_plan import plan_children
+from executor.fanout_record import write_fanout
+from executor.fanout_view import fanout_json
+from executor.mcpserver.arguments import (
+    ApplyRunArgs,
+    DiscardRunArgs,
+    FanoutArgs,
+    ListAgentsArgs,
+    RunAgentArgs,
+    RunRefArgs,
+    ShowRunArgs,
+)
+from executor.mcpserver.bridge import ProgressSink
+from executor.merge import ApplyOptions, apply_run
+from executor.models import ScriptedModel
+from executor.results import (
+    RunStatus,
+    find_run,
+    ledger_dir,
+    load_patch,
+    load_transcript,
+    run_status,
+    set_run_state,
+)
+from executor.runner import RunSettings
+from executor.runner import run_agent as run_agent_tree
+from executor.scheduling import Cancellation, Deadline, LocalScheduler
+from executor.views import diagnostics_json
+from policies.config import config_path, load_user_config
+from policies.contract import SandboxMode
+from policies.loader import Environment, LoadResult
+from sandbox.config import HOST_WARNING
+
+__all__ = [
+    "ServerOptions",
+    "ServerRefused",
+    "apply_run_tool",
+    "confined",
+    "diff_run_tool",
+    "discard_run_tool",
+    "fanout_tool",
+    "list_agents_tool",
+    "run_agent_tool",
+    "show_run_tool",
+]
+
+
+class ServerRefused(ExecutorError):
+    """A call asked for more than the server was started to allow (exit code family 4)."""
+
+    code = "refused"
+    exit_code = 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerOptions:
+    """How the user started ``corral mcp``: what every call shares and may not exceed."""
+
+    root: Path
+    trust_project: bool = False
+    config_file: Path | None = None
+    strict: bool = False
+    no_personal: bool = False
+    allow_apply: bool = False
+    backend: str = "auto"
+    approve: str | None = None
+
+
+def _load(options: ServerOptions) -> LoadResult:
+    return load(options.root, options.trust_project, options.config_file, options.strict,
+                options.no_personal)
+
+
+def _find(options: ServerOptions, name: str, registry: LoadResult) -> None:
+    find_agent(name, registry, root=options.root, trust_project=options.trust_project,
+               config_file=options.config_file, strict=options.strict,
+               no_personal=options.no_personal)
+
+
+def confined(root: Path, value: str, *, argument: str) -> Path:
+    """The file ``value`` names under ``root`` (relative to it, or absolute inside it),
+    with every symlink resolved; anything else is refused before it is read."""
+    given = Path(value)  # no ~ or $VAR expansion: a path means what it says
+    top = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(given if given.is_absolute() else top / given))
+    context = {"argument": argument, "given": value, "root": str(top)}
+    if not real.is_relative_to(top):
+        raise ServerRefused(
+            f"{argument} {value!r} lies outside the server's root", code="path_outside_root",
+            operation="resolve_path", context=context | {"resolves to": str(real)},
+            hint=f"name a file under {top} (relative to it), or pass the replay itself as "
+            f"{argument.removesuffix('s')}_text")
+    if not real.is_file():
+        raise ExecutorError(
+            f"{argument} {value!r} is not a file under the server's root",
+            code="script_not_found", operation="resolve_path",
+            context=context | {"resolves to": str(real)},
+            hint=f"name an existing replay file under {top}, relative to it")
+    return real
+
+
+def _turns(source: str, text: str) -> list[object]:
+    """A replay's turns, validated as ``ScriptedModel`` does (a user error otherwise)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ExecutorError(f"{source}: not valid YAML: {exc}", code="bad_script",
+                            operation="load_script", context={"script": source},
+                            hint="a script is a YAML list of turns: {text: ...} or "
+                            "{tool_calls: [{name, arguments}]}") from exc
+    try:
+        ScriptedModel(data, source=source)
+    except ModelError as exc:
+        raise ExecutorError(exc.message, code="bad_script", operation="load_script",
+                            context=exc.context, hint=exc.hint or "a script is a YAML list "
+                            "of turns: {text: ...} or {tool_calls: [{name, arguments}]}"
+                            ) from exc
+    return list(data)
+
+
+def _read_script(options: ServerOptions, value: str, *, argument: str) -> tuple[str, str]:
+    path = confined(options.root, value, argument=argument)
+    try:
+        return str(path), path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExecutorError(f"cannot read {argument} {value!r}: {exc}", code="bad_script",
+                            operation="load_script", context={"file": str(path)}) from exc
+
+
+def _backend(options: ServerOptions, requested: str | None) -> str:
+    name = requested or options.backend
+    if name == "host" and options.backend != "host":
+        raise ServerRefused(
+            "backend 'host' runs the child's commands with no process isolation; this "
+            "server allows it only when started with --backend host",
+            code="backend_not_allowed", operation="check_arguments",
+            context={"requested": name, "server backend": options.backend},
+            hint="use backend bubblewrap or docker (or leave it out); the user may restart "
+            "the server with `corral mcp --backend host`")
+    return name
+
+
+def _usage(message: str, hint: str) -> ExecutorError:
+    return ExecutorError(message, code="usage_error", operation="check_arguments", hint=hint)
+
+
+def list_agents_tool(options: ServerOptions, args: ListAgentsArgs) -> dict[str, Any]:
+    """``list_agents``: what ``corral agents list --json`` lists, in brief."""
+    registry = _load(options)
+    agents = [{"name": name, "description": contract.description,
+               "format": contract.origin.format.value, "mode": contract.mode.value,
+               "sandbox": contract.sandbox.value if contract.sandbox else None,
+               "display_name": contract.display_name, "source": contract.origin.source,
+               "scope": contract.origin.scope.value, "read_only": contract.is_read_only,
+               "user_invocable": contract.user_invocable}
+              for name, contract in sorted(registry.agents.items())]
+    return {"root": str(options.root), "agents": agents,
+            "default_agent": registry.default_agent,
+            "diagnostics": diagnostics_json(registry.diagnostics)}
+
+
+def _settings(options: ServerOptions, registry: LoadResult, backend: str, *,
+              ledger: Path, **extra: Any) -> RunSettings:
+    allowed = parse_approve(options.approve)
+    return RunSettings(
+        root=options.root, backend=BACKENDS[backend](), config=load_user_config(),
+        registry=registry, ledger=ledger, env=Environment.from_env(),
+        trust_project=options.trust_project, config_file=config_path(),
+        approval=policy_handler(allowed) if allowed is not None else None, **extra)
+
+
+def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: ProgressSink,
+                   cancellation: Cancellation) -> dict[str, Any]:
+    """``run_agent``: ``corral run --json``, its exit code, and what to do with the diff."""
+    backend = _backend(options, args.backend)
+    if args.mode == SandboxMode.WORKSPACE_WRITE.value and not options.allow_apply:
+        raise ServerRefused(
+            "mode workspace-write lets the child write the checkout itself; this server "
+            "allows it only when started with --allow-apply", code="mode_not_allowed",
+            operation="check_arguments", context={"mode": args.mode},
+            hint="use mode worktree (the default): you get a diff, and apply_run validates "
+            "it; the user may restart the server with `corral mcp --allow-apply`")
+    if args.script is not None and args.script_text is not None:
+        raise _usage("script and script_text are exclusive", "pass a replay file under the "
+                     "server's root as script, or the replay itself as script_text")
+    if (args.script is not None or args.script_text is not None) and args.model is not None:
+        raise _usage("a script and a model are exclusive", "replay a script, or run a model")
+    ledger = ledger_dir(options.root)  # refuses a state dir a child could write
+    registry = _load(options)
+    if args.agent is not None or registry.default_agent is not None:
+        _find(options, args.agent or str(registry.default_agent), registry)
+    replay = None
+    if args.script is not None:
+        source, text = _read_script(options, args.script, argument="script")
+        replay = ScriptedModel(_turns(source, text), source=source)
+    elif args.script_text is not None:
+        replay = ScriptedModel(_turns("script_text", args.script_text), source="script_text")
+    settings = _settings(options, registry, backend, ledger=ledger,
+                         mode_ceiling=SandboxMode(args.mode), model_override=args.model,
+                         script=replay, progress=progress, timeout_seconds=args.timeout,
+                         cancellation=cancellation)
+    record = run_agent_tree(settings, args.agent, args.prompt)
+    result = run_json(record) | {"exit_code": exit_code(record),
+                                 "warnings": [HOST_WARNING] if backend == "host" else []}
+    if record.diff and record.mode != SandboxMode.WORKSPACE_WRITE.value:
+        result["next"] = (f"apply_run {{run_id: {record.run_id}}} validates the diff "
+                          f"against the checkout (`corral apply {record.run_id}` merges it)")
+    return result
+
+
+def fanout_tool(options: ServerOptions, args: FanoutArgs, *, progress: ProgressSink,
+                cancellation: Cancellation) -> dict[str, Any]:
+    """``fanout``: ``corral fanout --json`` and its exit code."""
+    backend = _backend(options, args.backend)
+    if args.scripts and args.script_texts:
+        raise _usage("scripts and script_texts are exclusive", "pass replay files under the "
+                     "server's root as scripts, or the replays themselves as script_texts")
+    ledger = ledger_dir(options.root)
+    registry = _load(options)
+    named = list(args.agents) or ([registry.default_agent] if registry.default_agent else [])
+    replays: dict[str, list[object]] = {}
+    keys: list[Path] = []
+    for value in args.scripts:
+        source, text = _read_script(options, value, argument="scripts")
+        replays.setdefault(source, _turns(source, text))
+        keys.append(Path(source))
+    for index, text in enumerate(args.script_texts, 1):
+        source = f"script_texts[{index}]"
+        replays[source] = _turns(source, text)
+        keys.append(Path(source))
+    plans = plan_children(count=args.n, agents=named, models=args.models, scripts=keys)
+    for agent in dict.fromkeys(plan.agent for plan in plans):
+        _find(options, agent, registry)
+    if args.check_cmd is not None and not args.check_cmd.strip():
+        raise _usage("the check command is empty", "leave check_cmd out, or give a command "
+                     "such as 'pytest -q'")
+    settings = _settings(options, registry, backend, ledger=ledger)
+    request = FanoutRequest(settings=settings, prompt=args.prompt, plans=plans,
+                            approve=options.approve, check_command=args.check_cmd,
+                            check_timeout=args.check_timeout, jobs=args.jobs,
+                            timeout_seconds=args.timeout, replays=replays)
+    for plan in plans:
+        progress.label(plan.run_id, f"[{plan.index}/{len(plans)}] {plan.agent} {plan.run_id}")
+    with LocalScheduler(jobs=args.jobs, deadline=Deadline.after(args.timeout),
+                        cancellation=cancellation, name="corral-mcp-fanout") as scheduler:
+        record = run_fanout(request, scheduler=scheduler, report=progress)
+    if cancellation.cancelled and record.status != "cancelled":
+        record = record.model_copy(update={"status": "cancelled"})
+        write_fanout(ledger, record)
+    return fanout_json(record, ledger) | {"exit_code": fanout_exit_code(record, ledger),
+                                          "warnings": [HOST_WARNING] if backend == "host"
+                                          else []}
+
+
+def show_run_tool(options: ServerOptions, args: ShowRunArgs) -> dict[str, Any]:
+    """``show_run``: ``corral show --json`` (the transcript optional)."""
+    ledger = ledger_dir(options.root)
+    record = find_run(ledger, args.run_id)
+    data = record.model_dump(mode="json") | {"status": run_status(record).value}
+    if args.transcript:
+        data["transcript"] = load_transcript(ledger, record.run_id)
+    return data
+
+
+def diff_run_tool(options: ServerOptions, args: RunRefArgs) -> dict[str, Any]:
+    """``diff_run``: the run's exact diff (``diff_base64`` too when it is not UTF-8)."""
+    ledger = ledger_dir(options.root)
+    record = find_run(ledger, args.run_id)
+    patch = load_patch(ledger, record.run_id)
+    text = patch.decode("utf-8", "replace")
+    result: dict[str, Any] = {
+        "run_id": record.run_id, "status": run_status(record).value, "state": record.state,
+        "mode": record.mode, "diff": text, "changed_files": record.changed_files,
+        "empty": not patch}
+    if text.encode("utf-8") != patch:
+        result["diff_base64"] = base64.b64encode(patch).decode("ascii")
+        result["note"] = ("the diff is not valid UTF-8: `diff` shows it with replacement "
+                          "characters, `diff_base64` holds its exact bytes")
+    if not patch:
+        result["note"] = f"run {record.run_id} changed nothing: its diff is empty"
+    return result
+
+
+def _apply_command(options: ServerOptions, args: ApplyRunArgs, run_id: str) -> str:
+    flags = [flag for flag, on in (
+        ("--3way", args.three_way), ("--yes", args.yes),
+        ("--allow-symlinks", args.allow_symlinks), ("--allow-binary", args.allow_binary),
+        ("--allow-git-dirs", args.allow_git_dirs),
+        ("--allow-unverified", args.allow_unverified)) if on]
+    return shlex.join(["corral", "apply", "--root", str(options.root), *flags, run_id])
+
+
+def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]:
+    """``apply_run``: ``corral apply``'s checks, and its merge when the server may."""
+    ledger = ledger_dir(options.root)
+    check_only = args.check or not options.allow_apply
+    apply_options = ApplyOptions(
+        check_only=check_only, three_way=args.three_way, allow_symlinks=args.allow_symlinks,
+        allow_binary=args.allow_binary, allow_git_dirs=args.allow_git_dirs,
+        allow_unverified=args.allow_unverified)
+    record, plan, result = apply_run(options.root, ledger, args.run_id, apply_options,
+                                     confirm=lambda plan: args.yes)
+    data: dict[str, Any] = {
+        "run_id": record.run_id, "status": result.status,
+        "applied": result.status in ("applied", "conflicts"),
+        "files": [{"path": f.path, "status": f.status, "old_path": f.old_path,
+                   "flags": list(f.flags)} for f in plan.files],
+        "flagged": [f.path for f in plan.flagged], "merged": result.merged,
+        "conflicts": result.conflicts,
+        "backup": str(result.backup) if result.backup is not None else None,
+        "state": record.state}
+    if result.status == "checked" and plan.flagged and not args.yes:
+        data["note"] = f"{len(plan.flagged)} flagged file(s) need yes (--yes) to be merged"
+    if result.status == "conflicts":
+        data["note"] = ("applied with conflict markers (<<<<<<< ours / >>>>>>> theirs) in "
+                        "the files listed in conflicts: resolve them")
+    if not options.allow_apply and not args.check and result.status == "checked":
+        data["command"] = _apply_command(options, args, record.run_id)
+        data["message"] = ("this corral mcp server only validates diffs (it was started "
+                           "without --allow-apply): the diff applies cleanly; to merge it, "
+                           f"the user runs: {data['command']}")
+    return data
+
+
+def discard_run_tool(options: ServerOptions, args: DiscardRunArgs) -> dict[str, Any]:
+    """``discard_run``: ``corral discard``."""
+    ledger = ledger_dir(options.root)
+    record = find_run(ledger, args.run_id)
+    if run_status(record) is RunStatus.RUNNING:
+        raise ExecutorError(f"run {record.run_id} is still running", code="run_in_progress",
+                            hint="wait for it to end (or cancel its request), then discard it")
+    if record.state == "applied":
+        raise ExecutorError(f"run {record.run_id} was applied {record.state_changed_at}; "
+                            "discarding it now would not undo that", code="already_applied",
+                            hint="undo the changes in the checkout with git (`git diff`, "
+                            "`git restore`)")
+    already = record.state == "discarded"
+    if not already:
+        record = set_run_state(ledger, record.run_id, "discarded")
+    data: dict[str, Any] = {"run_id": record.run_id, "state": record.state,
+                            "already_discarded": already,
+                            "changed_files": len(record.changed_files)}
+    if record.mode == SandboxMode.WORKSPACE_WRITE.value and record.diff:
+        data["note"] = ("its changes were made in the checkout (workspace-write) and stay "
+                        "there: `git restore` undoes them")
+    return data

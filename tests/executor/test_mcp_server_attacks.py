@@ -1,0 +1,163 @@
+"""Attacks on ``corral mcp`` from its client: a parent model (maybe prompt-injected) asking
+for more than the user started the server to allow.
+
+Each test performs the attack against the real server over stdio and checks the
+checkout (``.git`` included) is byte-identical afterwards, or the error that
+refused it; each has a control showing the same call does what it says when the
+user did allow it, so the test can fail.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from exec_support import agent_file, tree_digest
+from mcp_support import call, data, error, replay, run, stdio_client
+
+HOST = ("--backend", "host")
+WRITE = replay(call("write_file", path="n.txt", content="n\n"), {"text": "wrote n.txt"})
+
+
+@pytest.fixture
+def project(repo: Path) -> Path:
+    agent_file(repo, "w", "tools: [read_file, write_file, shell]")
+    return repo
+
+
+def test_apply_run_without_allow_apply_only_validates(project: Path) -> None:
+    async def main(*options: str) -> tuple[str, dict[str, object], str, str]:
+        async with stdio_client(project, *HOST, *options) as client:
+            run_id = data(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": WRITE}))["run_id"]
+            before = tree_digest(project)
+            result = data(await client.call_tool("apply_run", {"run_id": run_id, "yes": True,
+                                                               "three_way": True}))
+            state = data(await client.call_tool("show_run", {"run_id": run_id,
+                                                             "transcript": False}))["state"]
+            return before, result, tree_digest(project), str(state)
+
+    outcome: list[tuple[str, dict[str, object], str, str]] = []
+    run(lambda: _keep(outcome, main()))
+    before, result, after, state = outcome[0]
+    assert after == before  # byte-identical, .git included
+    assert result["status"] == "checked" and result["applied"] is False
+    assert state == "pending"
+    assert result["command"] == f"corral apply --root {project.resolve()} --3way --yes " \
+        f"{result['run_id']}"
+    assert "started without --allow-apply" in str(result["message"])
+    assert not (project / "n.txt").exists()
+
+    outcome.clear()  # control: the user allowed it
+    run(lambda: _keep(outcome, main("--allow-apply")))
+    before, result, after, state = outcome[0]
+    assert result["status"] == "applied" and result["applied"] is True
+    assert "command" not in result and state == "applied"
+    assert (project / "n.txt").read_text() == "n\n" and after != before
+
+
+def test_a_script_path_outside_the_root_is_refused_before_it_is_read(project: Path,
+                                                                     tmp_path: Path) -> None:
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(WRITE)
+    (project / "replays").mkdir()
+    (project / "replays" / "link.yaml").symlink_to(outside)
+    (project / "replays" / "passwd.yaml").symlink_to("/etc/passwd")
+    (project / "replays" / "ok.yaml").write_text(WRITE)
+    before = tree_digest(project)
+
+    async def main() -> None:
+        async with stdio_client(project, *HOST) as client:
+            for given in ("../../etc/passwd", "/etc/passwd", str(outside), "../outside.yaml",
+                          "replays/link.yaml", "replays/passwd.yaml"):
+                refused = error(await client.call_tool("run_agent", {
+                    "agent": "w", "prompt": "go", "script": given}))
+                assert refused["code"] == "path_outside_root", given
+                assert refused["message"] == f"script {given!r} lies outside the server's root"
+                assert refused["context"]["root"] == str(project.resolve())
+                assert "script_text" in refused["hint"]
+                assert "root:x:" not in str(refused)  # nothing of the file was read
+                fanned = error(await client.call_tool("fanout", {
+                    "agents": ["w"], "prompt": "go", "scripts": [given, given]}))
+                assert fanned["code"] == "path_outside_root", given
+            # control: a replay under the root runs
+            ran = data(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script": str(project / "replays" / "ok.yaml")}))
+            assert ran["status"] == "completed"
+            missing = error(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script": "replays/none.yaml"}))
+            assert missing["code"] == "script_not_found"
+
+    run(main)
+    assert tree_digest(project) == before
+
+
+def test_workspace_write_needs_allow_apply(project: Path) -> None:
+    before = tree_digest(project)
+
+    async def main(*options: str) -> dict[str, object]:
+        async with stdio_client(project, *HOST, *options) as client:
+            result = await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": WRITE,
+                "mode": "workspace-write"})
+            return error(result) if result.is_error else data(result)
+
+    refused: list[dict[str, object]] = []
+    run(lambda: _keep(refused, main()))
+    assert refused[0]["code"] == "mode_not_allowed" and refused[0]["exit_code"] == 4
+    assert "--allow-apply" in str(refused[0]["hint"])
+    assert tree_digest(project) == before and not (project / "n.txt").exists()
+
+    allowed: list[dict[str, object]] = []  # control: the user allowed it
+    run(lambda: _keep(allowed, main("--allow-apply")))
+    assert allowed[0]["status"] == "completed" and allowed[0]["mode"] == "workspace-write"
+    assert (project / "n.txt").read_text() == "n\n"
+
+
+def test_the_host_backend_needs_the_server_to_allow_it(project: Path) -> None:
+    before = tree_digest(project)
+
+    async def main() -> None:
+        async with stdio_client(project) as client:  # the default: isolating backends only
+            refused = error(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": WRITE, "backend": "host"}))
+            assert refused["code"] == "backend_not_allowed"
+            assert "--backend host" in refused["hint"]
+            fanned = error(await client.call_tool("fanout", {
+                "agents": ["w"], "prompt": "go", "script_texts": [WRITE], "n": 2,
+                "backend": "host"}))
+            assert fanned["code"] == "backend_not_allowed"
+        async with stdio_client(project, *HOST) as client:  # control: the user chose host
+            ran = data(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": WRITE, "backend": "host"}))
+            assert ran["status"] == "completed" and ran["backend"] == "host"
+
+    run(main)
+    assert tree_digest(project) == before
+
+
+def test_approvals_are_the_servers_never_the_callers(project: Path) -> None:
+    """An ``ask`` rule is the user's question: the parent model cannot answer it."""
+    zuno = project / ".zuno" / "zuno.json"
+    zuno.parent.mkdir()
+    zuno.write_text(json.dumps({"agents": {"asker": {"permission": {"rules": {"shell": "ask"}}}}}))
+    shell = replay(call("shell", command="echo hi > asked.txt"), {"text": "done"})
+
+    async def main(*options: str) -> list[dict[str, str]]:
+        async with stdio_client(project, *HOST, *options) as client:
+            result = data(await client.call_tool("run_agent", {
+                "agent": "asker", "prompt": "go", "script_text": shell}))
+            return list(result["denied_calls"])
+
+    denied: list[list[dict[str, str]]] = []
+    run(lambda: _keep(denied, main()))
+    assert [d["tool"] for d in denied[0]] == ["shell"]
+    assert denied[0][0]["reason"].endswith("this run has no approver")
+    denied.clear()  # control: the user started the server with the approval
+    run(lambda: _keep(denied, main("--approve", "always-for=shell")))
+    assert denied[0] == []
+
+
+async def _keep(into: list[object], coroutine: object) -> None:
+    into.append(await coroutine)  # type: ignore[misc]
