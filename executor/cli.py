@@ -84,7 +84,9 @@ def load(root: Path, trust_project: bool, config_file: Path | None, strict: bool
     """
     user = load_user_config()
     options = Options(strict=strict, custom_tools=frozenset(user.custom_tools),
-                      model_map=user.model_map)
+                      model_map=user.model_map, mcp_servers=frozenset(user.mcp_servers),
+                      provided_tools=frozenset(custom for server in user.mcp_servers.values()
+                                               for custom in server.provides))
     if not root.is_dir():
         raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
     if config_file is not None and not (config_file.exists() or config_file.is_symlink()):
