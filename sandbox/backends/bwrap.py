@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 from sandbox.backends.limits import PidsCgroup, cgroup_group, prlimit_argv
 from sandbox.backends.process import LocalRunner, RunningProcess
+from sandbox.backends.streams import PipeStream
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, BubblewrapConfig
 from sandbox.errors import BackendUnavailable, SandboxError
@@ -176,6 +177,14 @@ class BubblewrapSandbox(BaseSandbox):
             )
         return outcome.result(spec.argv)
 
+    def _open_stream(self, spec: ExecSpec) -> PipeStream:
+        """The same bwrap as a command (namespaces, mounts, cgroup, rlimits); killing its
+        bwrap kills the namespace's PID 1 (``--die-with-parent``) and so the namespace."""
+        read_fd, write_fd = os.pipe()
+        return PipeStream.start(self._argv(spec, write_fd), env={"PATH": os.defpath},
+                                cwd=Path("/"), kill=_kill_stream, pass_fd=write_fd,
+                                keep_fd=read_fd)
+
     def _stop(self) -> None:
         self._runner.stop_all()
         if self._cgroup is not None:
@@ -186,6 +195,11 @@ class BubblewrapSandbox(BaseSandbox):
         if self._cgroup is not None:
             self._cgroup.remove()
             self._cgroup = None
+
+
+def _kill_stream(stream: PipeStream) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(stream.pidfd, signal.SIGKILL)
 
 
 def _json_lines(data: bytes) -> list[dict[str, Any]]:

@@ -50,6 +50,7 @@ from policies.contract import SandboxMode
 from sandbox.backends.limits import CgroupUsage
 from sandbox.backends.process import DRAIN_GRACE_SECONDS, OutputCapture
 from sandbox.backends.standins import closed_ancestors, make_stand_ins
+from sandbox.backends.streams import SocketStream
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, DockerConfig
 from sandbox.errors import (
@@ -402,6 +403,26 @@ class DockerSandbox(BaseSandbox):
             timed_out=timed_out, stopped=stopped, duration_seconds=duration,
             peak_rss_bytes=peak, cpu_seconds=cpu_seconds,
         )
+
+    def _open_stream(self, spec: ExecSpec) -> SocketStream:
+        """An exec with stdin attached, as the command uid (so every reap of that uid after a
+        command, a timeout or a freeze ends it too); killing it reaps the uid's processes."""
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(self.id, ["/bin/sh", "-c", 'exec "$@"', "sh", *spec.argv],
+                                      stdin=True, stdout=True, stderr=True, user=self._user,
+                                      workdir=str(spec.cwd), environment=spec.env)["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "exec") from exc
+
+        def running() -> bool:
+            try:
+                return bool(api.exec_inspect(exec_id).get("Running"))
+            except _ENGINE_ERRORS:
+                return False
+
+        return SocketStream(sock, kill=self._kill_all, alive=running)
 
     _stop_requested = False
 
