@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 #: distribution name -> the top-level module it provides.
 MODULES = {"pydantic": "pydantic", "pyyaml": "yaml", "docker": "docker", "psutil": "psutil",
-           "watchdog": "watchdog", "click": "click", "rich": "rich", "httpx": "httpx"}
+           "watchdog": "watchdog", "click": "click", "rich": "rich", "httpx": "httpx", "mcp": "mcp"}
 
 
 def _imported() -> set[str]:
