@@ -170,11 +170,12 @@ def agents_show(root: Path, trust_project: bool, config_file: Path | None, stric
     result = load(root, trust_project, config_file, strict, no_personal)
     contract = find_agent(name, result, root=root, trust_project=trust_project,
                           config_file=config_file, strict=strict, no_personal=no_personal)
+    servers = load_user_config().mcp_servers
     if as_json:
         click.echo(json.dumps(agent_json(contract, effective=_root_capability(result),
-                                         agents=result.agents), indent=2))
+                                         agents=result.agents, servers=servers), indent=2))
     else:
-        echo(render_show(contract, _root_capability(result), result.agents))
+        echo(render_show(contract, _root_capability(result), result.agents, servers))
 
 
 @agents.command("check")
