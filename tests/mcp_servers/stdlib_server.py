@@ -4,14 +4,15 @@ The sandboxes' python has no SDK (bubblewrap binds the host's /usr, not corral's
 venv; the image has python3 alone), so the confinement tests run this one: it is
 passed as ``python3 -c SOURCE`` and needs no file inside the sandbox. Its tools
 probe the sandbox from inside: ``connect`` (a TCP connection), ``read`` (a file),
-``write`` (a file), ``whoami``. ``EVIL_TOOLS`` (JSON, in its environment) replaces
-its listing, for the tests of hostile tool names.
+``write`` (a file), ``whoami``, ``hang`` (never answers). ``EVIL_TOOLS`` (JSON, in
+its environment) replaces its listing, for the tests of hostile tool names.
 """
 
 import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 SCHEMAS = {
@@ -24,6 +25,7 @@ SCHEMAS = {
                                                "text": {"type": "string"}},
               "required": ["path", "text"]},
     "whoami": {"type": "object", "properties": {}},
+    "hang": {"type": "object", "properties": {}},
 }
 
 
@@ -45,6 +47,9 @@ def run_tool(name, args):
             return "written"
         except OSError as exc:
             return f"failed: {exc}"
+    if name == "hang":
+        while True:
+            time.sleep(60)
     if name == "whoami":
         return json.dumps({"pid": os.getpid(), "uid": os.getuid(), "cwd": str(Path.cwd()),
                            "home": os.environ.get("HOME"), "env": sorted(os.environ)})

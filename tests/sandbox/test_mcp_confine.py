@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sbx_support import OpenSandbox, backends
 
-from executor.mcpclient import McpServers
+from executor.mcpclient import McpError, McpServers
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
 from tests.backends import bridge_gateway, require
@@ -151,3 +151,20 @@ def test_server_stops_with_the_sandbox_and_restarts_when_reaped(
     sb.teardown()
     assert servers.running() == {"probe": False}
     servers.close()
+
+
+@pytest.mark.parametrize("backend", CONFINED, indirect=True)
+def test_a_hung_server_is_killed_at_the_call_timeout(open_sb: OpenSandbox) -> None:
+    """A call that never answers ends at its timeout, the server is killed (never reused),
+    and the next call gets a fresh one."""
+    sb = open_sb(SandboxMode.WORKTREE)
+    servers = _servers(sb, confine=True)
+    try:
+        with pytest.raises(McpError) as caught:
+            servers.call("mcp__probe__hang", {}, timeout=1.0)
+        assert caught.value.code == "mcp_timeout"
+        assert servers.running() == {"probe": False}
+        assert json.loads(_call(servers, "whoami"))["pid"] >= 1
+        assert servers.starts() == {"probe": 2}
+    finally:
+        servers.close()
