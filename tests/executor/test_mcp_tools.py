@@ -18,7 +18,7 @@ from exec_support import CONFIGS, LIMITS, agent_file
 
 from executor.dispatch import ApprovalRequest
 from executor.models import ScriptedModel
-from executor.results import RunRecord, RunStatus, ledger_dir
+from executor.results import RunRecord, RunStatus, find_run, ledger_dir
 from executor.runner import RunSettings, run_agent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
@@ -266,3 +266,31 @@ def test_confined_server_on_the_host_backend_is_refused_clearly(
     [note] = [n for n in record.notes if "MCP server" in n]
     assert "'probe' did not start" in note and "host backend" in note
     assert "confine = false" in note
+
+
+def _delegate(agent: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "delegate", "arguments": {"agent": agent, "prompt": "go"}}]}
+
+
+@pytest.mark.parametrize("backend", HOST, indirect=True)
+@pytest.mark.parametrize("parent_holds", [True, False])
+def test_child_holds_an_mcp_tool_only_within_its_parent(
+        run: Runner, repo: Path, tmp_path: Path, parent_holds: bool) -> None:
+    """A delegated child gets an MCP tool only when its parent was offered it (zuno's
+    capability ceiling); each runs its own server in its own sandbox."""
+    marker = tmp_path / "starts"
+    boss_tools = ["delegate", "mcp__calc__add"] if parent_holds else ["delegate"]
+    zuno_agent(repo, "boss", {"tools": boss_tools, "delegates": ["worker"]})
+    zuno_agent(repo, "worker", {"tools": ["mcp__calc__add"], "mode": "subagent"})
+    turns = [_delegate("worker"),
+             {"tool_calls": [{"name": "mcp__calc__add", "arguments": {"a": 1, "b": 2}}]},
+             {"text": "child done"}, {"text": "boss done"}]
+    record = run("boss", turns, config=_config(marker))
+    assert record.status is RunStatus.COMPLETED, record.error
+    child = find_run(ledger_dir(repo), record.children[0])
+    if parent_holds:
+        assert (child.audit[0]["decision"], child.audit[0]["result"]) == ("allowed", "3")
+        assert len(_starts(marker)) == 2  # the boss's server and the worker's
+    else:
+        assert [d["tool"] for d in child.denied_calls] == ["mcp__calc__add"]
+        assert _starts(marker) == []

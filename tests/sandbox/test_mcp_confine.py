@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +21,10 @@ from sbx_support import OpenSandbox, backends
 
 from executor.mcpclient import McpError, McpServers
 from policies.contract import SandboxMode
+from policies.mcp import McpServerConfig
 from sandbox.base import BaseSandbox
 from tests.backends import bridge_gateway, require
-from tests.mcp_servers import probe_server
+from tests.mcp_servers import SDK_SERVER, probe_server
 
 CONFINED = backends(only=("bubblewrap", "docker"), fake=False)
 
@@ -166,5 +168,28 @@ def test_a_hung_server_is_killed_at_the_call_timeout(open_sb: OpenSandbox) -> No
         assert servers.running() == {"probe": False}
         assert json.loads(_call(servers, "whoami"))["pid"] >= 1
         assert servers.starts() == {"probe": 2}
+    finally:
+        servers.close()
+
+
+@pytest.mark.parametrize("backend", backends(only=("bubblewrap",), fake=False), indirect=True)
+def test_sdk_server_runs_confined_under_bubblewrap(open_sb: OpenSandbox) -> None:
+    """The SDK server itself, confined: the backend binds the interpreter, corral's venv and
+    the server's directory read-only (``extra_ro_paths``); it answers, and the marker it
+    writes lands in the sandbox's own /tmp, not the host's."""
+    venv = Path(sys.prefix)
+    interpreter = Path(sys.base_prefix)
+    sb = open_sb(SandboxMode.WORKTREE,
+                 extra_ro_paths=(interpreter, venv, SDK_SERVER.parent))
+    marker = "/tmp/sdk-starts"
+    config = McpServerConfig(command=str(venv / "bin" / "python"),
+                             args=(str(SDK_SERVER), marker))
+    servers = McpServers({"calc": config}, sandbox=sb)
+    servers.start(["calc"])
+    try:
+        assert servers.failures == {}
+        result = servers.call("mcp__calc__add", {"a": 2, "b": 3})
+        assert [getattr(block, "text", None) for block in result.content] == ["5"]
+        assert not Path(marker).exists()  # written inside, on the sandbox's tmpfs
     finally:
         servers.close()
