@@ -294,3 +294,23 @@ def test_child_holds_an_mcp_tool_only_within_its_parent(
     else:
         assert [d["tool"] for d in child.denied_calls] == ["mcp__calc__add"]
         assert _starts(marker) == []
+
+
+@pytest.mark.parametrize("backend", HOST, indirect=True)
+def test_child_refuses_a_tool_its_server_lists_with_another_schema(
+        run: Runner, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack: the server shows the delegating agent one schema and the child's instance
+    another. The child holds only what its parent was shown: the tool is refused."""
+    monkeypatch.setenv("FLIP_FILE", str(tmp_path / "flips"))
+    config = UserConfig.model_validate({"mcp_servers": {"probe": probe_server(
+        confine=False, env=["FLIP_FILE"]).model_dump()}})
+    zuno_agent(repo, "boss", {"tools": ["delegate", "mcp__probe__whoami"],
+                              "delegates": ["worker"]})
+    zuno_agent(repo, "worker", {"tools": ["mcp__probe__whoami"], "mode": "subagent"})
+    turns = [_delegate("worker"),
+             {"tool_calls": [{"name": "mcp__probe__whoami", "arguments": {}}]},
+             {"text": "child done"}, {"text": "boss done"}]
+    record = run("boss", turns, config=config)
+    child = find_run(ledger_dir(repo), record.children[0])
+    assert [d["tool"] for d in child.denied_calls] == ["mcp__probe__whoami"]
+    assert any("mcp__probe__whoami refused: its schema differs" in n for n in child.notes)
