@@ -35,7 +35,9 @@ def load(root: Path, trust_project: bool, config_file: Path | None, strict: bool
     """
     user = load_user_config()
     options = Options(strict=strict, custom_tools=frozenset(user.custom_tools),
-                      model_map=user.model_map)
+                      model_map=user.model_map, mcp_servers=frozenset(user.mcp_servers),
+                      provided_tools=frozenset(custom for server in user.mcp_servers.values()
+                                               for custom in server.provides))
     if not root.is_dir():
         raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
     if config_file is not None and not (config_file.exists() or config_file.is_symlink()):
@@ -116,11 +118,12 @@ def agents_show(root: Path, trust_project: bool, config_file: Path | None, stric
     result = load(root, trust_project, config_file, strict, no_personal)
     contract = find_agent(name, result, root=root, trust_project=trust_project,
                           config_file=config_file, strict=strict, no_personal=no_personal)
+    servers = load_user_config().mcp_servers
     if as_json:
         click.echo(json.dumps(agent_json(contract, effective=_root_capability(result),
-                                         agents=result.agents), indent=2))
+                                         agents=result.agents, servers=servers), indent=2))
     else:
-        echo(render_show(contract, _root_capability(result), result.agents))
+        echo(render_show(contract, _root_capability(result), result.agents, servers))
 
 
 @agents.command("check")

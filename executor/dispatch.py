@@ -196,7 +196,9 @@ class Dispatcher(Generic[ContextT]):
         return [
             ToolSchema(name=self.wire(name),
                        description=self.descriptions.get(name, tool.description),
-                       parameters=tool.args.model_json_schema())
+                       # A tool that carries its own schema (an MCP server's, exact) shows it.
+                       parameters=getattr(tool, "parameters", None)
+                       or tool.args.model_json_schema())
             for name, tool in sorted(self.tools.items()) if name not in self.deferred
         ]
 

@@ -7,7 +7,10 @@ it. From the capability's visible tools (held, not denied outright) the offer
 removes what no run can call, each with its reason in ``unavailable``:
 
 - tools corral does not implement: ``web_fetch``/``web_search`` (sandboxes
-  have no network) and custom tools (no provider until MCP support);
+  have no network), and custom or MCP tools no installed server provides, or
+  whose server did not start or does not list them (a run passes its
+  servers' ``listing``; ``agents show`` starts nothing, and names the servers
+  a run would start in ``mcp``);
 - ``delegate`` when no delegation depth is left, or no agent of the caller's
   namespace may be delegated to (its schema lists the targets);
 - deferred tools (catalog ``deferred: true``) stay out of the first request;
@@ -23,16 +26,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.capability import Capability
 from policies.config import UserConfig
 from policies.contract import AgentContract, SandboxMode
 from policies.loader import LoadResult
+from policies.mcp import McpServerConfig, could_hold, providers, read_only_ids
+from policies.permissions import Action
 from policies.scoping import delegation_targets, local_name
 from policies.tools import in_search_group, why_unrunnable
 
-__all__ = ["Offer", "make_offer", "root_capability"]
+if TYPE_CHECKING:
+    from executor.mcpclient import McpServers
+
+__all__ = ["Offer", "make_offer", "root_capability", "servers_to_start"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,8 @@ class Offer:
     unavailable: Mapping[str, str] = field(default_factory=dict)
     #: The agents ``delegate`` may start, as (name the caller uses, description).
     targets: tuple[tuple[str, str], ...] = ()
+    #: The MCP servers a run of this agent starts (their tools are listed then).
+    mcp_servers: tuple[str, ...] = ()
 
     def wire(self, tool: str) -> str:
         """The name the model sees for ``tool``."""
@@ -61,21 +71,44 @@ class Offer:
         return {"tools": list(self.tools), "deferred": list(self.deferred),
                 "names": dict(sorted(self.names.items())),
                 "unavailable": dict(sorted(self.unavailable.items())),
-                "delegates_to": [name for name, _ in self.targets]}
+                "delegates_to": [name for name, _ in self.targets],
+                "mcp_servers": list(self.mcp_servers)}
 
 
 def make_offer(capability: Capability, contract: AgentContract,
-               agents: Mapping[str, AgentContract]) -> Offer:
-    """What ``contract``'s model is offered when it runs under ``capability``."""
+               agents: Mapping[str, AgentContract], *,
+               servers: Mapping[str, McpServerConfig] | None = None,
+               listing: McpServers | None = None, top: bool = True) -> Offer:
+    """What ``contract``'s model is offered when it runs under ``capability``.
+
+    ``servers`` are the user's MCP servers; ``listing`` what the run's servers listed
+    (``None``: nothing was started, as for ``agents show``)."""
+    servers = servers or {}
     # The tool implementations (their argument models) only once an offer is made:
     # `corral agents list` imports this module and never needs them.
     from executor.tools import IMPLEMENTED  # noqa: PLC0415
 
     unavailable: dict[str, str] = {}
     held = set(capability.visible_tools())
+    owners = providers(servers, held)
+    provided = frozenset(c for config in servers.values() for c in config.provides)
     for tool in sorted(held):
-        if tool not in IMPLEMENTED:
-            unavailable[tool] = why_unrunnable(tool) or "corral does not implement it"
+        if tool in IMPLEMENTED:
+            continue
+        if listing is not None and tool in listing.listed:
+            continue
+        owner = owners.get(tool)
+        if owner is None:
+            unavailable[tool] = why_unrunnable(tool, servers=frozenset(servers),
+                                               provided=provided) or "corral does not implement it"
+        elif listing is None:
+            unavailable[tool] = (f"offered when a run starts MCP server {owner[0]!r} and it "
+                                 f"lists {owner[1]!r}")
+        elif owner[0] in listing.failures:
+            unavailable[tool] = (f"MCP server {owner[0]!r} did not start: "
+                                 f"{listing.failures[owner[0]]}")
+        else:
+            unavailable[tool] = f"MCP server {owner[0]!r} does not list a tool {owner[1]!r}"
     targets = tuple((local_name(c), c.description or "")
                     for c in delegation_targets(capability, contract, agents.values()))
     if "delegate" in held:
@@ -110,7 +143,40 @@ def make_offer(capability: Capability, contract: AgentContract,
                     if tool in offered and b.description}
     return Offer(tools=tuple(visible), deferred=tuple(deferred), names=names,
                  descriptions=descriptions, unavailable=unavailable,
-                 targets=targets if "delegate" in offered else ())
+                 targets=targets if "delegate" in offered else (),
+                 mcp_servers=tuple(servers_to_start(capability, contract, servers, top=top)))
+
+
+def servers_to_start(capability: Capability, contract: AgentContract,
+                     servers: Mapping[str, McpServerConfig], *, top: bool) -> list[str]:
+    """The MCP servers a run of ``contract`` under ``capability`` must start to list the
+    tools it could hold, decided before any process runs.
+
+    A child (``top=False``) holds exact names already (its parent's listing, narrowed):
+    the servers behind them. A top-level run's root holds every tool of every server
+    the user installed, so the contract decides: its allowlist (no allowlist: every
+    server), minus servers its deny list removes whole; a read-only agent only by exact,
+    vouched grants.
+    """
+    held = set(capability.visible_tools())
+    wanted = {server for server, _ in providers(servers, held).values()}
+    if not top:
+        return sorted(wanted)
+    if capability.read_only:
+        allow_rules = {r.tool for r in contract.permission.rules
+                       if r.action is Action.ALLOW and r.pattern is None}
+        selectors = ({*(contract.tools or ()), *allow_rules}
+                     & read_only_ids(servers))
+    else:
+        selectors = set(contract.tools) if contract.tools is not None else {"mcp__*"}
+    for server, config in servers.items():
+        probe = f"mcp__{server}__"
+        whole = any(sel.endswith("*") and probe.startswith(sel[:-1])
+                    for sel in contract.denied_tools)
+        whole = whole or any(layer.denies_outright(probe + "*") for layer in capability.layers)
+        if not whole and could_hold(server, selectors, config):
+            wanted.add(server)
+    return sorted(wanted)
 
 
 def root_capability(config: UserConfig, registry: LoadResult | None = None, *,
@@ -121,4 +187,5 @@ def root_capability(config: UserConfig, registry: LoadResult | None = None, *,
     depth = config.subagent_depth
     if registry is not None and registry.subagent_depth is not None:
         depth = min(depth, registry.subagent_depth)
-    return Capability.root(custom_tools=config.custom_tools, depth=depth, sandbox=sandbox)
+    return Capability.root(custom_tools=config.custom_tools, depth=depth, sandbox=sandbox,
+                           read_only_tools=read_only_ids(config.mcp_servers))

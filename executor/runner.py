@@ -41,11 +41,12 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from executor.dispatch import ApprovalHandler, Dispatcher, ToolDenied
+from executor.dispatch import ApprovalHandler, Dispatcher, Tool, ToolDenied
 from executor.errors import ModelError, RunError
+from executor.mcpclient import McpServers
 from executor.merge_preimages import capture_preimages
 from executor.models import Model, Sampling, ScriptedModel
-from executor.offer import make_offer, root_capability
+from executor.offer import make_offer, root_capability, servers_to_start
 from executor.prepare import agent_model, settings_apply, task_contract, usable_reviewers
 from executor.results import (
     RunRecord,
@@ -68,7 +69,14 @@ from executor.session import (
 from executor.skills import resolve_skills
 from executor.suggest import unknown_agent
 from executor.tools import ToolContext, native_tools, truncate, with_overrides
-from policies.capability import Capability, DelegationDenied, check_delegation, derive_child
+from executor.tools.mcptool import mcp_tools
+from policies.capability import (
+    Capability,
+    DelegationDenied,
+    admit_listed,
+    check_delegation,
+    derive_child,
+)
 from policies.config import UserConfig
 from policies.contract import AgentContract, AgentStatus, SandboxMode
 from policies.loader import Environment, LoadResult
@@ -267,6 +275,10 @@ class AgentRun:
         self._forget_cancel: Callable[[], None] | None = None
         self.preimages: dict[str, bytes] = {}  # for `corral apply --3way`
         self.sandbox: Sandbox | None = None
+        #: The MCP servers this run started (in its sandbox), and the schemas its parent
+        #: was shown (a child's bound: tool -> schema fingerprint).
+        self.mcp: McpServers | None = None
+        self.mcp_bound: dict[str, str] | None = None
         self.session: Session | None = None
         self.context: ToolContext | None = None
         self.started_at = now_iso()
@@ -303,12 +315,17 @@ class AgentRun:
             # A cancelled run's running command stops now, not at its timeout.
             self._forget_cancel = self.settings.cancellation.on_cancel(
                 self.sandbox.stop_processes)
+        self._start_mcp()
         # One offer for the schemas and for `agents show`: they cannot disagree.
-        offer = make_offer(self.capability, self.contract, self.settings.registry.agents)
+        offer = make_offer(self.capability, self.contract, self.settings.registry.agents,
+                           servers=self.settings.config.mcp_servers, listing=self.mcp,
+                           top=self.parent_run is None)
         descriptions = dict(offer.descriptions)
-        implemented = native_tools(use_ripgrep=self.settings.use_ripgrep,
-                                   delegate_targets=offer.targets,
-                                   delegate_description=descriptions.pop("delegate", None))
+        implemented: dict[str, Tool[Any, ToolContext]] = {
+            **native_tools(use_ripgrep=self.settings.use_ripgrep,
+                           delegate_targets=offer.targets,
+                           delegate_description=descriptions.pop("delegate", None)),
+            **mcp_tools(self.mcp, self.settings.config.mcp_servers)}
         overrides = {b.name: b.overrides for b in self.contract.tool_bindings if b.enabled}
         tools = {name: with_overrides(implemented[name], overrides.get(name, {}))
                  for name in (*offer.tools, *offer.deferred)}
@@ -338,6 +355,36 @@ class AgentRun:
             cancellation=self.settings.cancellation,
         )
         return self.session
+
+    def _start_mcp(self) -> None:
+        """Start the MCP servers whose tools this run could hold, in its sandbox, to list
+        their exact schemas for the first request (:mod:`executor.mcpclient.servers`).
+
+        A top-level run's capability then gains the listed tools its contract admits; a
+        child's tools are its parent's listing, narrowed, and a tool its own server lists
+        with another schema than the parent was shown is outside the bound."""
+        servers = self.settings.config.mcp_servers
+        top = self.parent_run is None
+        wanted = servers_to_start(self.capability, self.contract, servers, top=top)
+        if not wanted or self.sandbox is None:
+            return
+        self.phase("mcp servers")
+        self.mcp = McpServers(servers, sandbox=self.sandbox, deadline=self.deadline)
+        self.mcp.start(wanted)
+        if self.mcp_bound is not None:
+            for name, listed in list(self.mcp.listed.items()):
+                if self.mcp_bound.get(name, listed.fingerprint()) != listed.fingerprint():
+                    del self.mcp.listed[name]
+                    self.mcp.rejected[name] = ("its schema differs from the one the delegating "
+                                               "agent was shown")
+        if top:
+            self.capability = admit_listed(self.capability, self.contract, self.mcp.listed)
+        notes = [f"MCP server {name!r} did not start: {why}"
+                 for name, why in sorted(self.mcp.failures.items())]
+        notes += [f"MCP tool {name} refused: {why}"
+                  for name, why in sorted(self.mcp.rejected.items())]
+        if notes:
+            self.record = self.record.model_copy(update={"notes": [*self.record.notes, *notes]})
 
     def phase(self, detail: str) -> None:
         """Tell the live display what this run is doing outside its conversation."""
@@ -493,6 +540,8 @@ class AgentRun:
         if self._forget_cancel is not None:
             self._forget_cancel()
             self._forget_cancel = None
+        if self.mcp is not None:  # the servers stop with the child (teardown kills the rest)
+            self.mcp.close()
         if self.sandbox is not None:
             try:
                 self.sandbox.teardown(discard=recorded and self.collected)
@@ -592,6 +641,8 @@ class AgentRun:
                          repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
                          deadline=_deadline(remaining, contract.timeout_seconds),
                          handoff=handoff)
+        child.mcp_bound = ({name: t.fingerprint() for name, t in self.mcp.listed.items()}
+                           if self.mcp is not None else {})
         if cut:
             child.record = child.record.model_copy(update={"notes": [cut]})
         with self.lock:

@@ -10,6 +10,7 @@ from executor.text import one_line, printable
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, restrict
 from policies.contract import AgentContract
 from policies.loader import Diagnostic, LoadResult, Severity
+from policies.mcp import McpServerConfig
 from policies.tools import group_of, tool_matches
 
 __all__ = ["agent_json", "diagnostics_json", "list_json", "own_tools", "render_check",
@@ -28,7 +29,8 @@ def own_tools(contract: AgentContract) -> list[str] | None:
 
 
 def agent_json(contract: AgentContract, *, effective: Capability | None = None,
-               agents: Mapping[str, AgentContract] | None = None) -> dict[str, Any]:
+               agents: Mapping[str, AgentContract] | None = None,
+               servers: Mapping[str, McpServerConfig] | None = None) -> dict[str, Any]:
     """The ``agents show --json`` object; ``effective`` is the root capability, and the
     ``effective`` tools are exactly what a run's model is offered (:mod:`executor.offer`)."""
     route = contract.model
@@ -80,7 +82,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
     if effective is not None:
         narrowed = restrict(effective, contract)
         data["effective"] = {
-            **make_offer(narrowed, contract, agents or {}).to_json(),
+            **make_offer(narrowed, contract, agents or {}, servers=servers).to_json(),
             "sandbox": narrowed.sandbox.value,
             "read_only": narrowed.read_only,
             "approval_required": sorted(narrowed.approval_required),
@@ -103,14 +105,15 @@ def list_json(result: LoadResult) -> dict[str, Any]:
 
 
 def render_show(contract: AgentContract, effective: Capability,
-                agents: Mapping[str, AgentContract] | None = None) -> str:
+                agents: Mapping[str, AgentContract] | None = None,
+                servers: Mapping[str, McpServerConfig] | None = None) -> str:
     """The effective, resolved contract as text (like ``zuno debug agent``).
 
     Every value a definition file chose is escaped (:func:`one_line`): a
     description cannot carry terminal escapes, nor a newline that would fake
     the ``tools`` or ``effective`` line after it. The instructions keep their lines.
     """
-    data = agent_json(contract, effective=effective, agents=agents)
+    data = agent_json(contract, effective=effective, agents=agents, servers=servers)
     route = data["model_route"]
     if route["needs_override"]:
         model = f"{route['foreign']} ({contract.origin.format.value} model: needs an override)"
@@ -143,6 +146,8 @@ def render_show(contract: AgentContract, effective: Capability,
           if data["effective"]["names"] else []),
         *(f"  not offered {one_line(tool)}: {one_line(why)}"
           for tool, why in data["effective"]["unavailable"].items()),
+        *(["mcp servers  " + names(data["effective"]["mcp_servers"]) + " (a run starts them "
+           "to list their tools)"] if data["effective"]["mcp_servers"] else []),
         "delegates    " + ("inherit" if data["delegates"] is None else names(data["delegates"])
                            or "(none)"),
         f"reachable    user: {'yes' if contract.user_invocable else 'no'}, "

@@ -7,7 +7,9 @@ which can only remove:
 1. the contract's allowlist (``None`` keeps the parent's tools);
 2. the contract's denied tools;
 3. the mode: ``reviewer`` and ``read-only`` remove write, exec and custom
-   tools, and a read-only agent may delegate only to read-only agents;
+   tools (an MCP or custom tool the user vouched for in ``read_only_tools``
+   stays only when the contract grants it by exact name: zuno's explicit
+   grant), and a read-only agent may delegate only to read-only agents;
 4. the sandbox: the strictest of the parent's and the contract's;
 5. the permission layers: the contract's layer is appended to the parent's,
    and decisions combine strictest-first (see :mod:`policies.permissions`);
@@ -28,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from policies.contract import AgentContract, AgentMode, AgentStatus, SandboxMode
 from policies.errors import PolicyError
+from policies.mcp import explicitly_granted
 from policies.permissions import Action, PermissionPolicy, decide_layers
 from policies.tools import NATIVE_TOOLS, ToolGroup, check_tool_name, group_of, tool_matches
 
@@ -36,6 +39,7 @@ __all__ = [
     "READ_ONLY_REMOVED_GROUPS",
     "Capability",
     "DelegationDenied",
+    "admit_listed",
     "check_delegation",
     "derive_child",
     "restrict",
@@ -71,8 +75,10 @@ class Capability(BaseModel):
     sandbox: SandboxMode = SandboxMode.WORKTREE
     read_only: bool = False
     approval_required: frozenset[str] = frozenset()
+    #: Custom and MCP tools the user vouched never change anything (``read_only_tools``).
+    read_only_tools: frozenset[str] = frozenset()
 
-    @field_serializer("tools", "approval_required")
+    @field_serializer("tools", "approval_required", "read_only_tools")
     def _dump_set(self, value: frozenset[str]) -> list[str]:
         return sorted(value)
 
@@ -88,9 +94,12 @@ class Capability(BaseModel):
         sandbox: SandboxMode = SandboxMode.WORKTREE,
         depth: int = DEFAULT_SUBAGENT_DEPTH,
         policy: PermissionPolicy | None = None,
+        read_only_tools: Iterable[str] = (),
     ) -> Capability:
         """The capability of the session's top level: every native tool plus
-        the installed custom tools, in the given sandbox mode."""
+        the installed custom tools, in the given sandbox mode. (The tools of the
+        user's MCP servers join a top-level run's capability when its server
+        lists them: :func:`admit_listed`.)"""
         tools = set(NATIVE_TOOLS) | {check_tool_name(name) for name in custom_tools}
         read_only = sandbox is SandboxMode.READ_ONLY
         if read_only:
@@ -101,6 +110,7 @@ class Capability(BaseModel):
             depth=depth,
             sandbox=sandbox,
             read_only=read_only,
+            read_only_tools=frozenset(read_only_tools),
         )
 
     def visible_tools(self) -> list[str]:
@@ -129,6 +139,7 @@ class Capability(BaseModel):
             ))
             and (self.read_only or not parent.read_only)
             and self.approval_required >= parent.approval_required
+            and self.read_only_tools <= parent.read_only_tools
             and all(layer in self.layers for layer in parent.layers)
         )
 
@@ -149,7 +160,11 @@ def restrict(parent: Capability, contract: AgentContract) -> Capability:
         sandbox = SandboxMode.READ_ONLY
     read_only = parent.read_only or sandbox is SandboxMode.READ_ONLY
     if read_only:
-        tools = {t for t in tools if group_of(t) not in READ_ONLY_REMOVED_GROUPS}
+        allow_rules = [rule.tool for rule in contract.permission.rules
+                       if rule.action is Action.ALLOW and rule.pattern is None]
+        tools = {t for t in tools if group_of(t) not in READ_ONLY_REMOVED_GROUPS or (
+            t in parent.read_only_tools
+            and explicitly_granted(t, contract.tools, allow_rules))}
 
     layers = parent.layers  # 5. permission layers (deduplicated: idempotence)
     if contract.permission != PermissionPolicy() and contract.permission not in layers:
@@ -167,7 +182,24 @@ def restrict(parent: Capability, contract: AgentContract) -> Capability:
         sandbox=sandbox,
         read_only=read_only,
         approval_required=parent.approval_required | contract.approval_required,  # 7.
+        read_only_tools=parent.read_only_tools,
     )
+
+
+def admit_listed(capability: Capability, contract: AgentContract,
+                 listed: Iterable[str]) -> Capability:
+    """A top-level run's capability plus the MCP tools its servers listed, as far as
+    ``contract`` admits them (the user's root holds every tool of every server they
+    installed, so this is :func:`restrict` of the listed tools alone, joined).
+
+    Each step of :func:`restrict` removes tools one by one, so restricting the listed
+    tools on their own and adding them gives what restricting the root with them would.
+    """
+    base = Capability(tools=frozenset(listed), sandbox=capability.sandbox,
+                      read_only=capability.read_only,
+                      read_only_tools=capability.read_only_tools)
+    extra = restrict(base, contract).tools
+    return capability.model_copy(update={"tools": capability.tools | extra})
 
 
 def derive_child(parent: Capability, contract: AgentContract) -> Capability:

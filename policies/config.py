@@ -22,6 +22,18 @@ repository's files must never widen what its own agents may do.
 
 A role's fallbacks may also be one comma-separated string (``fast = "a, b"``),
 as pi's roles are ("string with commas, or array").
+
+MCP servers you installed become tools of children (:mod:`policies.mcp`):
+
+.. code-block:: toml
+
+    [mcp_servers.github]
+    command = "github-mcp"                # run inside the child's sandbox (confine = true)
+    args = ["stdio"]
+    env = ["GITHUB_TOKEN"]                # names of variables passed from your environment
+    read_only_tools = ["search_issues"]   # tools you vouch never change anything
+    provides = { github_search = "search_issues" }   # custom_tools names it implements
+    confine = true                        # false: runs on the host, as you
 """
 
 from __future__ import annotations
@@ -35,9 +47,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 
 from policies.capability import DEFAULT_SUBAGENT_DEPTH
 from policies.errors import PolicyError
+from policies.mcp import McpServerConfig, check_provided, check_server_name
 from policies.tools import check_tool_name
 
-__all__ = ["ProviderConfig", "UserConfig", "config_path", "load_user_config"]
+__all__ = ["McpServerConfig", "ProviderConfig", "UserConfig", "config_path", "load_user_config"]
 
 
 class ProviderConfig(BaseModel):
@@ -67,6 +80,16 @@ class UserConfig(BaseModel):
     default_provider: str | None = None
     #: The model of a top-level run whose agent inherits (``provider/model`` or ``@role``).
     default_model: str | None = None
+    #: MCP servers whose tools children may be given (``[mcp_servers.NAME]``).
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _servers(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in value:
+            check_server_name(name)
+        check_provided(value)
+        return value
 
     @field_validator("custom_tools")
     @classmethod

@@ -7,10 +7,10 @@ extension tools) are allowed by exact name and always belong to the ``custom``
 group, which counts as side-effecting.
 
 Some tools are named by definitions but cannot run in corral: ``web_fetch``
-and ``web_search`` (sandboxes have no network) and every custom tool (no
-provider runs them until MCP support lands). :func:`why_unrunnable` says why;
-the loader warns when a definition grants one, and the model is never offered
-one.
+and ``web_search`` (sandboxes have no network), and every custom or MCP tool
+no installed MCP server provides (``[mcp_servers.NAME]`` in the user config,
+see :mod:`policies.mcp`). :func:`why_unrunnable` says why; the loader warns
+when a definition grants one, and the model is never offered one.
 
 Matching is exact. :func:`check_tool_name` rejects a name that is not ASCII,
 not NFKC-stable, contains whitespace or control characters, or differs only by
@@ -177,17 +177,37 @@ _UNRUNNABLE = {
     "web_fetch": "sandboxes have no network, so corral never offers it",
     "web_search": "sandboxes have no network, so corral never offers it",
 }
-_CUSTOM_UNRUNNABLE = ("corral has no provider that runs custom or MCP tools yet (MCP support "
-                      "is planned), so it is never offered")
 
 
-def why_unrunnable(name: str) -> str | None:
-    """Why no run can call tool ``name`` (a pattern counts as custom), or ``None``."""
+def why_unrunnable(name: str, *, servers: frozenset[str] = frozenset(),
+                   provided: frozenset[str] = frozenset()) -> str | None:
+    """Why no run can call tool ``name``, or ``None``.
+
+    ``servers`` are the MCP servers installed in the user config, ``provided`` the
+    custom tool names one of them ``provides``. A pattern is runnable when some
+    installed server's tools could match it.
+    """
     if name in _UNRUNNABLE:
         return _UNRUNNABLE[name]
     if name in NATIVE_TOOLS:
         return None
-    return _CUSTOM_UNRUNNABLE
+    if name.startswith("mcp__"):
+        server = name[5:].split("__", 1)[0]
+        if "*" in server:
+            if any(s.startswith(server.rstrip("*")) for s in servers):
+                return None
+            return ("no MCP server it could match is installed: add [mcp_servers.NAME] "
+                    "(command, args) to your corral config; until then it is never offered")
+        if server in servers:
+            return None
+        return (f"no MCP server {server!r} is installed: add [mcp_servers.{server}] (command, "
+                "args) to your corral config; until then it is never offered")
+    prefix = name[:-1] if name.endswith("*") else None
+    if name in provided or (prefix is not None and any(p.startswith(prefix) for p in provided)):
+        return None
+    return ("no installed MCP server provides this custom tool: add it to a server's `provides` "
+            f"in your corral config ([mcp_servers.NAME] provides = {{ {name.rstrip('*')} = "
+            "\"the server's tool\" }); until then it is never offered")
 
 
 #: The groups a catalog ``toolSearch`` may list: corral's tool groups, ``web`` (the

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import ClassVar
 
 from policies.contract import SandboxMode
+from sandbox.backends.streams import StreamProcess
 from sandbox.config import BackendName, Limits
 from sandbox.errors import SandboxConfigError, SandboxError, SandboxStateError
 from sandbox.files.confined import ConfinedFiles
@@ -83,6 +84,9 @@ class BaseSandbox(ABC):
         self._dirty = False
         self._setid_cleared: set[str] = set()
         self._report: TeardownReport | None = None
+        #: Long-lived processes (MCP servers) started in this sandbox: they are the child's
+        #: processes, so whatever stops the child's processes stops them too.
+        self._streams: list[StreamProcess] = []
 
     # -- backend hooks ----------------------------------------------------------
 
@@ -101,6 +105,12 @@ class BaseSandbox(ABC):
     @abstractmethod
     def _close(self) -> None:
         """Release what :meth:`_start` created; idempotent."""
+
+    def _open_stream(self, spec: ExecSpec) -> StreamProcess:
+        """Start ``spec.argv`` as a long-lived process with stdin/stdout pipes, under the
+        same confinement and limits as a command (``spec.timeout`` does not apply)."""
+        raise SandboxConfigError(f"the {self.backend} backend cannot run a long-lived process",
+                                 code="streams_unsupported", operation="open_stream")
 
     def _home(self) -> str:
         """``HOME`` inside the sandbox."""
@@ -233,6 +243,32 @@ class BaseSandbox(ABC):
     def stop_processes(self) -> None:
         """See :class:`sandbox.protocol.Sandbox`."""
         self._stop()
+        self._kill_streams()
+
+    def open_stream(self, argv: Sequence[str], *, cwd: str = ".",
+                    env: Mapping[str, str] | None = None) -> StreamProcess:
+        """Start a long-lived process (an MCP server) in this sandbox, with stdin/stdout
+        pipes, the same namespaces, mounts, environment allowlist and limits as
+        :meth:`exec`. It lives until it exits, or until anything stops the child's
+        processes (:meth:`stop_processes`, a diff collection, teardown)."""
+        self._check_open()
+        spec = self._spec(argv, None, None, cwd, env)
+        with self._cond:
+            while self._freezing:
+                self._cond.wait()
+            self._check_open()
+            stream = self._open_stream(spec)
+            self._streams = [s for s in self._streams if s.alive]
+            self._streams.append(stream)
+        if self._ws.writable:
+            self._touched()
+        return stream
+
+    def _kill_streams(self) -> None:
+        with self._cond:
+            streams, self._streams = self._streams, []
+        for stream in streams:
+            stream.kill()
 
     # -- diff and teardown ------------------------------------------------------
 
@@ -294,6 +330,7 @@ class BaseSandbox(ABC):
         except BaseException:
             # Whatever failed (even stopping the child), nothing that runs the child
             # stays, the user's checkout is swept, and what is kept goes to gc.
+            self._kill_streams()
             with contextlib.suppress(SandboxError):
                 self._close()
             if self._ws.worktree is None:
@@ -357,6 +394,7 @@ class _Frozen:
         holding = False
         try:
             sb._stop()
+            sb._kill_streams()
             with sb._cond:
                 while sb._busy:
                     if not sb._cond.wait(_FREEZE_POLL_SECONDS):

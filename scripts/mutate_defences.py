@@ -77,6 +77,9 @@ def mutation(name: str, area: str, file: str, anchor: str, replacement: str,
 CAPS = "tests/sandbox/test_escape_caps.py"
 NET = "tests/sandbox/test_escape_network.py"
 PROC = "tests/sandbox/test_escape_process.py"
+MCP = "tests/executor/test_mcp_tools.py"
+MCP_POLICY = "tests/executor/test_mcp_tools_policy.py"
+MCP_CONF = "tests/sandbox/test_mcp_confine.py"
 FS = "tests/sandbox/test_escape_fs.py"
 GIT = "tests/sandbox/test_escape_git.py"
 LEFT = "tests/sandbox/test_escape_leftovers.py"
@@ -598,6 +601,35 @@ MUTATIONS: tuple[Mutation, ...] = (
         "clear_setid_paths(self.overlay.merged, [])",
         [f"{OVERLAY_CONF}::test_overlay_and_worktrees_give_identical_diffs[host-overlay]"],
         "a setuid file an overlay child made keeps its bit and goes unreported"),
+    # -- MCP servers as tools of children ---------------------------------------------------
+    mutation(
+        "mcp-confine", "mcp", "executor/mcpclient/servers.py",
+        "        if config.confine:\n", "        if config.confine and False:\n",
+        [f"{MCP_CONF}::test_confined_server_cannot_reach_the_host[bubblewrap]",
+         f"{MCP_CONF}::test_confined_server_cannot_read_the_users_home[docker]"],
+        "a confine = true server runs on the host: network, home and credentials reachable"),
+    mutation(
+        "mcp-start-only-when-holdable", "mcp", "executor/offer.py",
+        "    wanted = {server for server, _ in providers(servers, held).values()}\n",
+        "    wanted = set(servers)\n",
+        [f"{MCP}::test_child_without_the_grant_is_denied_and_no_server_starts[host]"],
+        "every installed server starts for every run, even one that can never call it"),
+    mutation(
+        "mcp-read-only-exact-grant", "mcp", "policies/capability.py",
+        "            and explicitly_granted(t, contract.tools, allow_rules))}",
+        "            )}",
+        [f"{MCP_POLICY}::test_read_only_agent_keeps_a_vouched_tool_only_by_exact_grant"],
+        "a pattern such as mcp__s__* opts a read-only agent into a tool"),
+    mutation(
+        "mcp-child-schema-bound", "mcp", "executor/runner.py",
+        "        if self.mcp_bound is not None:\n", "        if False:\n",
+        [f"{MCP}::test_child_refuses_a_tool_its_server_lists_with_another_schema[host]"],
+        "a child is offered a schema its parent was never shown"),
+    mutation(
+        "mcp-listed-names", "mcp", "executor/mcpclient/servers.py",
+        "    if not _plain(tool.name):\n        return (", "    if False:\n        return (",
+        [f"{MCP}::test_hostile_tool_names_never_become_native_or_ambiguous[host]"],
+        "a server's tool names with spaces, paths or homoglyphs reach the model"),
 )
 
 

@@ -62,6 +62,10 @@ class Options:
 
     strict: bool = False
     custom_tools: frozenset[str] = frozenset()
+    #: MCP servers installed in the user config, and the custom tools one ``provides``:
+    #: a granted tool none of them runs is a warning (it is never offered).
+    mcp_servers: frozenset[str] = frozenset()
+    provided_tools: frozenset[str] = frozenset()
     #: Explicit foreign-name -> native/custom tool names (``agent_imports`` entry).
     tool_map: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Explicit model override for this import (``agent_imports`` entry).

@@ -44,11 +44,13 @@ import shutil
 import signal
 import subprocess
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from sandbox.backends.limits import PidsCgroup, cgroup_group, prlimit_argv
+from sandbox.backends.streams import PipeStream
 from sandbox.backends.warm import PipeChannel, Warm, supervisor_argv
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, BubblewrapConfig
@@ -167,14 +169,17 @@ class BubblewrapSandbox(BaseSandbox):
             return None
         return int(children[0]) if children else None
 
-    def _argv(self) -> list[str]:
-        """The one ``bwrap`` of the warm sandbox: the supervisor as the namespace's PID 1."""
+    def _argv(self, command: Sequence[str], *, cwd: str = "/",
+              env: Mapping[str, str] | None = None) -> list[str]:
+        """A ``bwrap`` of this sandbox (namespaces, mounts, cgroup, rlimits) whose PID 1 is
+        ``command``: the warm supervisor, or a long-lived process (:meth:`_open_stream`)."""
         args = [*self._prefix, *bwrap_base_argv(self._bwrap, tmp_size=self.limits.tmp_size_bytes,
                                                 extra_ro=self.config.extra_ro_paths)]
+        for key, value in (env or {}).items():
+            args += ["--setenv", key, value]
         for mount in self.workspace.mounts():
             args += ["--bind" if mount.writable else "--ro-bind", str(mount.path), str(mount.path)]
-        args += ["--chdir", "/", "--remount-ro", "/", "--as-pid-1",
-                 "--", *supervisor_argv(_PYTHON, "pid1")]
+        args += ["--chdir", cwd, "--remount-ro", "/", "--as-pid-1", "--", *command]
         return args
 
     def _warm_up(self) -> Warm:
@@ -184,7 +189,7 @@ class BubblewrapSandbox(BaseSandbox):
             return current.warm
         if current is not None:
             self._discard(current)
-        process = _KeptProcess.start(self._argv())
+        process = _KeptProcess.start(self._argv(supervisor_argv(_PYTHON, "pid1")))
         channel = PipeChannel(process.stdin, process.stdout, process.stderr)
         try:
             warm = Warm.start(channel)
@@ -226,6 +231,14 @@ class BubblewrapSandbox(BaseSandbox):
             code = self._discard(live)
             lost_exit = None if code is None else (code if code >= 0 else 128 - code)
         return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit)
+
+    def _open_stream(self, spec: ExecSpec) -> PipeStream:
+        """The same bwrap as a command (namespaces, mounts, cgroup, rlimits); killing its
+        bwrap kills the namespace's PID 1 (``--die-with-parent``) and so the namespace."""
+        # A shell as PID 1 waits for the process, and ignores stray signals as a PID 1 must.
+        return PipeStream.start(self._argv(("/bin/sh", "-c", '"$@"', "sh", *spec.argv),
+                                           cwd=str(spec.cwd), env=spec.env),
+                                env={"PATH": os.defpath}, cwd=Path("/"), kill=_kill_stream)
 
     def _stop(self) -> None:
         # An idle supervisor has already killed everything its last command left; a running
@@ -324,5 +337,10 @@ class _KeptProcess:
         self._release.set()
         self._keeper.join()
         return self.exit_code
+
+
+def _kill_stream(stream: PipeStream) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(stream.pidfd, signal.SIGKILL)
 
 

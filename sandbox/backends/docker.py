@@ -52,6 +52,7 @@ from docker.utils import decode_json_header
 
 from policies.contract import SandboxMode
 from sandbox.backends.standins import closed_ancestors, make_stand_ins
+from sandbox.backends.streams import SocketStream
 from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
 from sandbox.base import SANDBOX_PATH, BaseSandbox, ExecSpec
 from sandbox.config import BackendName, DockerConfig
@@ -400,6 +401,26 @@ class DockerSandbox(BaseSandbox):
         except _ENGINE_ERRORS:
             return None
         return code if isinstance(code, int) else None
+
+    def _open_stream(self, spec: ExecSpec) -> SocketStream:
+        """An exec with stdin attached, as the command uid (so every reap of that uid after a
+        command, a timeout or a freeze ends it too); killing it reaps the uid's processes."""
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(self.id, ["/bin/sh", "-c", 'exec "$@"', "sh", *spec.argv],
+                                      stdin=True, stdout=True, stderr=True, user=self._user,
+                                      workdir=str(spec.cwd), environment=spec.env)["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "exec") from exc
+
+        def running() -> bool:
+            try:
+                return bool(api.exec_inspect(exec_id).get("Running"))
+            except _ENGINE_ERRORS:
+                return False
+
+        return SocketStream(sock, kill=self._kill_all, alive=running)
 
     def _stop(self) -> None:
         # An idle supervisor has already killed everything its last command left; otherwise

@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from sandbox.backends.process import LocalRunner, kill_process_tree
+from sandbox.backends.streams import StreamProcess
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import HOST_WARNING, BackendName, HostConfig
+from sandbox.errors import SandboxConfigError
 from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState
 from sandbox.workspaces.model import Workspace
@@ -57,6 +59,13 @@ class HostSandbox(BaseSandbox):
             output_cap=spec.output_cap, kill=kill_process_tree, after_exit=kill_process_tree,
         )
         return outcome.result(spec.argv)
+
+    def _open_stream(self, spec: ExecSpec) -> StreamProcess:
+        raise SandboxConfigError(
+            f"cannot confine {spec.argv[0]!r}: the host backend runs everything as you, on the "
+            "host, with no sandbox", code="no_confinement", operation="open_stream",
+            hint="run with --backend bubblewrap or docker; or, only for a program you trust "
+            "with your files, network and credentials, set confine = false in its config")
 
     def _stop(self) -> None:
         self._runner.stop_all()

@@ -8,7 +8,8 @@ standard mode, ``dontAsk`` is strict, ``bypassPermissions`` is ``allow_all``,
 which removes prompts and never restrictions, ``plan`` narrows to reviewer;
 any other value rejects), ``maxTurns``, ``skills``, ``effort``,
 ``isolation: worktree``. ``hooks`` and ``mcpServers`` reject: corral runs no
-foreign hooks or MCP processes. The header may fall back to the lenient
+foreign hooks, and MCP servers come from the user config (``[mcp_servers.NAME]``),
+never from a definition. The header may fall back to the lenient
 reader, as Claude Code tolerates unquoted multi-line descriptions.
 """
 
@@ -20,6 +21,7 @@ from policies.contract import AgentContract, AgentFormat, AgentMode, SandboxMode
 from policies.loader.base import Context, FieldRules, Reader, Source, tolerant_name
 from policies.loader.formats.common import allowlist, build, denylist, markdown
 from policies.loader.models import foreign_route
+from policies.mcp import DEFINITION_SERVERS
 from policies.permissions import PermissionMode, PermissionPolicy
 
 __all__ = ["ClaudeAdapter", "claude_fields"]
@@ -40,8 +42,7 @@ RULES = FieldRules(
     cosmetic=frozenset({"initialPrompt"}),
     unsupported={
         "hooks": "hooks are not supported: corral runs no foreign hooks",
-        "mcpServers": "MCP servers are not supported: corral starts no MCP processes; install "
-        "the server's tools as custom tools and list them in tools",
+        "mcpServers": DEFINITION_SERVERS,
     },
     near_miss={"allowedTools": "tools", "allowed_tools": "tools", "allowed-tools": "tools",
                "deniedTools": "disallowedTools", "denied_tools": "disallowedTools",

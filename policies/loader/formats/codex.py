@@ -7,9 +7,10 @@ only), ``model`` and ``model_provider`` (foreign), ``model_reasoning_effort``,
 ``sandbox_mode`` (``read-only`` narrows to reviewer, ``workspace-write``
 keeps writes in the workspace, ``danger-full-access`` rejects) and
 ``approval_policy`` (``untrusted`` is strict, ``on-request``/``on-failure``
-standard, ``never`` removes prompts but never restrictions). MCP servers,
-profiles, network access and extra writable roots reject. Any other key is a
-Codex config key: a warning, kept in ``extras``.
+standard, ``never`` removes prompts but never restrictions). MCP servers
+(they come from the user config's ``[mcp_servers.NAME]``), profiles, network
+access and extra writable roots reject. Any other key is a Codex config key:
+a warning, kept in ``extras``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from policies.loader.diagnostics import DefinitionRejected
 from policies.loader.files import decode_text, read_bounded
 from policies.loader.formats.common import build, key_line
 from policies.loader.models import foreign_route
+from policies.mcp import DEFINITION_SERVERS
 from policies.permissions import PermissionMode, PermissionPolicy
 
 __all__ = ["CodexAdapter", "declared_roles", "parse_declarations"]
@@ -34,7 +36,7 @@ APPROVALS = {"untrusted": PermissionMode.STRICT, "on-request": PermissionMode.ST
 RULES = FieldRules(
     cosmetic=frozenset({"nickname_candidates"}),
     unsupported={
-        "mcp_servers": "MCP servers are not supported: corral starts no MCP processes",
+        "mcp_servers": DEFINITION_SERVERS,
         "profile": "profiles are session overrides corral cannot apply to a child",
         "profiles": "profiles are session overrides corral cannot apply to a child",
         "agent": "an [agent] table is not Codex's role schema: write name, description and "

@@ -155,8 +155,11 @@ def build(reader: Reader, source: Source, *, line: int | None = None,
 
 def warn_unrunnable(reader: Reader, tools: frozenset[str] | None, key: str = "tools") -> None:
     """Warn about every tool an allowlist grants that no run can call (web tools: no
-    network; custom tools: no provider yet): the agent loads, but without them."""
+    network; custom and MCP tools no installed MCP server provides): the agent loads,
+    but without them."""
+    options = reader.ctx.options
     for tool in sorted(tools or ()):
-        reason = why_unrunnable(tool)
+        reason = why_unrunnable(tool, servers=options.mcp_servers,
+                                provided=options.provided_tools)
         if reason is not None:
             reader.warn(key, f"{tool!r} cannot run: {reason}", code="tool_cannot_run")

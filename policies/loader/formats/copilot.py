@@ -17,6 +17,7 @@ from policies.loader.formats.common import allowlist, build, markdown
 from policies.loader.formats.foreign_keys import CLAUDE_KEYS, OPENCODE_KEYS, cross_harness
 from policies.loader.models import foreign_route
 from policies.loader.toolnames import delegate_target
+from policies.mcp import DEFINITION_SERVERS
 from policies.permissions import PermissionPolicy
 
 __all__ = ["CopilotAdapter"]
@@ -32,7 +33,7 @@ RULES = FieldRules(
     unsupported={
         "handoffs": "handoffs are not supported: corral delegates only through the delegate "
         "tool; list the targets in agents instead",
-        "mcp-servers": "MCP servers are not supported: corral starts no MCP processes",
+        "mcp-servers": DEFINITION_SERVERS,
         "hooks": "hooks are not supported: corral runs no foreign hooks",
         **cross_harness("Copilot", "Claude", {k: v for k, v in CLAUDE_KEYS.items()
                                               if k != "tools"}, {}),

@@ -18,6 +18,7 @@ from policies.loader.base import Context, FieldRules, Source, check_name
 from policies.loader.formats.common import allowlist, build, markdown
 from policies.loader.formats.foreign_keys import CLAUDE_KEYS, cross_harness
 from policies.loader.models import foreign_route
+from policies.mcp import DEFINITION_SERVERS
 from policies.permissions import PermissionPolicy
 
 __all__ = ["GeminiAdapter"]
@@ -27,8 +28,8 @@ FIELDS = frozenset({"kind", "name", "description", "display_name", "tools", "mcp
 SLUG_RE = re.compile(r"^[a-z0-9-_]+$")
 RULES = FieldRules(
     unsupported={
-        "mcp_servers": "inline MCP servers are not supported: corral starts no MCP processes",
-        "mcpServers": "inline MCP servers are not supported: corral starts no MCP processes",
+        "mcp_servers": DEFINITION_SERVERS,
+        "mcpServers": DEFINITION_SERVERS,
         **cross_harness("Gemini", "Claude",
                         {k: v for k, v in CLAUDE_KEYS.items() if k not in {"tools", "maxTurns"}},
                         {}),
