@@ -312,9 +312,9 @@ class AgentRun:
                                                      "base_commit": self.sandbox.base_commit})
         self._write_running()
         if self.settings.cancellation is not None:
-            # A cancelled run's running command stops now, not at its timeout.
-            self._forget_cancel = self.settings.cancellation.on_cancel(
-                self.sandbox.stop_processes)
+            # A cancelled run's running command stops now, not at its timeout, and no later
+            # command starts (one the session was about to start included).
+            self._forget_cancel = self.settings.cancellation.on_cancel(self.sandbox.cancel)
         self._start_mcp()
         # One offer for the schemas and for `agents show`: they cannot disagree.
         offer = make_offer(self.capability, self.contract, self.settings.registry.agents,

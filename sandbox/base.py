@@ -42,6 +42,8 @@ __all__ = ["SANDBOX_PATH", "BaseSandbox", "ExecSpec"]
 #: ``PATH`` inside bubblewrap and docker.
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _FREEZE_POLL_SECONDS = 1.0
+#: How often :meth:`BaseSandbox.cancel` stops again a command that was starting.
+_CANCEL_RETRY_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class BaseSandbox(ABC):
         self._cond = threading.Condition()
         self._busy = False
         self._freezing = 0
+        #: Set by :meth:`cancel`: no command starts any more.
+        self._cancelled = False
         self._diff: DiffResult | None = None
         #: Something may have changed the workspace since ``_diff`` was computed.
         self._dirty = False
@@ -196,6 +200,10 @@ class BaseSandbox(ABC):
             while self._busy or self._freezing:
                 self._cond.wait()
             self._check_open()
+            if self._cancelled:  # stopped before it could start: it never runs
+                return ExecResult(argv=spec.argv, exit_code=None, stdout=b"", stderr=b"",
+                                  stdout_bytes=0, stderr_bytes=0, stopped=True,
+                                  duration_seconds=0.0)
             self._busy = True
         try:
             if self._ws.writable:
@@ -245,6 +253,23 @@ class BaseSandbox(ABC):
         self._stop()
         self._kill_streams()
 
+    def cancel(self) -> None:
+        """See :class:`sandbox.protocol.Sandbox`.
+
+        :meth:`stop_processes` alone races a command that is about to start: a backend
+        that sees no running command has nothing to stop, and the command then runs to
+        its own timeout. Here the flag is set first (under the lock every command takes
+        to start), and a command already past it is stopped until it has returned.
+        """
+        with self._cond:
+            self._cancelled = True
+        while True:
+            self.stop_processes()
+            with self._cond:
+                if not self._busy or (self._cond.wait(_CANCEL_RETRY_SECONDS)
+                                      and not self._busy):
+                    return
+
     def open_stream(self, argv: Sequence[str], *, cwd: str = ".",
                     env: Mapping[str, str] | None = None) -> StreamProcess:
         """Start a long-lived process (an MCP server) in this sandbox, with stdin/stdout
@@ -257,6 +282,9 @@ class BaseSandbox(ABC):
             while self._freezing:
                 self._cond.wait()
             self._check_open()
+            if self._cancelled:
+                raise SandboxError(f"sandbox {self.id} was cancelled: no process starts in it",
+                                   code="cancelled", operation="open_stream")
             stream = self._open_stream(spec)
             self._streams = [s for s in self._streams if s.alive]
             self._streams.append(stream)

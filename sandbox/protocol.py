@@ -98,6 +98,10 @@ class Sandbox(Protocol):
     def stop_processes(self) -> None:
         """Kill every process of the child now (running commands return ``stopped``)."""
 
+    def cancel(self) -> None:
+        """Stop the child for good: kill its processes now, and every later command returns
+        ``stopped`` without running (a command that was starting is stopped too)."""
+
     def collect_diff(self) -> DiffResult:
         """Stop the child's processes, clear setuid/setgid bits in the writable workspace,
         then compute, persist and return its diff.

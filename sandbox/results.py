@@ -49,8 +49,8 @@ class ExecResult(BaseModel):
     timed_out: bool = False
     stopped: bool = False
     duration_seconds: float
-    #: Largest resident set of any process of the command (bubblewrap, host), or the
-    #: container's memory high-water mark so far (docker, cgroup v1 only).
+    #: Largest resident set of any process of the command, from ``wait4`` (on bubblewrap
+    #: and docker it includes the warm supervisor's, which the command inherits at exec).
     peak_rss_bytes: int | None = None
     cpu_seconds: float | None = None
 

@@ -1,0 +1,96 @@
+"""``cancel``: a cancelled child runs no further command, even one that was just starting.
+
+A cancellation (Ctrl-C, a fanout's deadline, an MCP client's ``notifications/cancelled``)
+stops the child's processes. ``stop_processes`` alone races the session: a backend that
+sees no running command has nothing to stop, and a command the session was about to
+start then runs to its own timeout. ``cancel`` closes that window on every backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sbx_support import OpenSandbox, backends, pids_matching
+
+from sandbox.base import ExecSpec
+from sandbox.errors import SandboxError
+from sandbox.results import ExecResult
+
+pytestmark = pytest.mark.parametrize("backend", backends(fake=False), indirect=True)
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A unique ``sleep`` argument; whatever still runs with it is killed afterwards."""
+    value = f"1000.{uuid.uuid4().int % 10**6}"
+    yield value
+    for pid in pids_matching(f"sleep {value}"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_no_command_runs_after_cancel(open_sb: OpenSandbox) -> None:
+    """Cancelled while idle: the next command returns ``stopped`` and never ran."""
+    sb = open_sb()
+    assert sb.exec(["true"]).ok
+    sb.cancel()
+    result = sb.exec(["sh", "-c", "echo ran > ran.txt"])
+    assert result.stopped and result.exit_code is None and not result.timed_out
+    assert not (sb.workspace.root / "ran.txt").exists()
+    with pytest.raises(SandboxError) as caught:
+        sb.open_stream(["cat"])
+    assert caught.value.code == "cancelled"
+
+
+def test_cancel_stops_a_running_command(open_sb: OpenSandbox, marker: str) -> None:
+    sb = open_sb()
+    results: list[ExecResult] = []
+    started = threading.Event()
+    thread = threading.Thread(target=lambda: results.append(sb.exec(
+        ["sh", "-c", f"touch started; sleep {marker}"], timeout=120)))
+    thread.start()
+    workspace = sb.workspace.root
+    try:
+        while not started.wait(0.02):
+            if (workspace / "started").exists():
+                started.set()
+        sb.cancel()
+        thread.join(60)
+        assert results and results[0].stopped and not results[0].timed_out
+        assert not pids_matching(f"sleep {marker}")
+    finally:
+        sb.stop_processes()
+        thread.join(60)
+
+
+def test_a_command_starting_as_the_cancel_lands_is_stopped(
+        open_sb: OpenSandbox, marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race itself, made certain: the cancel lands after the command passed the
+    sandbox's start gate and before the backend started it (so the backend's own stop
+    finds nothing running). Without ``cancel``'s retry the command sleeps to its timeout."""
+    sb = open_sb()
+    assert sb.exec(["true"]).ok  # a warm backend's supervisor is up
+    real_run = sb._run
+    canceller: list[threading.Thread] = []
+
+    def run_after_cancel(spec: ExecSpec) -> ExecResult:
+        thread = threading.Thread(target=sb.cancel)
+        canceller.append(thread)
+        thread.start()
+        while not sb._cancelled:  # the flag is set first, then the stop finds nothing
+            threading.Event().wait(0.005)
+        return real_run(spec)
+
+    monkeypatch.setattr(sb, "_run", run_after_cancel)
+    result = sb.exec(["sh", "-c", f"sleep {marker}"], timeout=120)
+    canceller[0].join(60)
+    assert result.stopped and not result.timed_out
+    assert not pids_matching(f"sleep {marker}")
+
+
