@@ -134,8 +134,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "bwrap-clearenv", "bubblewrap",
         (Edit("sandbox/backends/bwrap.py", '"--new-session", "--clearenv",', '"--new-session",'),
-         Edit("sandbox/backends/bwrap.py", 'env={"PATH": os.defpath}, cwd=Path("/"),',
-              'env=dict(os.environ), cwd=Path("/"),')),
+         Edit("sandbox/backends/bwrap.py",
+              'env={"PATH": os.defpath}, cwd=Path("/"), start_new_session=True,',
+              'env=dict(os.environ), cwd=Path("/"), start_new_session=True,')),
         (f"{PROC}::test_child_env_is_allowlist_only[bubblewrap]",
          f"{WARM}::test_supervisor_holds_no_host_environment[bubblewrap]"),
         "the parent's environment (tokens, SSH_AUTH_SOCK) reaches the child; --clearenv and "
@@ -154,8 +155,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "read-only mode and the git dirs become writable"),
     mutation(
         "bwrap-remount-ro", "bubblewrap", "sandbox/backends/bwrap.py",
-        'args += ["--chdir", "/", "--remount-ro", "/", "--as-pid-1",',
-        'args += ["--chdir", "/", "--as-pid-1",',
+        'args += ["--chdir", cwd, "--remount-ro", "/", "--as-pid-1", "--", *command]',
+        'args += ["--chdir", cwd, "--as-pid-1", "--", *command]',
         [f"{CAPS}::test_system_is_read_only[bubblewrap-worktree]"],
         "the sandbox's root (its /etc among it) becomes writable"),
     mutation(
