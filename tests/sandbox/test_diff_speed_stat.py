@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from sbx_support import OpenSandbox, backends, sh, wait_for
 
-from sandbox.workspaces.scan import scan_tree
+from sandbox.names import is_git_alias
+from sandbox.workspaces.scan import _may_alias, scan_tree
 from sandbox.workspaces.statcache import prepare_index
 
 NS = 1_000_000_000
@@ -126,3 +127,17 @@ def test_only_changed_files_are_hashed(open_sb: OpenSandbox) -> None:
     assert plan.trusted == len(recorded) - len(hashed)
     dated = target.stat().st_mtime_ns // NS
     assert all(m // NS < dated for path, (_c, m) in recorded.items() if path not in hashed)
+
+
+def test_alias_pre_check_never_hides_an_alias() -> None:
+    """The walk asks :func:`is_git_alias` only of names the cheap pre-check lets through:
+    every ASCII name of up to five characters over the alphabet aliases are made of, and
+    non-ASCII spellings, that are aliases pass it."""
+    alphabet = ".gitGIT~1: "
+    names = [""]
+    for _ in range(5):
+        names += [name + ch for name in names if len(name) == len(names[-1]) for ch in alphabet]
+    names += [".g\u200cit", ".GİT", "\u212a.git", ".git\u3000", "ｇit~1", ".gıt"]
+    aliases = [name for name in names if is_git_alias(name)]
+    assert len(aliases) > 40
+    assert all(_may_alias(name) for name in aliases)
