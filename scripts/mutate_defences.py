@@ -507,6 +507,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{CHANGES}::test_rewrite_keeping_size_and_mtime_reported[host]"],
         "a child that rewrites an ignored file and resets size and mtime hides the change"),
     mutation(
+        "statcache-fence", "diff", "sandbox/workspaces/statcache.py",
+        "    if ctime >= fence_ns:", "    if ctime > fence_ns:",
+        ["tests/sandbox/test_diff_speed_stat.py::test_entry_in_the_fence_tick_is_hashed[host]"],
+        "an entry recorded in the fence's tick is trusted though a change could keep its ctime"),
+    mutation(
+        "statcache-ctime", "diff", "sandbox/workspaces/statcache.py",
+        "    return (st_ctime == ctime and st_mtime", "    return (st_mtime",
+        ["tests/sandbox/test_diff_speed_stat.py::"
+         "test_in_place_edit_with_restored_size_and_mtime_is_in_the_diff[host]"],
+        "a child that rewrites a file in place and restores size and mtime hides the edit"),
+    mutation(
         "docker-stand-ins", "docker", "sandbox/backends/standins.py",
         "    return bool(mode & 0o001 or (uid == 0 and mode & 0o100))\n",
         "    return True\n",

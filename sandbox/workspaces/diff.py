@@ -9,7 +9,10 @@ pointer is never followed, and the parent's own configuration is never read):
 1. the private git dir's ``HEAD``, ``config`` and alternates must still say what
    corral wrote (on the host backend the child could have changed them);
 2. a copy of the baseline index (written at creation, never visible to the
-   child) is brought up to date with ``add -A``, minus nested repositories,
+   child), in which only the entries whose files provably did not change keep
+   their stat data (:mod:`sandbox.workspaces.statcache`: nanosecond ctime
+   against the moment the baseline was written, so git hashes what changed
+   and nothing else), is brought up to date with ``add -A``, minus nested repositories,
    ``.git`` aliases and special files (found by :func:`sandbox.workspaces.scan.scan_tree`);
    new blobs go to the private git dir's store, and that ``add`` sees no other
    object store, so nothing in the parent's repository is written or freshened;
@@ -39,7 +42,7 @@ import contextlib
 import io
 import os
 import secrets
-import shutil
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import BinaryIO
@@ -56,6 +59,7 @@ from sandbox.workspaces.model import Workspace
 from sandbox.workspaces.privategit import reading_env, verify_private_git
 from sandbox.workspaces.scan import scan_tree
 from sandbox.workspaces.staging import pathspec_file, stage_tree
+from sandbox.workspaces.statcache import prepare_index
 
 __all__ = ["compute_diff", "persist_diff"]
 
@@ -86,12 +90,15 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> Prep
     git_dir = ws.private_git
     verify_private_git(git_dir, ws.git_files)
     index = state.dir / "collect.index"
-    shutil.copyfile(ws.baseline_index, index)
     record = _record(ws, state)
-    scan = scan_tree(ws.root, manifest=record is not None)
+    scan = scan_tree(ws.root, manifest=True)
+    checked_ns = time.time_ns()  # the child is stopped: the tree is as the walk saw it
+    plan = prepare_index(ws.baseline_index, index, manifest=scan.manifest or {},
+                         hash_size=len(ws.base_commit) // 2)
     spec = pathspec_file(state.dir / "collect.pathspec", scan.paths)
+    recorded = checked_ns if plan.understood else ws.baseline_index.stat().st_mtime_ns
     stage_tree(git_dir=git_dir, work_tree=ws.root, private_git=git_dir, index=index, spec=spec,
-               attributes=scan.attributes, recorded_ns=ws.baseline_index.stat().st_mtime_ns)
+               attributes=scan.attributes, recorded_ns=recorded)
     env = reading_env(git_dir, index)  # every command below only reads objects
 
     def run(argv: list[str]) -> bytes:

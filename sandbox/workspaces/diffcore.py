@@ -3,9 +3,9 @@
 A staged tree is compared with the snapshot by one git command prefix (``git
 diff-index --cached <base>`` over an index, or ``git diff-tree -r <base>
 <tree>`` between trees; both with rename detection, no external diff, no
-textconv): :func:`finish` asks for ``--raw`` (the changed files), puts back any
-gitlink (submodule) change and reports it as excluded, asks for ``--numstat``
-(binary files), and returns a :class:`Prepared` whose ``write_patch`` streams
+textconv): :func:`finish` asks for ``--raw --numstat`` in one run (the changed
+files, and which are binary), puts back any gitlink (submodule) change and
+reports it as excluded (asking again), and returns a :class:`Prepared` whose ``write_patch`` streams
 ``-p --binary`` on demand. The same function over the same staged content gives
 the same bytes, whichever way the content was staged.
 """
@@ -52,9 +52,8 @@ class RawEntry:
     old_path: str | None
 
 
-def parse_raw(output: bytes) -> list[RawEntry]:
-    """The entries of ``--raw -z`` output."""
-    tokens = output.split(b"\0")
+def _parse_raw(tokens: list[bytes]) -> tuple[list[RawEntry], int]:
+    """The ``--raw -z`` entries at the start of ``tokens``, and where they end."""
     entries: list[RawEntry] = []
     i = 0
     while i < len(tokens) and tokens[i].startswith(b":"):
@@ -66,12 +65,17 @@ def parse_raw(output: bytes) -> list[RawEntry]:
         else:
             entries.append(RawEntry(old_mode, new_mode, old_sha, status[0], paths[0], None))
             i += 2
-    return entries
+    return entries, i
 
 
-def _binary_paths(output: bytes) -> set[str]:
+def parse_raw(output: bytes) -> list[RawEntry]:
+    """The entries of ``--raw -z`` output."""
+    return _parse_raw(output.split(b"\0"))[0]
+
+
+def _binary_paths(tokens: list[bytes]) -> set[str]:
+    """The binary files of ``--numstat -z`` output (split at NULs)."""
     binary: set[str] = set()
-    tokens = output.split(b"\0")
     i = 0
     while i < len(tokens) and tokens[i]:
         added, deleted, path = tokens[i].split(b"\t", 2)
@@ -83,6 +87,14 @@ def _binary_paths(output: bytes) -> set[str]:
         if added == b"-" and deleted == b"-":
             binary.add(path.decode("utf-8", "surrogateescape"))
     return binary
+
+
+def _raw_and_binary(output: bytes) -> tuple[list[RawEntry], set[str]]:
+    """``--raw --numstat -z`` output (git prints every raw entry, then every numstat one):
+    the entries and the binary paths."""
+    tokens = output.split(b"\0")
+    entries, end = _parse_raw(tokens)
+    return entries, _binary_paths(tokens[end:])
 
 
 def _changed(entry: RawEntry, binary: set[str], setid: Collection[str]) -> ChangedFile:
@@ -145,15 +157,14 @@ def finish(
     ``restore`` puts gitlink entries back and returns the comparison to use from
     then on; ``more`` adds changes the patch does not carry (workspace-write).
     """
-    entries = parse_raw(run(compare.argv("--raw", "-z")))
+    entries, binary = _raw_and_binary(run(compare.argv("--raw", "--numstat", "-z")))
     found = list(excluded)
     gitlinks = [e for e in entries if _GITLINK in (e.old_mode, e.new_mode)]
     if gitlinks:
         compare = restore(gitlinks)
         found += [ExcludedPath(path=e.path, reason="gitlink", detail="submodule commit change")
                   for e in gitlinks]
-        entries = parse_raw(run(compare.argv("--raw", "-z")))
-    binary = _binary_paths(run(compare.argv("--numstat", "-z")))
+        entries, binary = _raw_and_binary(run(compare.argv("--raw", "--numstat", "-z")))
     changed = [_changed(entry, binary, setid) for entry in entries]
     if more is not None:
         changed += more(entries)

@@ -98,6 +98,13 @@ def scan_tree(root: Path, *, manifest: bool = False) -> ScanResult:
     return result
 
 
+def _may_alias(name: str) -> bool:
+    """Cheap pre-check of :func:`sandbox.names.is_git_alias`: an ASCII name can fold to
+    ``.git`` or ``git~1`` only if it contains ``git`` in some case (ignorable code points
+    and case folds that matter are outside ASCII)."""
+    return not name.isascii() or "git" in name.lower()
+
+
 def _stat(info: os.stat_result) -> Stat:
     return (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino,
             info.st_uid, info.st_gid, info.st_rdev)
@@ -152,7 +159,7 @@ def _walk(dir_fd: int, prefix: str, result: ScanResult, *, excluded: bool,
         if mode is None or entry.name == ".git":
             continue  # gone, or a nested repository's own git dir (recorded, never walked)
         inner = excluded
-        if is_git_alias(entry.name):
+        if _may_alias(entry.name) and is_git_alias(entry.name):
             _exclude(result, excluded, path, "protected_name", "an alias of .git")
             if manifest is None:
                 continue
