@@ -11,7 +11,8 @@ Every provider failure is a :class:`~executor.errors.ModelError`; the HTTP
 providers translate httpx's exceptions in :mod:`executor.models.http` only.
 """
 
-from executor.models.anthropic import AnthropicModel
+from typing import TYPE_CHECKING, Any
+
 from executor.models.base import (
     Message,
     Model,
@@ -22,8 +23,6 @@ from executor.models.base import (
     ToolSchema,
     Usage,
 )
-from executor.models.http import RetryPolicy
-from executor.models.openai import OpenAIChatModel
 from executor.models.routing import (
     Attempt,
     Candidate,
@@ -34,6 +33,25 @@ from executor.models.routing import (
     with_level,
 )
 from executor.models.scripted import ScriptedModel, ScriptedRequest
+
+if TYPE_CHECKING:
+    from executor.models.anthropic import AnthropicModel
+    from executor.models.http import RetryPolicy
+    from executor.models.openai import OpenAIChatModel
+
+#: The HTTP providers and their wire models, imported on first use: a scripted run
+#: never builds them (``tests/test_startup.py``).
+_LAZY = {"AnthropicModel": "executor.models.anthropic", "OpenAIChatModel": "executor.models.openai",
+         "RetryPolicy": "executor.models.http"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # noqa: PLC0415 - only for the lazy names above
+
+    return getattr(importlib.import_module(module), name)
 
 __all__ = [
     "AnthropicModel",

@@ -48,9 +48,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from executor.errors import ModelError
-from executor.models.anthropic import AnthropicModel
 from executor.models.base import Message, Model, ModelResponse, Sampling, ToolSchema
-from executor.models.openai import OpenAIChatModel
 from policies.config import ProviderConfig, UserConfig
 from policies.contract import ModelRef, ModelRoute
 from policies.loader.models import parse_ref
@@ -169,7 +167,12 @@ def build_provider_model(provider: str, config: ProviderConfig, model: str, *,
                 code="unavailable", operation="resolve_model",
                 context={"provider": provider, "api_key_env": config.api_key_env},
                 hint=f"export {config.api_key_env}=... before running")
-    cls = OpenAIChatModel if config.type == "openai" else AnthropicModel
+    # The providers (httpx, their wire models) only when one is built: scripted runs never are.
+    from executor.models.anthropic import AnthropicModel  # noqa: PLC0415
+    from executor.models.openai import OpenAIChatModel  # noqa: PLC0415
+
+    cls: type[OpenAIChatModel | AnthropicModel] = (
+        OpenAIChatModel if config.type == "openai" else AnthropicModel)
     return cls(model=model, base_url=config.base_url, api_key=api_key, provider=provider,
                timeout=config.timeout_seconds, max_retries=config.max_retries,
                defaults=defaults)
