@@ -11,7 +11,7 @@ from policies.contract import AgentContract, AgentFormat, Scope
 from policies.loader.base import Context, Options, Source
 from policies.loader.diagnostics import DefinitionRejected, Diagnostic, Severity
 from policies.loader.files import decode_text, read_bounded
-from policies.loader.formats import ADAPTERS, EXTENSIONS
+from policies.loader.formats import EXTENSIONS, adapter_for
 
 __all__ = ["FileOutcome", "Status", "finish", "is_non_agent_file", "load_file"]
 
@@ -88,7 +88,7 @@ def load_file(
         source = Source(path=path, display=display, scope=scope, format=fmt, text=text,
                         location_name=stem, declared=declared or {})
         ctx.source = source
-        agents = ADAPTERS[fmt].load(source, ctx)
+        agents = adapter_for(fmt).load(source, ctx)
     except DefinitionRejected as exc:
         if not (exc.diag_code == "rejected_after_errors" and ctx.failed):
             ctx.error(exc.field, exc.reason, line=exc.line, hint=exc.hint, code=exc.diag_code)
