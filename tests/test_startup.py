@@ -49,8 +49,9 @@ ON_DEMAND = {"policies.loader.zuno_layers", "policies.loader.ngnjson", "executor
              "difflib"}
 WATCHED = sorted(HTTP | DISPLAY | ENGINES | LOADER | RUNS | FORMATS | ON_DEMAND
                  | {"executor.cli_agents", "executor.cli_runs", "executor.offer"})
-#: Models no listing validates: their schemas are built on first use (``defer_build``).
-DEFERRED = {"policies.capability": "Capability"}
+#: Models a clean listing validates none of: their schemas are built on first use
+#: (``defer_build``).
+DEFERRED = {"policies.capability": "Capability", "policies.loader.diagnostics": "Diagnostic"}
 
 _PROBE = """
 import json, sys
@@ -179,7 +180,7 @@ def test_agents_list_imports_only_the_adapters_of_the_formats_found(tmp_path: Pa
     assert code == 0
     assert _formats(loaded) == {"claude"}
     assert loaded & ON_DEMAND == set()
-    assert built == set(), "a listing validates no Capability"
+    assert built == set(), "a clean listing validates no Capability and no Diagnostic"
     code, loaded = _probe(tmp_path, "agents", "list", "--trust-project", "--no-personal",
                           "--root", str(claude), tty=True)
     assert code == 0 and _formats(loaded) == {"claude"} and loaded & ON_DEMAND == set()
