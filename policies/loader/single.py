@@ -83,12 +83,13 @@ def load_file(
                     location_name=stem, declared=declared or {})
     ctx = Context(source, options)
     agents: list[AgentContract] = []
+    adapter = adapter_for(fmt)  # outside the try: a broken install is no file's fault
     try:
         text = decode_text(read_bounded(path))
         source = Source(path=path, display=display, scope=scope, format=fmt, text=text,
                         location_name=stem, declared=declared or {})
         ctx.source = source
-        agents = adapter_for(fmt).load(source, ctx)
+        agents = adapter.load(source, ctx)
     except DefinitionRejected as exc:
         if not (exc.diag_code == "rejected_after_errors" and ctx.failed):
             ctx.error(exc.field, exc.reason, line=exc.line, hint=exc.hint, code=exc.diag_code)
