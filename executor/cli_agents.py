@@ -9,18 +9,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from executor.cli import cli, echo, loader_options
 from executor.errors import EXIT_FINDINGS, ExecutorError
-from executor.suggest import unknown_agent
 from executor.text import one_line
 from executor.views import agent_json, list_json, render_check, render_show
-from policies.capability import Capability
 from policies.config import load_user_config
-from policies.contract import AgentContract
 from policies.loader import Environment, LoadResult, Options, Severity, discover
+
+if TYPE_CHECKING:
+    from policies.capability import Capability
+    from policies.contract import AgentContract
 
 __all__ = ["agents", "find_agent", "load"]
 
@@ -57,6 +59,8 @@ def find_agent(name: str, result: LoadResult, *, root: Path, trust_project: bool
     contract = result.get(name)
     if contract is not None:
         return contract
+    from executor.suggest import unknown_agent  # noqa: PLC0415 - difflib only for a miss
+
     untrusted = None
     if not trust_project and any(d.code == "untrusted_project" for d in result.diagnostics):
         untrusted = load(root, True, config_file, strict, no_personal)

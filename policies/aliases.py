@@ -197,19 +197,20 @@ def lookup(fmt: AgentFormat, name: str) -> frozenset[str] | None:
 _SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 #: An MCP server name never contains "__" (the separator); the tool part may.
 _SERVER = r"[A-Za-z0-9](?:[A-Za-z0-9.-]|_(?!_))*"
-_DOUBLE = re.compile(rf"^mcp__(?P<server>{_SERVER}|\*)(?:__(?P<tool>{_SEGMENT}|\*))?$")
-_MCP_FORMS: dict[AgentFormat, re.Pattern[str]] = {
+_DOUBLE = rf"^mcp__(?P<server>{_SERVER}|\*)(?:__(?P<tool>{_SEGMENT}|\*))?$"
+#: Source of each format's MCP tool-name pattern, compiled on first use (a definition that
+#: names an MCP tool), not when the loader is imported.
+_MCP_FORMS: dict[AgentFormat, str] = {
     # Claude / Cursor: mcp__server__tool, mcp__server__*, mcp__server, mcp__*
     AgentFormat.CLAUDE: _DOUBLE,
     AgentFormat.CURSOR: _DOUBLE,
     # Copilot / VS Code: server/tool, server/*; publisher.extension/tool for extensions.
-    AgentFormat.COPILOT: re.compile(rf"^(?P<server>{_SEGMENT})/(?P<tool>{_SEGMENT}|\*)$"),
+    AgentFormat.COPILOT: rf"^(?P<server>{_SEGMENT})/(?P<tool>{_SEGMENT}|\*)$",
     # Gemini: mcp_server_tool, mcp_server_*, mcp_*
-    AgentFormat.GEMINI: re.compile(
-        r"^mcp_(?P<server>[A-Za-z0-9][A-Za-z0-9-]*|\*)(?:_(?P<tool>[A-Za-z0-9][A-Za-z0-9_.-]*|\*))?$"
-    ),
+    AgentFormat.GEMINI:
+        r"^mcp_(?P<server>[A-Za-z0-9][A-Za-z0-9-]*|\*)(?:_(?P<tool>[A-Za-z0-9][A-Za-z0-9_.-]*|\*))?$",
     # pi extensions: mcp:server
-    AgentFormat.PI: re.compile(rf"^mcp:(?P<server>{_SEGMENT})$"),
+    AgentFormat.PI: rf"^mcp:(?P<server>{_SEGMENT})$",
     # Native, zuno and catalog files name MCP tools canonically.
     AgentFormat.NGN: _DOUBLE,
     AgentFormat.ZUNO: _DOUBLE,
@@ -223,8 +224,8 @@ def mcp_canonical(fmt: AgentFormat, name: str) -> str | None:
     A VS Code extension tool (``publisher.extension/tool``) is kept as its own
     exact custom name. ``mcp__*`` means every MCP tool.
     """
-    pattern = _MCP_FORMS.get(fmt)
-    match = pattern.fullmatch(name) if pattern else None
+    source = _MCP_FORMS.get(fmt)
+    match = re.fullmatch(source, name) if source else None
     if match is None:
         return None
     server, tool = match.group("server"), match.groupdict().get("tool")

@@ -66,7 +66,8 @@ class Capability(BaseModel):
     delegation may be started below this agent.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: The schema is built on first use: listing agents validates no capability.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tools: frozenset[str]
     layers: tuple[PermissionPolicy, ...] = ()

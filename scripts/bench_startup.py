@@ -76,6 +76,11 @@ def run_bench(*, trials: int, workdir: Path | None = None) -> list[Row]:
             # Not corral: the floor any command that validates a pydantic model pays.
             ("(reference) import pydantic, yaml + build one model",
              [python, "-c", "import pydantic, yaml\nclass M(pydantic.BaseModel):\n x: int"]),
+            # The floor of any command that reads definitions: the contract's models (what
+            # every format becomes) and what the CLI prints with; the rest of a listing is
+            # the loader, the user config and the files themselves.
+            ("(reference) import corral's contract models, yaml, click, json",
+             [python, "-c", "import policies.contract, yaml, click, json"]),
         ]
         rows = []
         for name, argv in cases:

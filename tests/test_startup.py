@@ -26,6 +26,8 @@ from rich.console import Console
 from executor.cli import LAZY_COMMANDS, cli
 from executor.progress import Progress
 from executor.session import ProgressEvent
+from policies.contract import AgentFormat
+from policies.loader.formats import ADAPTER_CLASSES, adapter_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,8 +43,17 @@ ENGINES = {"docker", "watchdog"}
 LOADER = {"pydantic", "yaml", "policies.loader"}
 #: The run machinery: sandboxes, the agent loop, the tools, merges.
 RUNS = {"sandbox", "executor.runner", "executor.session", "executor.tools", "executor.merge"}
-WATCHED = sorted(HTTP | DISPLAY | ENGINES | LOADER | RUNS
+#: One module per definition format, imported when a file of that format is loaded.
+FORMATS = {f"policies.loader.formats.{module}" for module, _ in ADAPTER_CLASSES.values()}
+#: Loaded only for what a repository holds: zuno layers, ngn JSON configs; close names
+#: (difflib) only for a name that matches no agent.
+ON_DEMAND = {"policies.loader.zuno_layers", "policies.loader.ngnjson", "executor.suggest",
+             "difflib"}
+WATCHED = sorted(HTTP | DISPLAY | ENGINES | LOADER | RUNS | FORMATS | ON_DEMAND
                  | {"executor.cli_agents", "executor.cli_runs", "executor.offer"})
+#: Models a clean listing validates none of: their schemas are built on first use
+#: (``defer_build``).
+DEFERRED = {"policies.capability": "Capability", "policies.loader.diagnostics": "Diagnostic"}
 
 _PROBE = """
 import json, sys
@@ -55,8 +66,11 @@ try:
         main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
+built = [f"{m}.{c}" for m, c in DEFERRED.items()
+         if m in sys.modules and getattr(sys.modules[m], c).__pydantic_complete__]
 with open(sys.argv[0] + ".json", "w") as out:
-    json.dump({"exit": code, "loaded": [m for m in WATCHED if m in sys.modules]}, out)
+    json.dump({"exit": code, "loaded": [m for m in WATCHED if m in sys.modules],
+               "built": built}, out)
 """
 
 
@@ -66,8 +80,15 @@ def _probe(tmp_path: Path, *args: str, tty: bool = False,
 
     ``tty``: stderr is a terminal (a pseudo-terminal), as for a person at the CLI.
     """
+    code, loaded, _ = _probe_built(tmp_path, *args, tty=tty, env=env)
+    return code, loaded
+
+
+def _probe_built(tmp_path: Path, *args: str, tty: bool = False,
+                 env: dict[str, str] | None = None) -> tuple[object, set[str], set[str]]:
+    """:func:`_probe`, and which of the :data:`DEFERRED` models had their schema built."""
     script = tmp_path / "probe.py"
-    script.write_text(f"WATCHED = {WATCHED!r}\n{_PROBE}")
+    script.write_text(f"WATCHED = {WATCHED!r}\nDEFERRED = {DEFERRED!r}\n{_PROBE}")
     master = slave = None
     if tty:
         master, slave = pty.openpty()
@@ -84,7 +105,7 @@ def _probe(tmp_path: Path, *args: str, tty: bool = False,
     assert report.exists(), proc.stderr
     data = json.loads(report.read_text())
     report.unlink()
-    return data["exit"], set(data["loaded"])
+    return data["exit"], set(data["loaded"]), set(data["built"])
 
 
 @pytest.fixture
@@ -131,6 +152,78 @@ def test_agents_list_loads_the_loader_and_nothing_of_runs(tmp_path: Path,
     code, loaded = _probe(tmp_path, "agents", "list", "--root", str(small_repo),
                           "--trust-project", "--no-personal", tty=True)
     assert code == 0 and loaded & (HTTP | DISPLAY | ENGINES | RUNS) == set()
+
+
+def _repo(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    subprocess.run(["git", "-C", str(root), "init", "-q"], check=True, timeout=30)
+    return root
+
+
+CLAUDE_AGENT = "---\nname: {0}\ndescription: the {0}\ntools: Read, Grep\n---\nReview.\n"
+CODEX_ROLE = 'name = "c"\ndescription = "d"\ndeveloper_instructions = "Do it."\n'
+
+
+def _formats(loaded: set[str]) -> set[str]:
+    return {m.rsplit(".", 1)[1] for m in loaded & FORMATS}
+
+
+def test_agents_list_imports_only_the_adapters_of_the_formats_found(tmp_path: Path) -> None:
+    """A repository of Claude Code agents reads no other format's adapter, no zuno or
+    ngn JSON layer code, and builds no model a listing does not validate; a Codex role
+    next to them brings the Codex adapter, and only it (so the check can fail)."""
+    claude = _repo(tmp_path / "claude", {f".claude/agents/{n}.md": CLAUDE_AGENT.format(n)
+                                         for n in ("reviewer", "writer")})
+    args = ("agents", "list", "--json", "--trust-project", "--no-personal", "--root")
+    code, loaded, built = _probe_built(tmp_path, *args, str(claude))
+    assert code == 0
+    assert _formats(loaded) == {"claude"}
+    assert loaded & ON_DEMAND == set()
+    assert built == set(), "a clean listing validates no Capability and no Diagnostic"
+    code, loaded = _probe(tmp_path, "agents", "list", "--trust-project", "--no-personal",
+                          "--root", str(claude), tty=True)
+    assert code == 0 and _formats(loaded) == {"claude"} and loaded & ON_DEMAND == set()
+
+    mixed = _repo(tmp_path / "mixed", {".claude/agents/r.md": CLAUDE_AGENT.format("r"),
+                                       ".codex/agents/c.toml": CODEX_ROLE})
+    code, loaded = _probe(tmp_path, *args, str(mixed))
+    assert code == 0
+    assert _formats(loaded) == {"claude", "codex"}
+
+
+def test_a_codex_config_and_zuno_layers_load_their_code_where_found(tmp_path: Path) -> None:
+    """The Codex adapter is read for a ``.codex/config.toml`` (its declared roles) and the
+    zuno layers for a ``zuno.json`` (its top-level keys), each only there."""
+    codex = _repo(tmp_path / "codex", {".codex/config.toml": "model = \"o3\"\n"})
+    args = ("agents", "list", "--json", "--trust-project", "--no-personal", "--root")
+    code, loaded = _probe(tmp_path, *args, str(codex))
+    assert code == 0 and "policies.loader.formats.codex" in loaded
+    zuno = _repo(tmp_path / "zuno", {".zuno/zuno.json": '{"default_agent": "nobody"}\n'})
+    code, loaded = _probe(tmp_path, *args, str(zuno))
+    assert code == 0 and "policies.loader.zuno_layers" in loaded
+
+
+def test_an_unknown_agent_loads_the_close_names_it_suggests(tmp_path: Path) -> None:
+    claude = _repo(tmp_path / "claude", {".claude/agents/reviewer.md":
+                                         CLAUDE_AGENT.format("reviewer")})
+    code, loaded = _probe(tmp_path, "agents", "show", "reviewr", "--trust-project",
+                          "--no-personal", "--root", str(claude))
+    assert code == 2
+    assert {"executor.suggest", "difflib"} <= loaded
+
+
+def test_every_format_has_one_adapter_module_that_adapts_it() -> None:
+    """The lazy registry names a module and class for every format, and that class adapts
+    exactly the format it is registered for (one instance, reused)."""
+    assert set(ADAPTER_CLASSES) == set(AgentFormat)
+    for fmt in AgentFormat:
+        adapter = adapter_for(fmt)
+        assert adapter.format is fmt
+        assert type(adapter).__module__ == f"policies.loader.formats.{ADAPTER_CLASSES[fmt][0]}"
+        assert adapter_for(fmt) is adapter
 
 
 def test_agents_show_loads_the_tools_not_the_http_client(tmp_path: Path,

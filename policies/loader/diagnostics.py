@@ -27,7 +27,8 @@ class Severity(StrEnum):
 class Diagnostic(BaseModel):
     """One finding about one file."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: Built on the first finding: a clean listing reports none.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     file: str
     line: int

@@ -30,8 +30,6 @@ from policies.contract import AgentFormat, Scope
 from policies.loader.base import Options
 from policies.loader.diagnostics import DefinitionRejected, Diagnostic, Severity
 from policies.loader.files import MAX_FILES_PER_SCOPE, decode_text, read_bounded
-from policies.loader.formats.codex import declared_roles, role_file
-from policies.loader.formats.common import key_line
 from policies.loader.single import FileOutcome, Status, load_file
 
 __all__ = ["Candidate", "Environment", "personal_candidates", "project_candidates"]
@@ -225,6 +223,10 @@ def _codex_layer(walk: _Walk, anchor: Path) -> None:
                                 skip_non_agents=False))
     if not stat.S_ISREG(info.st_mode):
         return  # the loader rejects it with the reason
+    # The Codex adapter (and its TOML reader) only where a Codex config is found.
+    from policies.loader.formats.codex import declared_roles, role_file  # noqa: PLC0415
+    from policies.loader.formats.common import key_line  # noqa: PLC0415
+
     try:
         roles = declared_roles(decode_text(read_bounded(config)))
     except DefinitionRejected:

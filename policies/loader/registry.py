@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from policies.contract import AgentContract, AgentFormat, Scope
 from policies.loader.base import Options
@@ -16,9 +17,10 @@ from policies.loader.discovery import (
     project_candidates,
 )
 from policies.loader.files import MAX_FILES_PER_SCOPE
-from policies.loader.ngnjson import load_json_config
 from policies.loader.single import FileOutcome, Status
-from policies.loader.zuno_layers import ZunoSettings, apply_settings, merge_layers, read_settings
+
+if TYPE_CHECKING:
+    from policies.loader.zuno_layers import ZunoSettings
 
 __all__ = ["LoadResult", "discover"]
 
@@ -58,11 +60,15 @@ class LoadResult:
         for contract in outcome.agents:
             old = self.agents.get(contract.name)
             if old is not None:
-                merged, notes = merge_layers(old, contract, self.options)
-                self.diagnostics.extend(notes)
-                if merged is not None:  # zuno: a later layer merges over an earlier one
-                    self.agents[contract.name] = merged
-                    continue
+                if old.origin.format is contract.origin.format is AgentFormat.ZUNO:
+                    # The zuno layers (and the zuno adapter) only when two zuno entries meet.
+                    from policies.loader.zuno_layers import merge_layers  # noqa: PLC0415
+
+                    merged, notes = merge_layers(old, contract, self.options)
+                    self.diagnostics.extend(notes)
+                    if merged is not None:  # zuno: a later layer merges over an earlier one
+                        self.agents[contract.name] = merged
+                        continue
                 same_dir = (old.origin.scope == contract.origin.scope
                             and old.origin.format == contract.origin.format)
                 # Two names written differently that normalise to one identity are never
@@ -85,11 +91,21 @@ class LoadResult:
             self.agents[contract.name] = contract
 
 
+def _load_json_config(path: Path, display: str, scope: Scope, options: Options, *,
+                      budget: int = MAX_FILES_PER_SCOPE) -> list[FileOutcome]:
+    """:func:`policies.loader.ngnjson.load_json_config`, imported where an ngn JSON file is."""
+    from policies.loader.ngnjson import load_json_config  # noqa: PLC0415
+
+    return load_json_config(path, display, scope, options, budget=budget)
+
+
 def _load_all(result: LoadResult, candidates: list[Candidate], scope: Scope,
               options: Options) -> None:
     for candidate in candidates:
         result._take(candidate.load(scope, options))
         if candidate.format is AgentFormat.ZUNO and candidate.path.suffix == ".json":
+            from policies.loader.zuno_layers import read_settings  # noqa: PLC0415
+
             settings = read_settings(candidate.path, candidate.display)
             if settings is not None:
                 result.zuno_settings.append(settings)
@@ -116,7 +132,7 @@ def discover(
         _load_all(result, found, Scope.PERSONAL, options)
         personal_json = env.xdg_config / "ngn" / "config.json"
         if personal_json.exists() or personal_json.is_symlink():
-            for outcome in load_json_config(personal_json, env.display(personal_json),
+            for outcome in _load_json_config(personal_json, env.display(personal_json),
                                             Scope.PERSONAL, options,
                                             budget=MAX_FILES_PER_SCOPE - len(found)):
                 result._take(outcome)
@@ -127,7 +143,7 @@ def discover(
         _load_all(result, found, Scope.PROJECT, options)
         project_json = root / ".ngn" / "config.json"
         if project_json.exists() or project_json.is_symlink():
-            for outcome in load_json_config(project_json, ".ngn/config.json", Scope.PROJECT,
+            for outcome in _load_json_config(project_json, ".ngn/config.json", Scope.PROJECT,
                                             options, budget=MAX_FILES_PER_SCOPE - len(found)):
                 result._take(outcome)
     elif found:
@@ -138,11 +154,14 @@ def discover(
         ))
     if config_file is not None:
         shown = _relative(config_file, root)
-        for outcome in load_json_config(config_file, shown, Scope.IMPORT, options):
+        for outcome in _load_json_config(config_file, shown, Scope.IMPORT, options):
             result._take(outcome)
-    result.default_agent, result.subagent_depth, notes = apply_settings(result.zuno_settings,
-                                                                        result.agents)
-    result.diagnostics += notes
+    if result.zuno_settings:  # only a zuno.json sets these
+        from policies.loader.zuno_layers import apply_settings  # noqa: PLC0415
+
+        result.default_agent, result.subagent_depth, notes = apply_settings(
+            result.zuno_settings, result.agents)
+        result.diagnostics += notes
     return result
 
 

@@ -11,7 +11,7 @@ from policies.contract import AgentContract, AgentFormat, Scope
 from policies.loader.base import Context, Options, Source
 from policies.loader.diagnostics import DefinitionRejected, Diagnostic, Severity
 from policies.loader.files import decode_text, read_bounded
-from policies.loader.formats import ADAPTERS, EXTENSIONS
+from policies.loader.formats import EXTENSIONS, adapter_for
 
 __all__ = ["FileOutcome", "Status", "finish", "is_non_agent_file", "load_file"]
 
@@ -83,12 +83,13 @@ def load_file(
                     location_name=stem, declared=declared or {})
     ctx = Context(source, options)
     agents: list[AgentContract] = []
+    adapter = adapter_for(fmt)  # outside the try: a broken install is no file's fault
     try:
         text = decode_text(read_bounded(path))
         source = Source(path=path, display=display, scope=scope, format=fmt, text=text,
                         location_name=stem, declared=declared or {})
         ctx.source = source
-        agents = ADAPTERS[fmt].load(source, ctx)
+        agents = adapter.load(source, ctx)
     except DefinitionRejected as exc:
         if not (exc.diag_code == "rejected_after_errors" and ctx.failed):
             ctx.error(exc.field, exc.reason, line=exc.line, hint=exc.hint, code=exc.diag_code)

@@ -1,30 +1,36 @@
-"""One adapter module per format; this registry maps each format to its adapter."""
+"""One adapter module per format; this registry maps each format to its adapter.
+
+An adapter module is imported the first time a file of its format is loaded
+(:func:`adapter_for`), never before: ``corral agents list`` on a repository of
+Claude Code agents reads no other format's code. The table below names each
+module and class; ``EXTENSIONS`` is plain data every caller may read.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from policies.contract import AgentFormat
-from policies.loader.formats.antigravity import AntigravityAdapter
-from policies.loader.formats.catalog import CatalogAdapter
-from policies.loader.formats.claude import ClaudeAdapter
-from policies.loader.formats.codex import CodexAdapter
-from policies.loader.formats.common import Adapter
-from policies.loader.formats.copilot import CopilotAdapter
-from policies.loader.formats.cursor import CursorAdapter
-from policies.loader.formats.gemini import GeminiAdapter
-from policies.loader.formats.ngn import NgnAdapter
-from policies.loader.formats.opencode import OpenCodeAdapter
-from policies.loader.formats.pi import PiAdapter
-from policies.loader.formats.zuno import ZunoAdapter
 
-__all__ = ["ADAPTERS", "EXTENSIONS", "Adapter"]
+if TYPE_CHECKING:
+    from policies.loader.formats.common import Adapter
 
-ADAPTERS: dict[AgentFormat, Adapter] = {
-    adapter.format: adapter
-    for adapter in (
-        NgnAdapter(), ClaudeAdapter(), CopilotAdapter(), OpenCodeAdapter(), CodexAdapter(),
-        CursorAdapter(), GeminiAdapter(), AntigravityAdapter(), ZunoAdapter(), PiAdapter(),
-        CatalogAdapter(),
-    )
+__all__ = ["ADAPTER_CLASSES", "EXTENSIONS", "adapter_for"]
+
+#: Format -> (module under ``policies.loader.formats``, adapter class in it).
+ADAPTER_CLASSES: dict[AgentFormat, tuple[str, str]] = {
+    AgentFormat.NGN: ("ngn", "NgnAdapter"),
+    AgentFormat.CLAUDE: ("claude", "ClaudeAdapter"),
+    AgentFormat.COPILOT: ("copilot", "CopilotAdapter"),
+    AgentFormat.OPENCODE: ("opencode", "OpenCodeAdapter"),
+    AgentFormat.CODEX: ("codex", "CodexAdapter"),
+    AgentFormat.CURSOR: ("cursor", "CursorAdapter"),
+    AgentFormat.GEMINI: ("gemini", "GeminiAdapter"),
+    AgentFormat.ANTIGRAVITY: ("antigravity", "AntigravityAdapter"),
+    AgentFormat.ZUNO: ("zuno", "ZunoAdapter"),
+    AgentFormat.PI: ("pi", "PiAdapter"),
+    AgentFormat.CATALOG: ("catalog", "CatalogAdapter"),
 }
 
 #: File extensions of definitions inside agent directories (longest match wins for the stem).
@@ -42,3 +48,15 @@ EXTENSIONS: dict[AgentFormat, tuple[str, ...]] = {
     AgentFormat.PI: (".md",),
     AgentFormat.CATALOG: (".json",),
 }
+
+_LOADED: dict[AgentFormat, Adapter] = {}
+
+
+def adapter_for(fmt: AgentFormat) -> Adapter:
+    """The adapter of ``fmt``, its module imported on first use."""
+    found = _LOADED.get(fmt)
+    if found is None:
+        module, name = ADAPTER_CLASSES[fmt]
+        adapter: Adapter = getattr(importlib.import_module(f"{__name__}.{module}"), name)()
+        found = _LOADED.setdefault(fmt, adapter)
+    return found

@@ -77,8 +77,10 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-_COMMENT_RE = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
-_TRAILING_COMMA_RE = re.compile(r'"(?:\\.|[^"\\])*"|,(?=\s*[}\]])', re.DOTALL)
+#: JSONC comments and trailing commas (strings first, so their contents are kept); compiled
+#: by ``re``'s cache on the first ``.jsonc`` file, not when an adapter is imported.
+_COMMENT = r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/'
+_TRAILING_COMMA = r'"(?:\\.|[^"\\])*"|,(?=\s*[}\]])'
 
 
 def json_document(text: str, *, jsonc: bool = False) -> Any:
@@ -90,9 +92,9 @@ def json_document(text: str, *, jsonc: bool = False) -> Any:
             if token.startswith('"'):
                 return token
             return re.sub(r"[^\n]", " ", token)  # keep line numbers intact
-        text = _COMMENT_RE.sub(keep_strings, text)
-        text = _TRAILING_COMMA_RE.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "",
-                                      text)
+        text = re.sub(_COMMENT, keep_strings, text, flags=re.DOTALL)
+        text = re.sub(_TRAILING_COMMA, lambda m: m.group(0) if m.group(0).startswith('"') else "",
+                      text, flags=re.DOTALL)
     try:
         return json.loads(text, object_pairs_hook=_reject_duplicates)
     except json.JSONDecodeError as exc:
