@@ -122,9 +122,12 @@ def test_killing_a_fanout_then_gc_loses_no_diff_and_leaves_nothing(
                 and not (state / "results" / many.parent.name / "diff.patch").exists()
                 for many in (state / "worktrees").glob("*/many")))
         else:
+            # The victim's own marker: the other child runs the same check, and its marker
+            # alone would let the kill land while the victim is still running.
             marker = ".up-command" if point == "mid-command" else ".up-check"
-            wait_for(process, f"the child's {point}",
-                     lambda: any((state / "worktrees").glob(f"*/{marker}")))
+            wait_for(process, f"the victim's {point}", lambda: any(
+                (found.parent / "victim.txt").exists()
+                for found in (state / "worktrees").glob(f"*/{marker}")))
         process.send_signal(signal.SIGKILL)
     finally:
         process.kill()
