@@ -51,12 +51,22 @@ def _recorded(index: Path, work_tree: Path, git_dir: Path) -> dict[str, tuple[in
 
 @pytest.mark.parametrize("backend", backends(only=("host", "bubblewrap", "docker"), fake=False),
                          indirect=True)
-def test_in_place_edit_with_restored_size_and_mtime_is_in_the_diff(open_sb: OpenSandbox
-                                                                   ) -> None:
+def test_in_place_edit_with_restored_size_and_mtime_is_in_the_diff(open_sb: OpenSandbox,
+                                                                   repo: Path) -> None:
     """Before: the baseline index was trusted as git trusts it, to the second. A child that
     rewrote a file in place in the checkout's second and restored its size and mtime was
-    invisible to a collection a second later (the edit was missing from the patch)."""
-    for _attempt in range(5):
+    invisible to a collection a second later (the edit was missing from the patch).
+
+    Files checked out after the target (``zz/``) keep its recorded ctime out of the fence's
+    clock tick (timestamps are jiffy-coarse): an entry in that tick is hashed whatever its
+    stat data says, and only an entry before it tests the nanosecond ctime comparison."""
+    (repo / "zz").mkdir()
+    for i in range(1000):
+        (repo / "zz" / f"f{i:04d}").write_text(f"{i}\n")
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "after the target"], check=True)
+    for _attempt in range(20):
         sb = open_sb()
         target = sb.root / TARGET
         before = os.lstat(target)
@@ -65,9 +75,13 @@ def test_in_place_edit_with_restored_size_and_mtime_is_in_the_diff(open_sb: Open
         assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
             before.st_ino, before.st_size, before.st_mtime_ns)
         assert target.read_bytes().startswith(b"X")
-        if after.st_ctime_ns // NS == before.st_ctime_ns // NS:
-            break  # the attack's premise: git sees the same ctime second
-        sb.teardown(discard=True)  # the child started in the next second: try again
+        baseline = sb.workspace.baseline_index
+        assert baseline is not None
+        recorded = _recorded(baseline, sb.root, sb.state.private_git)[TARGET][0]
+        if (after.st_ctime_ns // NS == before.st_ctime_ns // NS  # git sees one ctime second
+                and recorded < baseline.stat().st_mtime_ns):  # and its entry is not in the
+            break  # fence's tick (hashed anyway): only the nanosecond ctime check can see it
+        sb.teardown(discard=True)  # a premise missed (the next second, a coarse tick): again
     else:
         pytest.fail("the child never edited the file in the checkout's second")
     second = after.st_ctime_ns // NS
