@@ -89,11 +89,13 @@ def bwrap_base_argv(bwrap: str, *, tmp_size: int, extra_ro: tuple[Path, ...] = (
             args += ["--ro-bind", str(path), str(path)]
     for etc in ETC_FILES:
         args += ["--ro-bind-try", etc, etc]
-    for extra in extra_ro:
-        args += ["--ro-bind", str(extra), str(extra)]
     # The sandbox's own size-capped tmpfs mounts, not the host's /tmp.
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", _SHM,
              "--size", str(tmp_size), "--tmpfs", _TMP, "--dir", _HOME]
+    # After the tmpfs mounts: bwrap mounts in order, so an extra path under /tmp (a
+    # virtualenv there) would otherwise be hidden by the sandbox's own /tmp.
+    for extra in extra_ro:
+        args += ["--ro-bind", str(extra), str(extra)]
     return args
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
-from sbx_support import backend_config, git
+from sbx_support import OpenSandbox, backend_config, git
 
 from policies.contract import SandboxMode
 from sandbox.backends.docker import plan_users
@@ -137,3 +137,19 @@ def test_docker_root_commands_only_when_allowed() -> None:
     else:
         with pytest.raises(SandboxConfigError):
             plan_users(auto, (0, 0), SandboxMode.WORKSPACE_WRITE)
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap"], indirect=True)
+def test_extra_read_only_path_under_tmp_is_visible_and_read_only(
+        open_sb: OpenSandbox, tmp_path: Path) -> None:
+    """``extra_ro_paths`` (a virtualenv an MCP server runs from) may live under the host's
+    /tmp: it is bound after the sandbox's own /tmp, so not hidden by it, and read-only."""
+    extra = tmp_path / "venv"
+    extra.mkdir()
+    (extra / "marker").write_text("seen\n")
+    assert str(extra).startswith("/tmp/")
+    sb = open_sb(extra_ro_paths=(extra,))
+    shown = sb.exec(["cat", str(extra / "marker")])
+    assert shown.ok and shown.stdout == b"seen\n"
+    wrote = sb.exec(["sh", "-c", f"echo x > {extra}/new"])
+    assert not wrote.ok and not (extra / "new").exists()
