@@ -43,7 +43,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,7 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import machine
+from benchlib import filesystem, generate_repo, git, machine, settle, timed
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
@@ -62,70 +61,7 @@ from sandbox.config import HostConfig, Limits
 from sandbox.factory import open_sandbox
 from sandbox.workspaces.snapshot import acquire_snapshot, release_snapshot
 
-GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.com"}
 CONFIG = HostConfig(limits=Limits(max_diff_bytes=1 << 30))
-
-
-def git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
-    done = subprocess.run(["git", *args], cwd=repo, env=GIT_ENV, input=data,
-                          capture_output=True, check=True)
-    return done.stdout
-
-
-def filesystem(path: Path) -> str:
-    """The filesystem type ``path`` lives on (the longest mountpoint above it)."""
-    best, kind = "", "unknown"
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split(" ")
-        mountpoint, fstype = fields[4], fields[fields.index("-") + 1]
-        resolved = str(path.resolve())
-        if (resolved == mountpoint or resolved.startswith(mountpoint.rstrip("/") + "/")) \
-                and len(mountpoint) >= len(best):
-            best, kind = mountpoint, fstype
-    return kind
-
-
-def generate_repo(root: Path, files: int) -> Path:
-    """``files`` small files, 100 per directory, one commit; then uncommitted state: staged
-    and unstaged edits, a deletion, untracked files (some in a new directory) and ignored
-    build output."""
-    repo = root / f"repo-{files}"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q")
-    for i in range(files):
-        directory = repo / f"d{i // 1000:03d}" / f"s{(i // 100) % 10}"
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"f{i:06d}.txt").write_text(
-            f"file {i}\n" + "lorem ipsum dolor sit amet\n" * 6)
-    (repo / ".gitignore").write_text("build/\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "generated")
-    tracked = sorted((repo / "d000" / "s1").glob("*.txt"))
-    for path in tracked[:20]:
-        path.write_text(path.read_text() + "uncommitted\n")
-    git(repo, "add", *[str(p.relative_to(repo)) for p in tracked[:5]])
-    tracked[-1].unlink()
-    (repo / "untracked").mkdir()
-    for i in range(30):
-        (repo / "untracked" / f"u{i}.txt").write_text(f"untracked {i}\n")
-    (repo / "build").mkdir()
-    for i in range(50):
-        (repo / "build" / f"o{i}.o").write_text("ignored\n")
-    return repo
-
-
-def timed(call: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
-
-
-def settle() -> None:
-    """Write back what the previous measurement left dirty, so it is not billed to the next
-    one (on a disk, writeback of one side's files otherwise lands in the other's time)."""
-    os.sync()
 
 
 def stats(samples: list[float]) -> dict[str, float]:
