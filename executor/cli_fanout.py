@@ -39,22 +39,10 @@ from executor.runner import RunSettings
 from executor.scheduling import DEFAULT_JOBS, Deadline, LocalScheduler
 from policies.config import config_path, load_user_config
 from policies.loader import Environment
-from sandbox.config import (
-    HOST_WARNING,
-    AutoConfig,
-    BackendConfig,
-    BubblewrapConfig,
-    DockerConfig,
-    HostConfig,
-)
+from sandbox.config import HOST_WARNING, USER_BACKENDS
 
 __all__ = ["fanout_command", "fanout_exit_code"]
 
-#: As for ``corral run`` (not imported from there: ``cli_runs`` imports ``cli``, which
-#: registers this module, so either may be imported first).
-_BACKENDS: dict[str, type[BackendConfig]] = {
-    "auto": AutoConfig, "host": HostConfig, "bubblewrap": BubblewrapConfig, "docker": DockerConfig,
-}
 #: Worst first: the exit code of a fanout is the first of these any child gives.
 _PRECEDENCE = (EXIT_INTERRUPTED, EXIT_FAILURE, EXIT_DENIED, EXIT_FINDINGS, EXIT_OK)
 
@@ -73,7 +61,7 @@ def _replay(path: Path) -> list[object]:
 
 def fanout_exit_code(record: FanoutRecord, ledger: Path) -> int:
     """The exit code of ``corral fanout`` (see the module docstring)."""
-    from executor.cli_runs import exit_code  # noqa: PLC0415 - see _BACKENDS
+    from executor.cli_runs import exit_code  # noqa: PLC0415 - cli_runs imports cli, which loads this module lazily
 
     if record.status == "cancelled":
         return EXIT_INTERRUPTED
@@ -109,7 +97,7 @@ def _label(plan: ChildPlan, count: int) -> str:
               "after its diff was recorded (e.g. 'pytest -q'); it cannot change the diff.")
 @click.option("--check-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0,
               show_default=True, help="Seconds the check command may take.")
-@click.option("--backend", type=click.Choice(sorted(_BACKENDS)), default="auto",
+@click.option("--backend", type=click.Choice(sorted(USER_BACKENDS)), default="auto",
               show_default=True, help="Where the children run; 'host' has no process "
               "isolation.")
 @click.option("--jobs", type=click.IntRange(min=1), default=DEFAULT_JOBS, show_default=True,
@@ -143,7 +131,7 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
     if backend == "host":
         echo(f"warning: {HOST_WARNING}", err=True)
     settings = RunSettings(
-        root=root.resolve(), backend=_BACKENDS[backend](), config=load_user_config(),
+        root=root.resolve(), backend=USER_BACKENDS[backend](), config=load_user_config(),
         registry=registry, ledger=ledger, env=Environment.from_env(),
         trust_project=trust_project, config_file=config_path())
     request = FanoutRequest(settings=settings, prompt=prompt, plans=plans, approve=approve,

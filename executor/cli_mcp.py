@@ -18,11 +18,10 @@ from executor.approval import parse_approve
 from executor.cli import cli, echo, loader_options
 from executor.cli_agents import load
 from executor.results import ledger_dir
-from sandbox.config import HOST_WARNING
+from sandbox.config import HOST_WARNING, USER_BACKENDS
 
 __all__ = ["mcp_command"]
 
-_BACKENDS = ("auto", "bubblewrap", "docker", "host")
 
 
 @cli.command("mcp")
@@ -34,7 +33,8 @@ _BACKENDS = ("auto", "bubblewrap", "docker", "host")
 @click.option("--allow-apply", is_flag=True, help="Let apply_run merge diffs into the "
               "checkout and run_agent use mode workspace-write (without it, apply_run only "
               "validates and returns the command to run).")
-@click.option("--backend", type=click.Choice(_BACKENDS), default="auto", show_default=True,
+@click.option("--backend", type=click.Choice(sorted(USER_BACKENDS)), default="auto",
+              show_default=True,
               help="Where children run unless a call names bubblewrap or docker; 'host' (no "
               "process isolation) also lets calls ask for host.")
 @click.option("--approve", help="Approvals for every call (nobody is asked through MCP): "

@@ -60,21 +60,11 @@ from executor.text import one_line, printable_patch
 from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Environment
-from sandbox.config import (
-    HOST_WARNING,
-    AutoConfig,
-    BackendConfig,
-    BubblewrapConfig,
-    DockerConfig,
-    HostConfig,
-)
+from sandbox.config import HOST_WARNING, USER_BACKENDS
 from sandbox.state import check_state_dir, default_state_root
 
 __all__ = ["exit_code", "run_json"]
 
-BACKENDS: dict[str, type[BackendConfig]] = {
-    "auto": AutoConfig, "host": HostConfig, "bubblewrap": BubblewrapConfig, "docker": DockerConfig,
-}
 STATUS_EXIT = {RunStatus.COMPLETED: EXIT_OK, RunStatus.FAILED: EXIT_FAILURE,
                RunStatus.TIMEOUT: EXIT_FAILURE, RunStatus.DENIED: EXIT_DENIED,
                RunStatus.CANCELLED: EXIT_INTERRUPTED, RunStatus.RUNNING: EXIT_FAILURE,
@@ -142,7 +132,7 @@ def _script(path: Path) -> ScriptedModel:
 @loader_options
 @click.option("--agent", "agent", help="The agent to run (default: the default_agent of a "
               "zuno.json).")
-@click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="auto",
+@click.option("--backend", type=click.Choice(sorted(USER_BACKENDS)), default="auto",
               show_default=True, help="Where the child runs; 'host' has no process isolation.")
 @click.option("--mode", "mode", type=click.Choice([m.value for m in SandboxMode]),
               default=SandboxMode.WORKTREE.value, show_default=True,
@@ -180,7 +170,7 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
         echo(f"warning: {HOST_WARNING}", err=True)
     progress = Progress(enabled=not as_json and sys.stderr.isatty())
     settings = RunSettings(
-        root=root.resolve(), backend=BACKENDS[backend](), config=config, registry=registry,
+        root=root.resolve(), backend=USER_BACKENDS[backend](), config=config, registry=registry,
         ledger=ledger, env=Environment.from_env(), trust_project=trust_project,
         mode_ceiling=SandboxMode(mode), model_override=model, script=replay,
         approval=_approval(approve, progress), progress=progress, timeout_seconds=timeout,

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "DEFAULT_DOCKER_IMAGE",
     "HOST_WARNING",
+    "USER_BACKENDS",
     "AutoConfig",
     "BackendConfig",
     "BackendName",
@@ -141,3 +142,8 @@ BackendConfig = Annotated[
     Field(discriminator="type"),
 ]
 """What a user may select; the fake backend is only reachable from code."""
+
+#: The ``--backend`` choices of every command, each with its default configuration.
+USER_BACKENDS: dict[str, type[HostConfig | BubblewrapConfig | DockerConfig | AutoConfig]] = {
+    "auto": AutoConfig, "host": HostConfig, "bubblewrap": BubblewrapConfig, "docker": DockerConfig,
+}

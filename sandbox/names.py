@@ -74,10 +74,11 @@ an installed or official release, never a program from the repository).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import PurePosixPath
 
 __all__ = ["GIT_DIR_CONTAINERS", "GIT_DIR_FILES", "git_dir_signature", "has_git_alias",
-           "is_git_alias", "review_flags"]
+           "is_git_alias", "is_under", "review_flags"]
 
 # Code points HFS+ ignores when comparing names (the list git's is_hfs_dotgit uses).
 _HFS_IGNORABLE = frozenset(
@@ -198,3 +199,16 @@ def review_flags(path: str, *, old_mode: str | None, new_mode: str | None) -> tu
     if len(parts) > 1 and parts[0] == ".config":
         flags.append("user_config")
     return tuple(flags)
+
+
+def is_under(path: str, roots: Collection[str]) -> bool:
+    """Whether the relative ``path`` is one of ``roots`` or lies inside one (its ``/``
+    prefixes are looked up, so a set of roots costs one lookup per level)."""
+    if path in roots:
+        return True
+    slash = path.rfind("/")
+    while slash > 0:
+        if path[:slash] in roots:
+            return True
+        slash = path.rfind("/", 0, slash)
+    return False

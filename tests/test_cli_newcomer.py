@@ -24,7 +24,7 @@ import yaml
 from executor import cli_runs
 from executor.cli import main
 from executor.results import ledger_dir
-from sandbox.config import AutoConfig, BubblewrapConfig, DockerConfig
+from sandbox.config import USER_BACKENDS, AutoConfig, BubblewrapConfig, DockerConfig
 from sandbox.factory import clear_probe_cache
 from tests.backends import git
 from tests.executor.tty_support import on_terminal
@@ -103,7 +103,7 @@ def test_no_backend_error_shows_every_reason_and_the_hint(
         corral: Corral, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine where bubblewrap fails its probe and no docker engine answers."""
     clear_probe_cache()
-    monkeypatch.setitem(cli_runs.BACKENDS, "auto", lambda: AutoConfig(
+    monkeypatch.setitem(USER_BACKENDS, "auto", lambda: AutoConfig(
         bubblewrap=BubblewrapConfig(bwrap="/bin/false"),
         docker=DockerConfig(base_url="unix:///nonexistent/docker.sock")))
     turns = script(tmp_path, [{"text": "done"}])

@@ -36,7 +36,7 @@ import yaml
 from executor.approval import parse_approve, policy_handler
 from executor.cli_agents import find_agent, load
 from executor.cli_fanout import fanout_exit_code
-from executor.cli_runs import BACKENDS, exit_code, run_json
+from executor.cli_runs import exit_code, run_json
 from executor.errors import ExecutorError, ModelError
 from executor.fanout import FanoutRequest, run_fanout
 from executor.fanout_plan import plan_children
@@ -70,7 +70,7 @@ from executor.views import diagnostics_json
 from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Environment, LoadResult
-from sandbox.config import HOST_WARNING
+from sandbox.config import HOST_WARNING, USER_BACKENDS
 
 __all__ = [
     "ServerOptions",
@@ -204,7 +204,7 @@ def _settings(options: ServerOptions, registry: LoadResult, backend: str, *,
               ledger: Path, **extra: Any) -> RunSettings:
     allowed = parse_approve(options.approve)
     return RunSettings(
-        root=options.root, backend=BACKENDS[backend](), config=load_user_config(),
+        root=options.root, backend=USER_BACKENDS[backend](), config=load_user_config(),
         registry=registry, ledger=ledger, env=Environment.from_env(),
         trust_project=options.trust_project, config_file=config_path(),
         approval=policy_handler(allowed) if allowed is not None else None, **extra)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.errors import SandboxError
-from sandbox.names import has_git_alias
+from sandbox.names import has_git_alias, is_under
 from sandbox.results import ChangedFile, ChangeStatus
 from sandbox.workspaces.scan import Manifest, ScanResult, Stat, kind_of
 
@@ -129,17 +129,6 @@ class TreeRecord:
                    unreadable=frozenset(_split(blobs[2])))
 
 
-def _under(path: str, roots: Collection[str]) -> bool:
-    """Whether ``path`` is one of ``roots`` or inside one."""
-    if path in roots:
-        return True
-    slash = path.rfind("/")
-    while slash > 0:
-        if path[:slash] in roots:
-            return True
-        slash = path.rfind("/", 0, slash)
-    return False
-
 
 def _parents(paths: Iterable[str]) -> set[str]:
     """Every directory that holds one of ``paths``."""
@@ -210,7 +199,7 @@ class _Comparison:
     def flags(self, path: str, old: Stat | None, new: Stat | None) -> list[str]:
         """Why git's diff does not carry ``path`` (empty: it would, if it were a file)."""
         flags = []
-        if _under(path, self.nested):
+        if is_under(path, self.nested):
             flags.append("nested_repository")
         if has_git_alias(path):
             flags.append("protected_name")

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sandbox.gitsafe import run_git, stream_git
+from sandbox.names import is_under
 from sandbox.state import SandboxState
 from sandbox.workspaces.diffcore import Compare, Prepared, RawEntry, finish, gitlink_restore
 from sandbox.workspaces.model import Workspace
@@ -56,17 +57,6 @@ _GITLINK = "160000"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPERATION = "collect_diff"
 
-
-def _under(path: str, roots: Collection[str]) -> bool:
-    """Whether ``path`` is one of ``roots`` or lies inside one."""
-    if path in roots:
-        return True
-    slash = path.rfind("/")
-    while slash > 0:
-        if path[:slash] in roots:
-            return True
-        slash = path.rfind("/", 0, slash)
-    return False
 
 
 def _nul(paths: Iterable[str]) -> bytes:
@@ -102,7 +92,7 @@ def _expand(reader: TreeReader, base_tree: str,
     adjusted.sort()
     kept: list[str] = []
     for root in adjusted:  # sorted: a root's descendants follow it
-        if not kept or not _under(root, {kept[-1]}):
+        if not kept or not is_under(root, {kept[-1]}):
             kept.append(root)
     return kept, tracked
 
@@ -137,7 +127,7 @@ def _removed(merged: Path, tracked: dict[str, Entry], present: Collection[str],
     root_fd = os.open(merged, _DIR_FLAGS)
     try:
         for path, (mode, _) in sorted(tracked.items()):
-            if path in present or _under(path, keep):
+            if path in present or is_under(path, keep):
                 continue
             info = _lstat(root_fd, path)
             if info is None or (stat.S_ISDIR(info.st_mode) and mode != _GITLINK):
@@ -194,10 +184,10 @@ def prepare_overlay(ws: Workspace, state: SandboxState, setid: Collection[str]) 
     with TreeReader(git_dir=git_dir, env=reading_env(git_dir, None)) as reader:
         base_tree = reader.commit_tree(base)
         roots, tracked = _expand(reader, base_tree,
-                                 [r for r in upper.roots if not _under(r, excluded)])
+                                 [r for r in upper.roots if not is_under(r, excluded)])
         submodules = {path for path, (mode, _) in tracked.items() if mode == _GITLINK}
         present = [p for p in upper.present
-                   if not _under(p, excluded) and not _under(p, submodules - {p})]
+                   if not is_under(p, excluded) and not is_under(p, submodules - {p})]
         new_tree = base_tree
         if roots:
             git(["update-index", "-z", "--index-info"], data=b"".join(
