@@ -39,13 +39,13 @@ from executor.progress import Progress
 from executor.results import (
     RunRecord,
     RunStatus,
+    discard_run,
     find_run,
     ledger_dir,
     load_patch,
     load_transcript,
     run_status,
     scan_runs,
-    set_run_state,
 )
 from executor.runner import RunSettings, run_agent
 from executor.runview import (
@@ -353,21 +353,10 @@ def diff_command(root: Path, force_escape: bool, run_id: str) -> None:
 def discard_command(root: Path, run_id: str) -> None:
     """Mark a run's diff as discarded: it stays readable (show, diff) but is no longer
     pending in `corral runs`. Nothing in your checkout changes."""
-    ledger = ledger_dir(root)
-    record = find_run(ledger, run_id)
-    status = run_status(record)
-    if status is RunStatus.RUNNING:
-        raise ExecutorError(f"run {record.run_id} is still running", code="run_in_progress",
-                            hint="wait for it to end (or stop it), then discard it")
-    if record.state == "applied":
-        raise ExecutorError(f"run {record.run_id} was applied {record.state_changed_at}; "
-                            "discarding it now would not undo that", code="already_applied",
-                            hint="undo the changes in your checkout with git (`git diff`, "
-                            "`git restore`)")
-    if record.state == "discarded":
+    record, already = discard_run(ledger_dir(root), run_id)
+    if already:
         echo(f"run {one_line(record.run_id)} was already discarded", err=True)
         return
-    set_run_state(ledger, record.run_id, "discarded")
     note = ("; its changes were made in your checkout (workspace-write) and stay there: "
             "`git restore` undoes them") if record.mode == "workspace-write" and record.diff \
         else ""

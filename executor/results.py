@@ -47,6 +47,7 @@ __all__ = [
     "RunRecord",
     "RunState",
     "RunStatus",
+    "discard_run",
     "finalize_crashed",
     "find_run",
     "ledger_dir",
@@ -382,6 +383,24 @@ def set_run_state(ledger: Path, run_id: str, state: RunState) -> RunRecord:
     _replace_file(ledger / record.run_id / "record.json",
                   _json(updated.model_dump(mode="json")).encode())
     return updated
+
+
+def discard_run(ledger: Path, run_id: str) -> tuple[RunRecord, bool]:
+    """Mark run ``run_id`` discarded (``corral discard``, MCP ``discard_run``): its record
+    and whether it already was. A running run and an applied one are refused: discarding
+    either would claim what is not so."""
+    record = find_run(ledger, run_id)
+    if run_status(record) is RunStatus.RUNNING:
+        raise ExecutorError(f"run {record.run_id} is still running", code="run_in_progress",
+                            hint="wait for it to end (or stop it), then discard it")
+    if record.state == "applied":
+        raise ExecutorError(f"run {record.run_id} was applied {record.state_changed_at}; "
+                            "discarding it now would not undo that", code="already_applied",
+                            hint="undo the changes in the checkout with git (`git diff`, "
+                            "`git restore`)")
+    if record.state == "discarded":
+        return record, True
+    return set_run_state(ledger, record.run_id, "discarded"), False
 
 
 def set_run_check(ledger: Path, run_id: str, check: Mapping[str, Any]) -> RunRecord:

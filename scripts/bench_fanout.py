@@ -53,7 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import filesystem, generate_repo, git, machine, settle, timed
+from benchlib import child_change, filesystem, generate_repo, git, machine, settle, timed
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
@@ -150,17 +150,6 @@ def bench_setup(repo: Path, work: Path, counts: list[int], repeat: int, *,
 # -- diff --------------------------------------------------------------------------------
 
 
-def change(tree: Path, k: int) -> None:
-    """The same k changes anywhere: edits spread over directories, one new, one deleted."""
-    paths = sorted(tree.glob("d*/s*/f*0.txt"))
-    step = max(1, len(paths) // max(k, 1))
-    chosen = paths[::step][:k]
-    for path in chosen[:-2] if k > 2 else chosen:
-        path.write_text(path.read_text() + "changed by the child\n")
-    if k > 2:
-        (tree / "new-by-child.txt").write_text("new\n")
-        chosen[-1].unlink()
-
 
 def _not_racy(clone: Path) -> None:
     """Date the clone's files an hour back and refresh its index: right after a checkout
@@ -182,7 +171,7 @@ def bench_diff(repo: Path, work: Path, ks: list[int], repeat: int) -> list[dict[
     rows = []
     try:
         for k in ks:
-            change(clone, k)
+            child_change(clone, k)
             samples: dict[str, list[float]] = {"overlay": [], "worktree": [], "git": []}
             for r in range(repeat + 1):  # round 0 warms every side and is not counted
                 children = {kind: open_sandbox(
@@ -190,7 +179,7 @@ def bench_diff(repo: Path, work: Path, ks: list[int], repeat: int) -> list[dict[
                     workspace="auto" if kind == "overlay" else "worktree")
                     for kind in ("overlay", "worktree")}
                 for child in children.values():
-                    change(child.root, k)
+                    child_change(child.root, k)
                 calls: list[tuple[str, Callable[[], Any]]] = [
                     ("git", lambda: git(clone, "diff", "HEAD", "--binary")),
                     *((kind, child.collect_diff) for kind, child in children.items())]

@@ -55,13 +55,12 @@ from executor.mcpserver.bridge import ProgressSink
 from executor.merge import ApplyOptions, apply_run
 from executor.models import ScriptedModel
 from executor.results import (
-    RunStatus,
+    discard_run,
     find_run,
     ledger_dir,
     load_patch,
     load_transcript,
     run_status,
-    set_run_state,
 )
 from executor.runner import RunSettings
 from executor.runner import run_agent as run_agent_tree
@@ -365,19 +364,7 @@ def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]
 
 def discard_run_tool(options: ServerOptions, args: DiscardRunArgs) -> dict[str, Any]:
     """``discard_run``: ``corral discard``."""
-    ledger = ledger_dir(options.root)
-    record = find_run(ledger, args.run_id)
-    if run_status(record) is RunStatus.RUNNING:
-        raise ExecutorError(f"run {record.run_id} is still running", code="run_in_progress",
-                            hint="wait for it to end (or cancel its request), then discard it")
-    if record.state == "applied":
-        raise ExecutorError(f"run {record.run_id} was applied {record.state_changed_at}; "
-                            "discarding it now would not undo that", code="already_applied",
-                            hint="undo the changes in the checkout with git (`git diff`, "
-                            "`git restore`)")
-    already = record.state == "discarded"
-    if not already:
-        record = set_run_state(ledger, record.run_id, "discarded")
+    record, already = discard_run(ledger_dir(options.root), args.run_id)
     data: dict[str, Any] = {"run_id": record.run_id, "state": record.state,
                             "already_discarded": already,
                             "changed_files": len(record.changed_files)}
