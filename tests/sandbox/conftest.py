@@ -8,12 +8,23 @@ overlays must work where the suite runs (root), unless it is not required.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sbx_support import TEST_LIMITS, OpenSandbox, backend_config, make_repo, overlay_missing
+from sbx_support import (
+    TEST_LIMITS,
+    OpenSandbox,
+    backend_config,
+    make_repo,
+    overlay_missing,
+    pids_matching,
+)
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
@@ -81,3 +92,13 @@ def open_sb(backend: str, workspace: str, repo: Path, state_root: Path
     yield _open
     for sb in made:
         sb.teardown(discard=True)
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A unique ``sleep`` argument; whatever still runs with it is killed afterwards."""
+    value = f"1000.{uuid.uuid4().int % 10**6}"
+    yield value
+    for pid in pids_matching(f"sleep {value}"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

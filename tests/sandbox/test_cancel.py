@@ -8,12 +8,7 @@ start then runs to its own timeout. ``cancel`` closes that window on every backe
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from sbx_support import OpenSandbox, backends, pids_matching
@@ -25,14 +20,6 @@ from sandbox.results import ExecResult
 pytestmark = pytest.mark.parametrize("backend", backends(fake=False), indirect=True)
 
 
-@pytest.fixture
-def marker() -> Iterator[str]:
-    """A unique ``sleep`` argument; whatever still runs with it is killed afterwards."""
-    value = f"1000.{uuid.uuid4().int % 10**6}"
-    yield value
-    for pid in pids_matching(f"sleep {value}"):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def test_no_command_runs_after_cancel(open_sb: OpenSandbox) -> None:

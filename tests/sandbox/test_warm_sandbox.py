@@ -14,8 +14,6 @@ import json
 import os
 import signal
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,14 +26,6 @@ from sandbox.results import ExecResult
 WARM = ("bubblewrap", "docker")
 
 
-@pytest.fixture
-def marker() -> Iterator[str]:
-    """A unique ``sleep`` argument; whatever still runs with it is killed afterwards."""
-    value = f"1000.{uuid.uuid4().int % 10**6}"
-    yield value
-    for pid in pids_matching(f"sleep {value}"):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _supervisor(sb: BaseSandbox) -> int | None:
