@@ -110,6 +110,12 @@ class BaseSandbox(ABC):
     def _close(self) -> None:
         """Release what :meth:`_start` created; idempotent."""
 
+    def _verify_empty(self) -> None:
+        """Make sure no process of the child runs (the backend asks the kernel, not the
+        supervisor), stopping the whole sandbox if one does; called with no command running,
+        before anything reads the workspace. Backends that cannot tell do nothing."""
+        return
+
     def _open_stream(self, spec: ExecSpec) -> StreamProcess:
         """Start ``spec.argv`` as a long-lived process with stdin/stdout pipes, under the
         same confinement and limits as a command (``spec.timeout`` does not apply)."""
@@ -279,7 +285,9 @@ class BaseSandbox(ABC):
         self._check_open()
         spec = self._spec(argv, None, None, cwd, env)
         with self._cond:
-            while self._freezing:
+            # Not while a command runs: a command's end is checked for leftovers, and a
+            # server started meanwhile would count as one.
+            while self._freezing or self._busy:
                 self._cond.wait()
             self._check_open()
             if self._cancelled:
@@ -430,6 +438,7 @@ class _Frozen:
                 sb._busy = True
                 holding = True
             sb._stop()  # anything a finished command left behind
+            sb._verify_empty()  # and the kernel agrees that nothing is left
         except BaseException:
             # A failed freeze must not leave later commands waiting forever.
             with sb._cond:

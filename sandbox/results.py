@@ -53,6 +53,9 @@ class ExecResult(BaseModel):
     #: and docker it includes the warm supervisor's, which the command inherits at exec).
     peak_rss_bytes: int | None = None
     cpu_seconds: float | None = None
+    #: Processes the command left running when it ended (``pid comm``, as the sandbox saw
+    #: them), every one of them killed before the result was returned.
+    killed: tuple[str, ...] = ()
 
     @property
     def truncated(self) -> bool:

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from sandbox.backends.leftovers import describe, namespace_leftovers, pid_namespace
 from sandbox.backends.limits import PidsCgroup, cgroup_group, prlimit_argv
 from sandbox.backends.streams import PipeStream
 from sandbox.backends.warm import PipeChannel, Warm, supervisor_argv
@@ -162,14 +163,7 @@ class BubblewrapSandbox(BaseSandbox):
     def supervisor_pid(self) -> int | None:
         """The host pid of the warm sandbox's supervisor (bwrap's child), if one runs."""
         live = self._warm
-        if live is None:
-            return None
-        pid = live.process.popen.pid
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            return None
-        return int(children[0]) if children else None
+        return None if live is None else _first_child(live.process.popen.pid)
 
     def _argv(self, command: Sequence[str], *, cwd: str = "/",
               env: Mapping[str, str] | None = None) -> list[str]:
@@ -201,7 +195,9 @@ class BubblewrapSandbox(BaseSandbox):
             raise SandboxError(f"bwrap could not start the sandbox: {exc.message}",
                                code="bwrap_failed", operation="exec",
                                context={"exit_code": process.exit_code}) from exc
-        self._warm = _Live(process, warm)
+        supervisor = _first_child(process.popen.pid)
+        self._warm = _Live(process, warm, supervisor,
+                           pid_namespace(supervisor) if supervisor is not None else None)
         return warm
 
     def _discard(self, live: _Live) -> int | None:
@@ -227,12 +223,35 @@ class BubblewrapSandbox(BaseSandbox):
                 self._running = False
                 stopped = self._stopping
         lost_exit = None
+        killed = list(outcome.survivors)
+        if not outcome.needs_stop and live is not None:
+            left = self._leftovers(live)
+            if left:  # the supervisor said it killed everything; the kernel says otherwise
+                killed += describe(left)
+                outcome.distrusted = True
         if outcome.needs_stop and live is not None:
-            # Silent past its deadline, gone, or unable to kill what the command left: stop
-            # the whole namespace and cgroup from outside; the next command starts afresh.
+            # Silent past its deadline, gone, unable to kill what the command left, or
+            # contradicted by the kernel: stop the whole namespace and cgroup from outside;
+            # the next command starts afresh.
             code = self._discard(live)
             lost_exit = None if code is None else (code if code >= 0 else 128 - code)
-        return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit)
+        return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit,
+                              killed=tuple(killed))
+
+    def _leftovers(self, live: _Live) -> list[int]:
+        """Host pids in the sandbox's namespace but its supervisor (see
+        :mod:`sandbox.backends.leftovers`); a supervisor the host cannot find is trusted."""
+        if live.supervisor is None:
+            return []
+        found = namespace_leftovers(live.supervisor, live.namespace, self._cgroup)
+        return [live.supervisor] if found is None else found
+
+    def _verify_empty(self) -> None:
+        """Nothing of the child may run while the host reads its workspace: if the kernel
+        shows any process in the namespace but the idle supervisor, stop the sandbox."""
+        live = self._warm
+        if live is not None and self._leftovers(live):
+            self._discard(live)
 
     def _open_stream(self, spec: ExecSpec) -> PipeStream:
         """The same bwrap as a command (namespaces, mounts, cgroup, rlimits); killing its
@@ -268,6 +287,17 @@ class BubblewrapSandbox(BaseSandbox):
 class _Live:
     process: _KeptProcess
     warm: Warm
+    #: The supervisor's host pid and PID namespace, for the host's own check.
+    supervisor: int | None = None
+    namespace: str | None = None
+
+
+def _first_child(pid: int) -> int | None:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
 
 
 class _KeptProcess:

@@ -40,8 +40,10 @@ then created again.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -51,6 +53,7 @@ from docker.types import Mount, Ulimit
 from docker.utils import decode_json_header
 
 from policies.contract import SandboxMode
+from sandbox.backends.leftovers import cgroup_dir_of, describe, uid_members
 from sandbox.backends.standins import closed_ancestors, make_stand_ins
 from sandbox.backends.streams import SocketStream
 from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
@@ -71,19 +74,31 @@ __all__ = ["LABEL", "DockerSandbox", "list_corral_containers", "plan_users", "pr
 
 LABEL = "org.corral.sandbox"
 STATE_LABEL = "org.corral.state-root"
-# Kills every process of the command's uid (never PID 1, the keep-alive's uid, or itself), then
-# waits until none is left alive (zombies are fine: docker-init reaps them); exit 1 if some
-# process survives 200 rounds (stuck in the kernel).
-_KILL_ALL = ["/bin/sh", "-c", """kill -9 -1 2>/dev/null
+# The fallback reaper, where the host cannot read the container's cgroup: kills every process
+# of the command's uid (never PID 1 or itself), then waits until none of them has a live
+# thread (a zombie leader whose other threads run is alive; plain zombies are fine:
+# docker-init reaps them); exit 1 if some process survives 200 rounds (stuck in the kernel).
+_KILL_ALL = ["/bin/sh", "-c", """me=$(id -u)
+kill -9 -1 2>/dev/null
 n=0
 while :; do
   left=0
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
-    if [ "$p" = "$$" ] || [ "$p" = 1 ] || ! [ -O "$d" ]; then continue; fi
-    read -r line < "$d/stat" 2>/dev/null || continue
-    state=${line##*) }
-    case $state in Z*|X*) ;; *) left=1 ;; esac
+    if [ "$p" = "$$" ] || [ "$p" = 1 ]; then continue; fi
+    mine=0
+    while read -r key real effective rest; do
+      if [ "$key" = Uid: ]; then
+        { [ "$real" = "$me" ] || [ "$effective" = "$me" ]; } && mine=1
+        break
+      fi
+    done < "$d/status" 2>/dev/null
+    [ $mine = 1 ] || continue
+    for t in "$d"/task/[0-9]*; do
+      read -r line < "$t/stat" 2>/dev/null || continue
+      state=${line##*) }
+      case $state in Z*|X*) ;; *) left=1 ;; esac
+    done
   done
   [ $left = 0 ] && exit 0
   n=$((n + 1))
@@ -174,10 +189,16 @@ def remove_container(config: DockerConfig, name: str) -> bool:
         client.close()
 
 
+#: How long the processes a host-side kill hit may take to leave the container's cgroup.
+_HOST_KILL_SETTLE_SECONDS = 5.0
+
+
 @dataclass(eq=False)
 class _Live:
     exec_id: str
     warm: Warm
+    #: The supervisor's host pid (``None``: not known, so not excluded from the checks).
+    supervisor: int | None = None
 
 
 def _stream_socket(stream: Any) -> Any:
@@ -192,6 +213,23 @@ def _close_stream(stream: Any, sock: Any) -> None:
     if sock is not None:
         sock.close()
     stream._response.close()
+
+
+def _kill_member(pid: int, cgroup_dir: Path) -> None:
+    """SIGKILL ``pid`` through a pidfd, only if it is still a member of ``cgroup_dir`` (a pid
+    that ended and was reused meanwhile is never signalled)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        members = (cgroup_dir / "cgroup.procs").read_text().split()
+        if str(pid) in members:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        os.close(pidfd)
 
 
 def _ids(text: str) -> tuple[int, int]:
@@ -249,6 +287,10 @@ class DockerSandbox(BaseSandbox):
         self._run_lock = threading.Lock()
         self._running = self._stop_requested = False
         self._warm: _Live | None = None
+        #: The container's init (host pid) and cgroup: the kernel's grouping of everything
+        #: in the container, read from the host after every command.
+        self._init_pid: int | None = None
+        self._cgroup_dir: Path | None = None
 
     def _translate(self, exc: BaseException, operation: str) -> SandboxError:
         return SandboxError(f"docker {operation} failed: {exc}", code="docker_failed",
@@ -293,8 +335,13 @@ class DockerSandbox(BaseSandbox):
             container = self._create(options)
         try:
             container.start()
+            state = self._client.api.inspect_container(self.id).get("State") or {}
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "start") from exc
+        pid = state.get("Pid")
+        if isinstance(pid, int) and pid > 0:
+            self._init_pid = pid
+            self._cgroup_dir = cgroup_dir_of(pid)
         if self.workspace.overlay is not None and self._image_mode(
                 str(self.workspace.root / ".git")) is None:
             raise OverlayUnavailable(
@@ -364,7 +411,11 @@ class DockerSandbox(BaseSandbox):
         except SandboxError:
             channel.close()
             raise
-        self._warm = _Live(exec_id, warm)
+        try:
+            pid = api.exec_inspect(exec_id).get("Pid")
+        except _ENGINE_ERRORS:
+            pid = None
+        self._warm = _Live(exec_id, warm, pid if isinstance(pid, int) and pid > 0 else None)
         return warm
 
     def _discard(self, live: _Live) -> None:
@@ -385,15 +436,39 @@ class DockerSandbox(BaseSandbox):
                 self._running = False
                 stopped = self._stop_requested
         lost_exit = None
+        killed = list(outcome.survivors)
+        if not outcome.needs_stop and live is not None:
+            left = self._leftovers(live)
+            if left:  # the supervisor said it killed everything; the kernel says otherwise
+                killed += describe(left)
+                outcome.distrusted = True
         if outcome.needs_stop and live is not None:
             # The supervisor runs as the command's uid, so a command can kill it (or it was
-            # silent, or could not kill everything): today's reaper exec kills every process
-            # of the uid and waits until none is left (the container goes if that fails)
-            # before this call returns; the next command starts a new supervisor.
+            # silent, could not kill everything, or the container's cgroup contradicts it):
+            # every process of the uid is killed and gone (the container goes if that
+            # fails) before this call returns; the next command starts a new supervisor.
             self._discard(live)
             self._kill_all()
             lost_exit = self._exit_code(live.exec_id)
-        return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit)
+        return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit,
+                              killed=tuple(killed))
+
+    def _leftovers(self, live: _Live | None) -> list[int]:
+        """Host pids of the container's cgroup running as the command's uid, but the
+        supervisor (the container's init is never one); ``[]`` where it cannot be read."""
+        if self._cgroup_dir is None:
+            return []
+        exclude = {p for p in (self._init_pid, live.supervisor if live else None) if p}
+        return uid_members(self._cgroup_dir, self._uid[0], exclude=exclude) or []
+
+    def _verify_empty(self) -> None:
+        """Before the host reads the workspace: nothing of the uid runs but the idle
+        supervisor, as the container's cgroup shows; else every process of it is killed."""
+        live = self._warm
+        if self._leftovers(live):
+            if live is not None:
+                self._discard(live)
+            self._kill_all()
 
     def _exit_code(self, exec_id: str) -> int | None:
         try:
@@ -432,12 +507,18 @@ class DockerSandbox(BaseSandbox):
         self._kill_all()
 
     def _kill_all(self) -> None:
-        """Run :data:`_KILL_ALL` in its own exec and wait for it (one at a time)."""
+        """Kill every process of the command's uid and wait until it is gone (one call at a
+        time): from the host through the container's cgroup where it can be read, else by
+        :data:`_KILL_ALL` in its own exec; the container is killed if either fails."""
         with self._kill_lock:
             client = self._client
             if client is None:
                 return
             api = client.api
+            if self._cgroup_dir is not None:
+                if not self._host_kill(api):
+                    self._kill_container(api)
+                return
             try:
                 exec_id = api.exec_create(self.id, _KILL_ALL, user=self._user)["Id"]
                 stream = api.exec_start(exec_id, stream=True)
@@ -456,6 +537,38 @@ class DockerSandbox(BaseSandbox):
                 # The child resisted (a process of its uid can signal our reaper): stop
                 # the whole container from the host, which no process inside can refuse.
                 self._kill_container(api)
+
+    def _host_kill(self, api: Any) -> bool:
+        """Freeze the container (the engine's pause), SIGKILL every process of the uid in
+        its cgroup, thaw it, and wait until none is left; whether it emptied."""
+        directory = self._cgroup_dir
+        if directory is None:
+            return False
+        members = uid_members(directory, self._uid[0], exclude={self._init_pid or 0})
+        if not members:
+            return True  # nothing of the uid (or the container is gone)
+        try:
+            api.pause(self.id)
+        except docker.errors.NotFound:
+            return True
+        except _ENGINE_ERRORS:
+            return False
+        try:
+            for pid in uid_members(directory, self._uid[0], exclude={self._init_pid or 0}) or []:
+                _kill_member(pid, directory)
+        finally:
+            try:
+                api.unpause(self.id)
+            except docker.errors.NotFound:
+                return True
+            except _ENGINE_ERRORS:
+                return False
+        deadline = time.monotonic() + _HOST_KILL_SETTLE_SECONDS
+        while time.monotonic() < deadline:
+            if not uid_members(directory, self._uid[0], exclude={self._init_pid or 0}):
+                return True
+            time.sleep(0.005)  # killed processes leave the cgroup as they are reaped
+        return False
 
     def _kill_container(self, api: Any) -> None:
         """SIGKILL the container's init from the engine and wait until it is down; the

@@ -86,6 +86,7 @@ class PipeChannel(Channel):
 
     def __init__(self, stdin: int, stdout: int, stderr: int | None = None) -> None:
         self._in, self._out, self._err = stdin, stdout, stderr
+        self._shut = False
 
     def send(self, data: bytes) -> None:
         view = memoryview(data)
@@ -110,6 +111,9 @@ class PipeChannel(Channel):
         return b"".join(chunks).decode("utf-8", "replace").strip()
 
     def close(self) -> None:
+        if self._shut:
+            return  # a second close must never close a descriptor number reused since
+        self._shut = True
         for fd in (self._in, self._out, self._err):
             if fd is not None:
                 with contextlib.suppress(OSError):
@@ -177,6 +181,8 @@ class WarmOutcome:
     overdue: bool = False
     duration: float = 0.0
     survivors: tuple[str, ...] = ()
+    #: The host found a process the report said was gone: the sandbox must be stopped.
+    distrusted: bool = False
 
     @property
     def lost(self) -> bool:
@@ -187,11 +193,12 @@ class WarmOutcome:
     def needs_stop(self) -> bool:
         """The host must stop the whole sandbox: no report, or the supervisor could not kill
         every process the command left."""
-        return self.report is None or not self.report.get("clean", False)
+        return self.distrusted or self.report is None or not self.report.get("clean", False)
 
-    def result(self, argv: tuple[str, ...], *, stopped: bool, lost_exit: int | None = None
-               ) -> ExecResult:
-        """The backend-neutral result (``lost_exit``: the exit code of a lost supervisor)."""
+    def result(self, argv: tuple[str, ...], *, stopped: bool, lost_exit: int | None = None,
+               killed: tuple[str, ...] = ()) -> ExecResult:
+        """The backend-neutral result (``lost_exit``: the exit code of a lost supervisor;
+        ``killed``: what the command left that was killed at its end)."""
         report = self.report or {}
         timed_out = bool(report.get("timed_out")) or (self.lost and self.overdue)
         stopped = stopped and not timed_out
@@ -206,6 +213,7 @@ class WarmOutcome:
             duration_seconds=float(report.get("duration", self.duration)),
             peak_rss_bytes=report.get("peak_rss") if report else None,
             cpu_seconds=report.get("cpu") if report else None,
+            killed=killed,
         )
 
 

@@ -27,7 +27,7 @@ can kill a ``uid`` supervisor; the host then falls back to its own reaper.
 """
 
 # os.path and open() on purpose: importing pathlib would slow every supervisor's start.
-# ruff: noqa: PTH113, PTH116, PTH118, PTH123, PTH208
+# ruff: noqa: PTH113, PTH118, PTH123, PTH208
 
 from __future__ import annotations
 
@@ -248,22 +248,29 @@ class Supervisor:
         return status, usage.ru_maxrss * 1024
 
     def others(self) -> list[str]:
-        """Every live process this supervisor must not leave behind: ``pid comm``."""
+        """Every process this supervisor must not leave behind, as ``pid comm``.
+
+        A process counts while any of its threads is not dead: a leader that ended only
+        its own thread (``syscall(SYS_exit)``) shows ``Z`` in ``/proc/PID/stat`` while its
+        other threads run on, so each thread is read (``/proc/PID/task/*/stat``). Only a
+        process whose every thread is a zombie (``Z``/``X``) runs no code and is left to
+        be reaped.
+        """
         found = []
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) == self.pid:
                 continue
             try:
-                if self.mode == "uid" and os.stat(f"/proc/{name}").st_uid != self.uid:
+                if self.mode == "uid" and not _runs_as(name, self.uid):
                     continue
                 with open(f"/proc/{name}/stat", "rb") as handle:
                     stat = handle.read()
+                live = _live_threads(name)
             except OSError:
                 continue
-            comm, _, rest = stat.partition(b"(")[2].rpartition(b")")
-            if rest[1:2] in (b"Z", b"X"):
-                continue
-            found.append(f"{name} {comm.decode('utf-8', 'replace')}")
+            if live:
+                comm = stat.partition(b"(")[2].rpartition(b")")[0]
+                found.append(f"{name} {comm.decode('utf-8', 'replace')}")
         return found
 
     def reap(self) -> None:
@@ -276,11 +283,14 @@ class Supervisor:
                 return
 
     def reap_survivors(self) -> tuple[list[str], bool]:
-        """Kill every other process (``kill -9 -1``) until none is left: (what was, clean)."""
+        """Kill every other process (``kill -9 -1``) until none is left: (what was, clean).
+
+        The kill is sent whatever the listing shows (a listing can miss what the kernel
+        still runs): as the namespace's PID 1 (bubblewrap) it reaches every other process
+        of the namespace, as the command's uid (docker) every process of that uid. Then
+        the supervisor waits until no process with a live thread is left.
+        """
         survivors = self.others()
-        if not survivors:
-            self.reap()
-            return [], True
         limit = time.monotonic() + _REAP_LIMIT
         while True:
             with contextlib.suppress(ProcessLookupError):
@@ -295,6 +305,35 @@ class Supervisor:
 
     def kill_all(self) -> None:
         self.reap_survivors()
+
+
+def _runs_as(pid: str, uid: int) -> bool:
+    """Whether ``pid``'s real or effective uid is ``uid`` (``/proc/PID/status``: the owner of
+    ``/proc/PID`` is root for a process that made itself non-dumpable)."""
+    with open(f"/proc/{pid}/status", "rb") as handle:
+        for line in handle:
+            if line.startswith(b"Uid:"):
+                real, effective = line.split()[1:3]
+                return uid in (int(real), int(effective))
+    return False
+
+
+def _live_threads(pid: str) -> int:
+    """How many threads of ``pid`` are not dead (``Z``/``X``); 0 once it is gone."""
+    live = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
+                state = handle.read().rpartition(b")")[2][1:2]
+        except OSError:
+            continue
+        if state not in (b"Z", b"X"):
+            live += 1
+    return live
 
 
 def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
