@@ -12,7 +12,10 @@ protocol calls for:
 - approvals are the server's (``corral mcp --approve``), never an argument: the
   parent model does not get to answer a question an agent's rules put to you;
 - ``backend: host`` and ``mode: workspace-write`` are refused unless the server
-  was started with them allowed (see :mod:`executor.mcpserver.handlers`).
+  was started with them allowed (see :mod:`executor.mcpserver.handlers`);
+- ``apply_run`` takes none of ``corral apply``'s widening flags (:data:`WIDENING`:
+  ``--yes`` for flagged files, ``--allow-*``): only a person merges what they
+  cover, on the command line, after reading the review list.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 __all__ = [
     "TOOLS",
+    "WIDENING",
     "ApplyRunArgs",
     "DiscardRunArgs",
     "FanoutArgs",
@@ -114,18 +119,24 @@ class DiscardRunArgs(RunRefArgs):
     """A run to mark discarded."""
 
 
+#: ``corral apply``'s flags that widen what it merges. Only a person passes them, on the
+#: command line, after reading the review list: they are not in ``apply_run``'s schema,
+#: and a client that sends one anyway is refused with the command to give the user.
+WIDENING: tuple[str, ...] = ("yes", "allow_symlinks", "allow_binary", "allow_git_dirs",
+                             "allow_unverified")
+
+
 class ApplyRunArgs(RunRefArgs):
     check: bool = Field(default=False, description="Only validate, even on a server that "
                         "may apply.")
     three_way: bool = Field(default=False, description="Merge files changed since the "
                             "child's snapshot three ways (conflicts are marked and listed).")
-    yes: bool = Field(default=False, description="Merge even files flagged for review.")
-    allow_symlinks: bool = Field(default=False, description="Merge symlinks the child made.")
-    allow_binary: bool = Field(default=False, description="Merge binary changes.")
-    allow_git_dirs: bool = Field(default=False, description="Merge files that make a "
-                                 "directory a git directory, or 'gitdir:' pointers.")
-    allow_unverified: bool = Field(default=False, description="Apply a record written "
-                                   "before corral kept diff digests.")
+    # WIDENING: accepted (so the refusal can say what to do), never advertised.
+    yes: SkipJsonSchema[bool] = False
+    allow_symlinks: SkipJsonSchema[bool] = False
+    allow_binary: SkipJsonSchema[bool] = False
+    allow_git_dirs: SkipJsonSchema[bool] = False
+    allow_unverified: SkipJsonSchema[bool] = False
 
 
 class ToolSpec(BaseModel):
@@ -168,8 +179,10 @@ TOOLS: tuple[ToolSpec, ...] = (
              description="A recorded run's unified diff."),
     ToolSpec(name="apply_run", arguments=ApplyRunArgs, read_only=False, destructive=True,
              description="Validate a run's diff against the checkout; merge it (all or "
-             "nothing, a backup kept) only when the server was started with --allow-apply, "
-             "otherwise return the command the user runs to merge it."),
+             "nothing, a backup kept) only when the server was started with --allow-apply "
+             "and nothing in it is flagged for review, otherwise return the command the user "
+             "runs to merge it (flagged files, symlinks, binaries: only a person merges "
+             "them, after reading the review list)."),
     ToolSpec(name="discard_run", arguments=DiscardRunArgs, read_only=False,
              description="Mark a run's diff discarded (it stays readable; the checkout does "
              "not change)."),

@@ -14,7 +14,12 @@ widened by an argument:
 - the root is the server's (a ``script`` path must resolve under it, symlinks
   followed: :func:`confined`);
 - ``apply_run`` only validates unless the server has ``--allow-apply``, and
-  then returns the command the user runs;
+  then returns the command the user runs; with it, it merges only a diff whose
+  review list is empty: anything ``corral apply`` would need ``--yes`` or an
+  ``--allow-*`` flag for (a flagged file, a symlink, a binary, an unverified
+  record) is refused (``needs_a_person``, ``review_required``, ...) with the
+  plain command a person runs, and that command never carries a flag the
+  client asked for: the person adds flags after reading the review list;
 - ``mode: workspace-write`` (a child writing the checkout) needs
   ``--allow-apply`` too; ``backend: host`` (no process isolation) needs the
   server to have been started with ``--backend host``;
@@ -43,6 +48,7 @@ from executor.fanout_plan import plan_children
 from executor.fanout_record import write_fanout
 from executor.fanout_view import fanout_json
 from executor.mcpserver.arguments import (
+    WIDENING,
     ApplyRunArgs,
     DiscardRunArgs,
     FanoutArgs,
@@ -52,7 +58,7 @@ from executor.mcpserver.arguments import (
     ShowRunArgs,
 )
 from executor.mcpserver.bridge import ProgressSink
-from executor.merge import ApplyOptions, apply_run
+from executor.merge import ApplyOptions, MergeRefused, PatchPlan, apply_run
 from executor.models import ScriptedModel
 from executor.results import (
     discard_run,
@@ -321,25 +327,51 @@ def diff_run_tool(options: ServerOptions, args: RunRefArgs) -> dict[str, Any]:
     return result
 
 
-def _apply_command(options: ServerOptions, args: ApplyRunArgs, run_id: str) -> str:
-    flags = [flag for flag, on in (
-        ("--3way", args.three_way), ("--yes", args.yes),
-        ("--allow-symlinks", args.allow_symlinks), ("--allow-binary", args.allow_binary),
-        ("--allow-git-dirs", args.allow_git_dirs),
-        ("--allow-unverified", args.allow_unverified)) if on]
-    return shlex.join(["corral", "apply", "--root", str(options.root), *flags, run_id])
+def _apply_command(options: ServerOptions, run_id: str) -> str:
+    """The command a person runs to merge a run: plain, whatever the client asked for."""
+    return shlex.join(["corral", "apply", "--root", str(options.root), run_id])
+
+
+def _person(command: str) -> str:
+    return (f"only a person merges this: the user runs `{command}`, which lists every file "
+            "with its review flags and what it refuses, and adds --yes (flagged files) or an "
+            "--allow-* flag themselves, after reading that list; nothing was changed")
+
+
+#: Refusals of ``corral apply`` that a flag on its command line lifts: a person's call.
+_PERSON_CODES = frozenset({"review_required", "merge_refused", "record_unverified"})
 
 
 def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]:
-    """``apply_run``: ``corral apply``'s checks, and its merge when the server may."""
+    """``apply_run``: ``corral apply``'s checks, and its merge when the server may and the
+    diff's review list is empty (see the module docstring)."""
     ledger = ledger_dir(options.root)
+    run_id = find_run(ledger, args.run_id).run_id
+    command = _apply_command(options, run_id)
+    asked = [name for name in WIDENING if getattr(args, name)]
+    if asked:
+        raise ServerRefused(
+            f"apply_run does not take {', '.join(asked)}: only a person merges flagged files "
+            "or widens what apply accepts", code="needs_a_person", operation="apply_run",
+            context={"run_id": run_id, "asked": ", ".join(asked), "command": command},
+            hint=_person(command))
     check_only = args.check or not options.allow_apply
-    apply_options = ApplyOptions(
-        check_only=check_only, three_way=args.three_way, allow_symlinks=args.allow_symlinks,
-        allow_binary=args.allow_binary, allow_git_dirs=args.allow_git_dirs,
-        allow_unverified=args.allow_unverified)
-    record, plan, result = apply_run(options.root, ledger, args.run_id, apply_options,
-                                     confirm=lambda plan: args.yes)
+    plans: list[PatchPlan] = []
+    try:
+        record, plan, result = apply_run(
+            options.root, ledger, run_id,
+            ApplyOptions(check_only=check_only, three_way=args.three_way),
+            confirm=lambda plan: False, show=lambda record, plan: plans.append(plan))
+    except MergeRefused as exc:
+        if exc.code not in _PERSON_CODES:
+            raise
+        context = dict(exc.context)
+        if plans and plans[0].flagged:
+            context["flagged"] = "; ".join(f"{f.path} [{', '.join(f.flags)}]"
+                                           for f in plans[0].flagged)
+        raise ServerRefused(exc.message, code=exc.code, operation="apply_run",
+                            context=context | {"command": command},
+                            hint=_person(command)) from exc
     data: dict[str, Any] = {
         "run_id": record.run_id, "status": result.status,
         "applied": result.status in ("applied", "conflicts"),
@@ -349,16 +381,17 @@ def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]
         "conflicts": result.conflicts,
         "backup": str(result.backup) if result.backup is not None else None,
         "state": record.state}
-    if result.status == "checked" and plan.flagged and not args.yes:
-        data["note"] = f"{len(plan.flagged)} flagged file(s) need yes (--yes) to be merged"
+    if result.status == "checked" and plan.flagged:
+        data["note"] = (f"{len(plan.flagged)} file(s) are flagged for review: only a person "
+                        f"merges them, with `{command}` and --yes after reading the list")
     if result.status == "conflicts":
         data["note"] = ("applied with conflict markers (<<<<<<< ours / >>>>>>> theirs) in "
                         "the files listed in conflicts: resolve them")
     if not options.allow_apply and not args.check and result.status == "checked":
-        data["command"] = _apply_command(options, args, record.run_id)
+        data["command"] = command
         data["message"] = ("this corral mcp server only validates diffs (it was started "
                            "without --allow-apply): the diff applies cleanly; to merge it, "
-                           f"the user runs: {data['command']}")
+                           f"the user runs: {command}")
     return data
 
 

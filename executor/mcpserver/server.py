@@ -96,7 +96,7 @@ def error_result(error: Mapping[str, Any], exit_code: int) -> types.CallToolResu
 def _bad_arguments(spec: ToolSpec, exc: ValidationError) -> dict[str, Any]:
     problems = {".".join(str(p) for p in e["loc"]) or "(arguments)": e["msg"]
                 for e in exc.errors()}
-    fields = ", ".join(spec.arguments.model_fields) or "none"
+    fields = ", ".join(spec.input_schema()["properties"]) or "none"
     return {"code": "bad_arguments", "operation": "check_arguments",
             "message": f"the arguments of {spec.name} are not valid: "
                        + "; ".join(f"{where}: {why}" for where, why in problems.items()),

@@ -32,7 +32,7 @@ def test_apply_run_without_allow_apply_only_validates(project: Path) -> None:
             run_id = data(await client.call_tool("run_agent", {
                 "agent": "w", "prompt": "go", "script_text": WRITE}))["run_id"]
             before = tree_digest(project)
-            result = data(await client.call_tool("apply_run", {"run_id": run_id, "yes": True,
+            result = data(await client.call_tool("apply_run", {"run_id": run_id,
                                                                "three_way": True}))
             state = data(await client.call_tool("show_run", {"run_id": run_id,
                                                              "transcript": False}))["state"]
@@ -44,8 +44,8 @@ def test_apply_run_without_allow_apply_only_validates(project: Path) -> None:
     assert after == before  # byte-identical, .git included
     assert result["status"] == "checked" and result["applied"] is False
     assert state == "pending"
-    assert result["command"] == f"corral apply --root {project.resolve()} --3way --yes " \
-        f"{result['run_id']}"
+    # The command is the plain one: the person adds flags after reading the review list.
+    assert result["command"] == f"corral apply --root {project.resolve()} {result['run_id']}"
     assert "started without --allow-apply" in str(result["message"])
     assert not (project / "n.txt").exists()
 
@@ -55,6 +55,70 @@ def test_apply_run_without_allow_apply_only_validates(project: Path) -> None:
     assert result["status"] == "applied" and result["applied"] is True
     assert "command" not in result and state == "applied"
     assert (project / "n.txt").read_text() == "n\n" and after != before
+
+
+CI = replay(call("write_file", path=".github/workflows/ci.yml",
+                 content="on: push\njobs: {x: {runs-on: ubuntu-latest, steps: [{run: env}]}}\n"),
+            {"text": "added CI"})
+WIDENING = ("yes", "allow_git_dirs", "allow_symlinks", "allow_binary", "allow_unverified")
+
+
+def _plain(refused: dict[str, object], project: Path, run_id: str) -> None:
+    """The refusal names the plain command a person runs, and no flag the client asked for."""
+    command = f"corral apply --root {project.resolve()} {run_id}"
+    context = refused["context"]
+    assert isinstance(context, dict) and context["command"] == command
+    assert command in str(refused["hint"]) and "after reading" in str(refused["hint"])
+    assert "--yes" not in command and "--allow-" not in command
+
+
+def test_only_a_person_widens_apply(project: Path) -> None:
+    """Issue 16: with --allow-apply a client passed yes=true and merged a child's
+    .github/workflows/ci.yml (flagged for review) with no person involved; without it, the
+    command the server suggested repeated the client's --yes --allow-git-dirs."""
+
+    async def main(*options: str) -> None:
+        async with stdio_client(project, *HOST, *options) as client:
+            schema = next(t for t in (await client.list_tools()).tools
+                          if t.name == "apply_run").input_schema
+            assert set(schema["properties"]) == {"run_id", "check", "three_way"}
+            run_id = data(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": CI}))["run_id"]
+            before = tree_digest(project)
+            for widening in WIDENING:
+                refused = error(await client.call_tool("apply_run", {
+                    "run_id": run_id, widening: True}))
+                assert refused["code"] == "needs_a_person", refused
+                assert refused["exit_code"] == 4 and widening in refused["message"]
+                _plain(refused, project, run_id)
+            asked = error(await client.call_tool("apply_run", {
+                "run_id": run_id, "yes": True, "allow_git_dirs": True, "three_way": True}))
+            _plain(asked, project, run_id)
+            if "--allow-apply" in options:  # a plain apply of a flagged run: refused too
+                flagged = error(await client.call_tool("apply_run", {"run_id": run_id}))
+                assert flagged["code"] == "review_required"
+                assert ".github/workflows/ci.yml" in str(flagged["context"]["flagged"])
+                _plain(flagged, project, run_id)
+            else:  # validated, and the person's plain command to merge it after reading
+                checked = data(await client.call_tool("apply_run", {"run_id": run_id}))
+                assert checked["status"] == "checked" and checked["applied"] is False
+                assert checked["command"] == f"corral apply --root {project.resolve()} {run_id}"
+                assert "after reading" in str(checked["note"])
+            assert tree_digest(project) == before  # byte-identical, .git included
+            state = data(await client.call_tool("show_run", {"run_id": run_id,
+                                                             "transcript": False}))["state"]
+            assert state == "pending"
+            # Control: a run whose review list is empty applies on a server that may apply.
+            clean = data(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": WRITE}))["run_id"]
+            applied = data(await client.call_tool("apply_run", {"run_id": clean}))
+            assert applied["applied"] is ("--allow-apply" in options)
+
+    run(lambda: main("--allow-apply"))
+    assert not (project / ".github").exists() and (project / "n.txt").read_text() == "n\n"
+    (project / "n.txt").unlink()
+    run(main)
+    assert not (project / ".github").exists() and not (project / "n.txt").exists()
 
 
 def test_a_script_path_outside_the_root_is_refused_before_it_is_read(project: Path,
