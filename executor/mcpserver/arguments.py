@@ -20,12 +20,18 @@ protocol calls for:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 __all__ = [
+    "DEFAULT_MAX_CHILDREN",
+    "DEFAULT_MAX_JOBS",
+    "DEFAULT_MAX_TIMEOUT",
+    "RUN_ID_PATTERN",
     "TOOLS",
     "WIDENING",
     "ApplyRunArgs",
@@ -37,6 +43,13 @@ __all__ = [
     "ShowRunArgs",
     "ToolSpec",
 ]
+
+#: The default ceilings a server puts on ``jobs``, ``n`` (and the lists that set it) and
+#: timeouts (``corral mcp --max-jobs/--max-children/--max-timeout``): each call's
+#: arguments are bounded by them and the schemas advertise them as ``maximum``.
+DEFAULT_MAX_JOBS = 8
+DEFAULT_MAX_CHILDREN = 16
+DEFAULT_MAX_TIMEOUT = 3600.0
 
 Backend = Literal["auto", "host", "bubblewrap", "docker"]
 Mode = Literal["read-only", "worktree", "workspace-write"]
@@ -105,9 +118,25 @@ class FanoutArgs(_Args):
         "included, in seconds.")
 
 
+#: What a run id (``20261129-153409-a1b2c3``) or a prefix of one is made of.
+RUN_ID_PATTERN = r"^[0-9a-z-]{1,64}$"
+
+
 class RunRefArgs(_Args):
-    run_id: str = Field(min_length=1, description="A run id (or a unique prefix of one), as "
-                        "run_agent, fanout or `corral runs` give it.")
+    run_id: str = Field(description="A run id (or a unique prefix of one), as run_agent, "
+                        "fanout or `corral runs` give it.",
+                        json_schema_extra={"pattern": RUN_ID_PATTERN})
+
+    @field_validator("run_id", mode="before")
+    @classmethod
+    def _an_id_not_a_pattern(cls, value: object) -> object:
+        """Never a glob or a path: the ledger is looked up by name (``*`` named any run)."""
+        if isinstance(value, str) and not re.fullmatch(RUN_ID_PATTERN, value):
+            raise ValueError(
+                f"{value[:80]!r} is not a run id: a run id, or a unique prefix of one, is "
+                "1 to 64 digits, lowercase letters and '-' (such as 20261129-153409-a1b2c3), "
+                "never a pattern or a path")
+        return value
 
 
 class ShowRunArgs(RunRefArgs):
@@ -151,11 +180,22 @@ class ToolSpec(BaseModel):
     destructive: bool = False
     long_running: bool = False
 
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self, ceilings: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """The JSON schema of the arguments; ``ceilings`` (argument -> the server's upper
+        bound) become each number's ``maximum`` and each list's ``maxItems``."""
         schema = self.arguments.model_json_schema()
         schema.pop("title", None)
         schema.pop("description", None)
-        schema.setdefault("properties", {})
+        properties = schema.setdefault("properties", {})
+        for name, limit in (ceilings or {}).items():
+            prop = properties.get(name)
+            if prop is None:
+                continue
+            if prop.get("type") == "array":
+                prop["maxItems"] = int(limit)
+            for branch in prop.get("anyOf", [prop]):
+                if branch.get("type") in ("integer", "number"):
+                    branch["maximum"] = limit
         return schema
 
 

@@ -24,7 +24,13 @@ widened by an argument:
   ``--allow-apply`` too; ``backend: host`` (no process isolation) needs the
   server to have been started with ``--backend host``;
 - approvals are the server's ``--approve``; an ``ask`` rule is otherwise denied,
-  as in a non-interactive ``corral run``.
+  as in a non-interactive ``corral run``;
+- ``jobs``, ``n`` (and the lists that set it) and timeouts are bounded by the
+  server's ceilings (:meth:`ServerOptions.ceilings`, advertised as each
+  argument's ``maximum``): above one is ``above_ceiling``; an omitted timeout is
+  the ceiling;
+- a run id is an id or a unique prefix of one, never a pattern
+  (:class:`~executor.mcpserver.arguments.RunRefArgs`).
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ from executor.fanout_plan import plan_children
 from executor.fanout_record import write_fanout
 from executor.fanout_view import fanout_json
 from executor.mcpserver.arguments import (
+    DEFAULT_MAX_CHILDREN,
+    DEFAULT_MAX_JOBS,
+    DEFAULT_MAX_TIMEOUT,
     WIDENING,
     ApplyRunArgs,
     DiscardRunArgs,
@@ -110,6 +119,35 @@ class ServerOptions:
     allow_apply: bool = False
     backend: str = "auto"
     approve: str | None = None
+    #: Ceilings of what one call may ask for (``corral mcp --max-jobs/--max-children/
+    #: --max-timeout``); a call that gives no timeout gets ``max_timeout``.
+    max_jobs: int = DEFAULT_MAX_JOBS
+    max_children: int = DEFAULT_MAX_CHILDREN
+    max_timeout: float = DEFAULT_MAX_TIMEOUT
+
+    def ceilings(self) -> dict[str, tuple[float, str]]:
+        """Argument -> (its ceiling, the ``corral mcp`` option that sets it)."""
+        children = (self.max_children, "--max-children")
+        timeout = (self.max_timeout, "--max-timeout")
+        return {"jobs": (self.max_jobs, "--max-jobs"), "n": children, "agents": children,
+                "scripts": children, "script_texts": children, "models": children,
+                "timeout": timeout, "check_timeout": timeout}
+
+
+def _within_ceilings(options: ServerOptions, args: RunAgentArgs | FanoutArgs) -> None:
+    """Refuse an argument the call gave above the server's ceiling, before anything is
+    read or run (a default above one is lowered to it where it is used)."""
+    for name, (limit, option) in options.ceilings().items():
+        value = getattr(args, name, None) if name in args.model_fields_set else None
+        if value is None or (len(value) if isinstance(value, list) else value) <= limit:
+            continue
+        given = f"has {len(value)} items" if isinstance(value, list) else f"{value:g}"
+        raise ServerRefused(
+            f"{name} {given}, above this server's ceiling of {limit:g}",
+            code="above_ceiling", operation="check_arguments",
+            context={"argument": name, "ceiling": f"{limit:g}"},
+            hint=f"ask for at most {limit:g} (the maximum in the tool's input schema); the "
+            f"user may restart the server with `corral mcp {option} N`")
 
 
 def _load(options: ServerOptions) -> LoadResult:
@@ -218,6 +256,7 @@ def _settings(options: ServerOptions, registry: LoadResult, backend: str, *,
 def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: ProgressSink,
                    cancellation: Cancellation) -> dict[str, Any]:
     """``run_agent``: ``corral run --json``, its exit code, and what to do with the diff."""
+    _within_ceilings(options, args)
     backend = _backend(options, args.backend)
     if args.mode == SandboxMode.WORKSPACE_WRITE.value and not options.allow_apply:
         raise ServerRefused(
@@ -243,7 +282,8 @@ def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: Prog
         replay = ScriptedModel(_turns("script_text", args.script_text), source="script_text")
     settings = _settings(options, registry, backend, ledger=ledger,
                          mode_ceiling=SandboxMode(args.mode), model_override=args.model,
-                         script=replay, progress=progress, timeout_seconds=args.timeout,
+                         script=replay, progress=progress,
+                         timeout_seconds=args.timeout or options.max_timeout,
                          cancellation=cancellation)
     record = run_agent_tree(settings, args.agent, args.prompt)
     result = run_json(record) | {"exit_code": exit_code(record),
@@ -257,6 +297,10 @@ def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: Prog
 def fanout_tool(options: ServerOptions, args: FanoutArgs, *, progress: ProgressSink,
                 cancellation: Cancellation) -> dict[str, Any]:
     """``fanout``: ``corral fanout --json`` and its exit code."""
+    _within_ceilings(options, args)
+    timeout = args.timeout or options.max_timeout
+    check_timeout = min(args.check_timeout, options.max_timeout)
+    jobs = min(args.jobs, options.max_jobs)
     backend = _backend(options, args.backend)
     if args.scripts and args.script_texts:
         raise _usage("scripts and script_texts are exclusive", "pass replay files under the "
@@ -283,11 +327,11 @@ def fanout_tool(options: ServerOptions, args: FanoutArgs, *, progress: ProgressS
     settings = _settings(options, registry, backend, ledger=ledger)
     request = FanoutRequest(settings=settings, prompt=args.prompt, plans=plans,
                             approve=options.approve, check_command=args.check_cmd,
-                            check_timeout=args.check_timeout, jobs=args.jobs,
-                            timeout_seconds=args.timeout, replays=replays)
+                            check_timeout=check_timeout, jobs=jobs,
+                            timeout_seconds=timeout, replays=replays)
     for plan in plans:
         progress.label(plan.run_id, f"[{plan.index}/{len(plans)}] {plan.agent} {plan.run_id}")
-    with LocalScheduler(jobs=args.jobs, deadline=Deadline.after(args.timeout),
+    with LocalScheduler(jobs=jobs, deadline=Deadline.after(timeout),
                         cancellation=cancellation, name="corral-mcp-fanout") as scheduler:
         record = run_fanout(request, scheduler=scheduler, report=progress)
     if cancellation.cancelled and record.status != "cancelled":

@@ -16,6 +16,8 @@ import pytest
 from exec_support import agent_file, tree_digest
 from mcp_support import call, data, error, replay, run, stdio_client
 
+from executor.results import ledger_dir, scan_runs
+
 HOST = ("--backend", "host")
 WRITE = replay(call("write_file", path="n.txt", content="n\n"), {"text": "wrote n.txt"})
 
@@ -225,3 +227,77 @@ def test_approvals_are_the_servers_never_the_callers(project: Path) -> None:
 
 async def _keep(into: list[object], coroutine: object) -> None:
     into.append(await coroutine)  # type: ignore[misc]
+
+
+def test_run_ids_are_ids_never_patterns(project: Path) -> None:
+    """Issue 16: a run id was a glob pattern: '*' named any run, '**' was an internal error."""
+
+    async def main() -> None:
+        async with stdio_client(project, *HOST) as client:
+            run_id = data(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": WRITE}))["run_id"]
+            for tool in ("show_run", "diff_run", "apply_run", "discard_run"):
+                for given in ("*", "**", "?", "2*", f"{run_id[:4]}*", "[0-9]*", "../x", "..",
+                              "a/b", ".", f"{run_id}/", "x" * 65):
+                    refused = error(await client.call_tool(tool, {"run_id": given}))
+                    assert refused["code"] == "bad_arguments", (tool, given, refused)
+                    assert "run_id" in refused["message"] and "pattern" in refused["message"]
+            # An exact id and a unique prefix of one still name the run.
+            for given in (run_id, run_id[:15]):
+                shown = data(await client.call_tool("show_run", {"run_id": given,
+                                                                 "transcript": False}))
+                assert shown["run_id"] == run_id and shown["state"] == "pending"
+
+    run(main)
+
+
+def test_jobs_children_and_timeouts_have_the_servers_ceilings(project: Path) -> None:
+    """Issue 16: jobs, n and timeout had no upper bound; the server's owner sets them."""
+
+    async def main() -> None:
+        async with stdio_client(project, *HOST, "--max-jobs", "2", "--max-children", "3",
+                                "--max-timeout", "60") as client:
+            tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            fan = tools["fanout"]["properties"]
+            assert _maximum(fan["jobs"]) == 2 and _maximum(fan["n"]) == 3
+            assert _maximum(fan["timeout"]) == 60 and _maximum(fan["check_timeout"]) == 60
+            assert fan["agents"]["maxItems"] == fan["script_texts"]["maxItems"] == 3
+            assert _maximum(tools["run_agent"]["properties"]["timeout"]) == 60
+            over = [("fanout", {"jobs": 3}, "jobs", "2", "--max-jobs"),
+                    ("fanout", {"n": 4}, "n", "3", "--max-children"),
+                    ("fanout", {"n": 1000000}, "n", "3", "--max-children"),
+                    ("fanout", {"script_texts": [WRITE] * 4}, "script_texts", "3",
+                     "--max-children"),
+                    ("fanout", {"agents": ["w"] * 4}, "agents", "3", "--max-children"),
+                    ("fanout", {"timeout": 61}, "timeout", "60", "--max-timeout"),
+                    ("fanout", {"check_timeout": 1e9}, "check_timeout", "60", "--max-timeout"),
+                    ("run_agent", {"timeout": 60.5}, "timeout", "60", "--max-timeout")]
+            base = {"fanout": {"agents": ["w"], "prompt": "go", "script_texts": [WRITE]},
+                    "run_agent": {"agent": "w", "prompt": "go", "script_text": WRITE}}
+            for tool, arguments, name, ceiling, flag in over:
+                refused = error(await client.call_tool(tool, base[tool] | arguments))
+                assert refused["code"] == "above_ceiling", (arguments, refused)
+                assert name in refused["message"] and ceiling in refused["message"]
+                assert flag in refused["hint"]
+            assert scan_runs(ledger_dir(project))[0] == []  # nothing ran
+            # At the ceiling: runs.
+            ran = data(await client.call_tool("run_agent", {
+                "agent": "w", "prompt": "go", "script_text": WRITE, "timeout": 60}))
+            assert ran["status"] == "completed"
+        async with stdio_client(project, *HOST) as client:  # the defaults are ceilings too
+            fan = next(t for t in (await client.list_tools()).tools
+                       if t.name == "fanout").input_schema["properties"]
+            assert _maximum(fan["jobs"]) >= 4 and _maximum(fan["n"]) >= 2
+            assert _maximum(fan["timeout"]) >= 600
+
+    run(main)
+
+
+def _maximum(schema: dict[str, object]) -> object:
+    """The ``maximum`` of a number property (optional ones are ``anyOf [number, null]``)."""
+    if "maximum" in schema:
+        return schema["maximum"]
+    branches = schema.get("anyOf")
+    assert isinstance(branches, list)
+    [found] = [b["maximum"] for b in branches if "maximum" in b]
+    return found
