@@ -35,9 +35,10 @@ __all__ = ["mcp_command"]
               help="Serve streamable HTTP on 127.0.0.1:PORT (0 picks a free port) instead "
               "of stdio; clients must send the bearer token printed at start "
               "($CORRAL_MCP_TOKEN when set).")
-@click.option("--allow-apply", is_flag=True, help="Let apply_run merge diffs into the "
-              "checkout and run_agent use mode workspace-write (without it, apply_run only "
-              "validates and returns the command to run).")
+@click.option("--allow-apply", is_flag=True, help="Let apply_run merge diffs whose review "
+              "list is empty into the checkout, and run_agent use mode workspace-write "
+              "(without it, apply_run only validates and returns the command to run; flagged "
+              "files, symlinks and binaries are always a person's `corral apply`).")
 @click.option("--backend", type=click.Choice(sorted(USER_BACKENDS)), default="auto",
               show_default=True,
               help="Where children run unless a call names bubblewrap or docker; 'host' (no "
