@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import click
 
 from executor.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USER
-from executor.text import one_line, printable
+from executor.text import field, one_line, printable
 from policies.errors import CorralError
 
 __all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "echo", "error_json", "loader_options", "main",
@@ -141,19 +141,23 @@ def render_error(error: Mapping[str, Any], *, as_json: bool = False, exit_code: 
     """One error (a :meth:`CorralError.to_dict` mapping), rendered in one place.
 
     Text, on stderr: message, every context entry, the hint, each value escaped
-    (they carry paths, names and reasons a child or a definition file chose). JSON,
-    on stdout: :func:`error_json`, ASCII.
+    (they carry paths, names and reasons a child or a definition file chose). A value
+    that spans lines prints as lines (:func:`executor.text.field`), each escaped, each
+    later line indented deeper than any label: under the message or the hint's first
+    character, four spaces for a context value (whose keys are indented two). So no
+    line of a value can pose as ``error:``, ``hint:`` or a context entry. JSON, on
+    stdout: :func:`error_json`, ASCII.
     """
     if as_json:
         click.echo(json.dumps(error_json(error, exit_code), indent=2))
         return
     message = error.get("message") or error.get("code") or "unknown error"
-    echo(f"{prefix}: {one_line(str(message))}", err=True)
+    echo(field(f"{prefix}: ", str(message)), err=True)
     for key, value in (error.get("context") or {}).items():
-        echo(f"  {one_line(str(key))}: {one_line(str(value))}", err=True)
+        echo(field(f"  {one_line(str(key))}: ", str(value), indent="    "), err=True)
     hint = error.get("hint")
     if hint:
-        echo("hint: " + printable(str(hint)).replace("\n", "\n  "), err=True)
+        echo(field("hint: ", str(hint)), err=True)
 
 
 def _usage(exc: click.ClickException) -> CorralError:

@@ -17,6 +17,11 @@ import click
 from executor.approval import parse_approve
 from executor.cli import cli, echo, loader_options
 from executor.cli_agents import load
+from executor.mcpserver.arguments import (
+    DEFAULT_MAX_CHILDREN,
+    DEFAULT_MAX_JOBS,
+    DEFAULT_MAX_TIMEOUT,
+)
 from executor.results import ledger_dir
 from sandbox.config import HOST_WARNING, USER_BACKENDS
 
@@ -30,18 +35,27 @@ __all__ = ["mcp_command"]
               help="Serve streamable HTTP on 127.0.0.1:PORT (0 picks a free port) instead "
               "of stdio; clients must send the bearer token printed at start "
               "($CORRAL_MCP_TOKEN when set).")
-@click.option("--allow-apply", is_flag=True, help="Let apply_run merge diffs into the "
-              "checkout and run_agent use mode workspace-write (without it, apply_run only "
-              "validates and returns the command to run).")
+@click.option("--allow-apply", is_flag=True, help="Let apply_run merge diffs whose review "
+              "list is empty into the checkout, and run_agent use mode workspace-write "
+              "(without it, apply_run only validates and returns the command to run; flagged "
+              "files, symlinks and binaries are always a person's `corral apply`).")
 @click.option("--backend", type=click.Choice(sorted(USER_BACKENDS)), default="auto",
               show_default=True,
               help="Where children run unless a call names bubblewrap or docker; 'host' (no "
               "process isolation) also lets calls ask for host.")
 @click.option("--approve", help="Approvals for every call (nobody is asked through MCP): "
               "never, or always-for=TOOL,TOOL; an 'ask' rule otherwise denies.")
+@click.option("--max-jobs", type=click.IntRange(min=1), default=DEFAULT_MAX_JOBS,
+              show_default=True, help="The most children a fanout call may run at once.")
+@click.option("--max-children", type=click.IntRange(min=1), default=DEFAULT_MAX_CHILDREN,
+              show_default=True, help="The most children one fanout call may ask for.")
+@click.option("--max-timeout", type=click.FloatRange(min=0, min_open=True),
+              default=DEFAULT_MAX_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="The longest timeout a call may ask for; a call that gives none gets it.")
 def mcp_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
                 no_personal: bool, http_port: int | None, allow_apply: bool, backend: str,
-                approve: str | None) -> None:
+                approve: str | None, max_jobs: int, max_children: int,
+                max_timeout: float) -> None:
     """Serve corral over MCP so another harness (Claude Code, Codex, OpenCode, Cursor, ...)
     can list agents, run them in sandboxes, fan out, and read, apply or discard their
     diffs. Tools: list_agents, run_agent, fanout, show_run, diff_run, apply_run,
@@ -62,7 +76,8 @@ def mcp_command(root: Path, trust_project: bool, config_file: Path | None, stric
     options = ServerOptions(root=root.resolve(), trust_project=trust_project,
                             config_file=config_file.resolve() if config_file else None,
                             strict=strict, no_personal=no_personal, allow_apply=allow_apply,
-                            backend=backend, approve=approve)
+                            backend=backend, approve=approve, max_jobs=max_jobs,
+                            max_children=max_children, max_timeout=max_timeout)
     if backend == "host":
         echo(f"warning: {HOST_WARNING}", err=True)
     if http_port is None:

@@ -3,8 +3,8 @@
 * :func:`safe_text` before anything is recorded: a file name that is not
   UTF-8 arrives as lone surrogates, which no UTF-8 writer accepts; they become
   visible ``\\udcff`` escapes instead of an error that would lose the record.
-* :func:`printable` (and :func:`one_line`, :func:`printable_patch`) before
-  anything is shown on a terminal: every text a child, a project's agent
+* :func:`printable` (and :func:`one_line`, :func:`field`, :func:`printable_patch`)
+  before anything is shown on a terminal: every text a child, a project's agent
   definition, a file name or a model produced. Control and formatting
   characters become visible escapes, so a child cannot hide part of a command
   from an approval prompt or a diff, repaint the screen, set the window title,
@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["one_line", "printable", "printable_patch", "safe_text"]
+__all__ = ["field", "one_line", "printable", "printable_patch", "safe_text"]
 
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 #: Printable by category, yet drawn as nothing: Hangul fillers, the combining grapheme
@@ -95,6 +95,22 @@ def one_line(text: str) -> str:
     """:func:`printable`, with newlines escaped too: for a value shown inside a line
     (a name, a path, a reason), which must not be able to fake the lines after it."""
     return _escape_text(text, newlines=False)[0]
+
+
+def field(label: str, text: str, *, indent: str | None = None) -> str:
+    """``label`` and ``text`` as lines: ``text`` escaped as :func:`printable` (its
+    newlines kept), each later line indented by ``indent`` (default: under the text's
+    first character), trailing blank lines dropped.
+
+    For a value that may span lines after a label of corral's own (``error:``, ``hint:``,
+    a context key): a continuation line starts deeper than any label, so no line of the
+    value can pass for one (``...\nhint: run this``).
+    """
+    lines = printable(text).split("\n")
+    while len(lines) > 1 and not lines[-1].strip():
+        lines.pop()
+    pad = " " * len(label) if indent is None else indent
+    return "\n".join([(label + lines[0]).rstrip(" "), *(pad + line for line in lines[1:])])
 
 
 def printable_patch(patch: bytes) -> tuple[str, int]:

@@ -20,52 +20,16 @@ compared case-insensitively, as a case-folding filesystem would).
 
 :func:`review_flags` marks changed paths that run code or steer agents when
 the parent later opens the repository (threats B2.15, B3.19, B8.41); each
-flag needs an explicit ``--yes`` before ``corral apply`` merges it:
-
-``symlink`` / ``executable`` / ``mode_change``
-    a new symlink, a new executable bit, any mode change.
-``agent_config``
-    files harnesses read as instructions or settings (``.claude/``,
-    ``.cursor/``, ``.vscode/``, ``AGENTS.md``, ``.mcp.json``, ...).
-``ci_config``
-    CI pipelines (``.github/workflows/``, ``.github/actions/``,
-    ``.gitlab-ci.yml``, ...): they run with the repository's secrets.
-``git_metadata``
-    ``.gitattributes`` (selects filters, diff and merge drivers, eol),
-    ``.gitmodules`` (submodule URLs), ``.gitignore`` (hides files from
-    review), ``.gitconfig``, ``.git-credentials``, ``.mailmap``.
-``build_script``
-    what a build, test or install runs: ``Makefile``, ``package.json``,
-    ``setup.py``, ``pyproject.toml``, ``conftest.py``, ``tox.ini``,
-    ``Cargo.toml``, ``build.rs``, ``.cargo/config(.toml)`` (runners, rustc
-    wrappers), ``rust-toolchain(.toml)`` (a toolchain ``path``),
-    ``.npmrc``/``.yarnrc(.yml)``/``.pnpmfile.cjs``/``.yarn/`` (script shell,
-    ``yarnPath``, install hooks), ``node_modules/.bin/``, Gradle and Maven
-    wrappers, ``Directory.Build.props``/``.targets``, ``.bazelrc``,
-    ``Taskfile.yml``, pre-commit, husky and lefthook hooks.
-``shell_startup``
-    shell start-up files (``.bashrc``, ``.bash_profile``, ``.profile``,
-    ``.zshrc``, ``.zshenv``, ...): they run when the repository is a home
-    directory or a dotfiles checkout.
-``runs_on_open``
-    files a tool acts on when it merely opens or enters the folder: direnv
-    (``.envrc``, ``.direnv/``), mise/asdf (``.mise.toml``, ``mise.toml``,
-    ``.tool-versions``: hooks, env scripts, plugin installs), editors
-    (``.vscode/`` tasks with ``runOn: folderOpen``, ``.idea/``, ``.zed/``,
-    ``.helix/`` language servers, ``*.code-workspace``, vim ``.exrc``/
-    ``.nvimrc``/``.nvim.lua``, Emacs ``.dir-locals.el``) and dev containers
-    (``.devcontainer/``, ``.devcontainer.json``: ``postCreateCommand``).
-``interpreter_startup``
-    files an interpreter runs at start-up from the current or a site
-    directory: ``*.pth``, ``sitecustomize.py``, ``usercustomize.py``,
-    ``.Rprofile``, ``.irbrc``, ``.pryrc``, ``.gdbinit``, ``.lldbinit``.
-``credentials``
-    credential and key stores a tool reads when the repository is a home
-    directory: ``.netrc``, ``.pypirc``, ``.ssh/``, ``.gnupg/``, ``.aws/``,
-    ``.kube/``, ``.docker/config.json``.
-``user_config``
-    a ``.config/`` directory at the top of the repository (a dotfiles
-    layout: ``.config/git/config``, ``.config/fish/``, ``.config/nvim/``).
+flag needs an explicit ``--yes`` before ``corral apply`` merges it. A new
+symlink (``symlink``), a new executable bit (``executable``) and any mode
+change (``mode_change``) are flagged from the modes; everything else comes from
+one table, :data:`REVIEW_RULES` (pattern, flag, why), which the README's list
+reproduces (a test holds them equal). Patterns are matched on the path's
+components, case-insensitively, at any depth unless they start with ``/``:
+``name/`` is a directory the path lies under, ``a/b`` a run of components the
+path ends with, and ``*`` a wildcard within one component. Tools read nested
+copies too: a monorepo package's ``.claude/settings.json`` (its hooks run
+commands), its ``eslint.config.js``, a nested ``conftest.py``.
 
 Deliberately not flagged: ``.editorconfig`` (formatting only),
 ``.nvmrc``/``.node-version``/``.python-version``/``.ruby-version`` (they pick
@@ -74,11 +38,13 @@ an installed or official release, never a program from the repository).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-__all__ = ["GIT_DIR_CONTAINERS", "GIT_DIR_FILES", "git_dir_signature", "has_git_alias",
-           "is_git_alias", "is_under", "review_flags"]
+__all__ = ["GIT_DIR_CONTAINERS", "GIT_DIR_FILES", "REVIEW_RULES", "ReviewRule",
+           "git_dir_signature", "has_git_alias", "is_git_alias", "is_under", "review_flags"]
 
 # Code points HFS+ ignores when comparing names (the list git's is_hfs_dotgit uses).
 _HFS_IGNORABLE = frozenset(
@@ -90,54 +56,124 @@ GIT_DIR_FILES = frozenset({"head", "config", "commondir", "gitdir", "packed-refs
 #: What git's discovery needs besides HEAD: object and ref stores, or a common dir.
 GIT_DIR_CONTAINERS = frozenset({"objects", "refs", "commondir"})
 
-_AGENT_CONFIG_DIRS = frozenset({
-    ".claude", ".cursor", ".codex", ".gemini", ".opencode", ".vscode", ".idea",
-    ".devcontainer", ".agents", ".agent", ".zuno", ".pi", ".ngn", ".windsurf", ".continue",
-})
-_AGENT_CONFIG_FILES = frozenset({
-    ".mcp.json", "agents.md", "claude.md", "gemini.md", ".cursorrules", ".windsurfrules",
-    "copilot-instructions.md",
-})
-_CI_DIRS = (".github/workflows/", ".github/actions/", ".circleci/", ".buildkite/", ".gitlab/")
-_CI_FILES = frozenset({
-    ".gitlab-ci.yml", ".travis.yml", "jenkinsfile", "azure-pipelines.yml",
-    "bitbucket-pipelines.yml", ".drone.yml",
-})
-_GIT_METADATA = frozenset({
-    ".gitattributes", ".gitmodules", ".gitignore", ".gitconfig", ".git-credentials", ".mailmap",
-})
-_BUILD_FILES = frozenset({
-    "makefile", "gnumakefile", "justfile", "package.json", "setup.py", "setup.cfg",
-    "pyproject.toml", "conftest.py", "noxfile.py", "tox.ini", "pytest.ini",
-    ".pre-commit-config.yaml", "build.gradle", "build.gradle.kts", "settings.gradle",
-    "settings.gradle.kts", "gradle.properties", "gradlew", "pom.xml", "mvnw", "cargo.toml",
-    "build.rs", "rust-toolchain", "rust-toolchain.toml", "cmakelists.txt", "rakefile",
-    "gemfile", "dockerfile", "docker-compose.yml", ".npmrc", ".yarnrc", ".yarnrc.yml",
-    ".pnpmfile.cjs", "meson.build", "directory.build.props", "directory.build.targets",
-    ".bazelrc", "taskfile.yml", "taskfile.yaml", "lefthook.yml", ".lefthook.yml",
-})
-_BUILD_DIRS = frozenset({".husky", ".githooks", ".mvn", ".yarn"})
-_BUILD_PREFIXES = ("node_modules/.bin/", ".cargo/config", "gradle/wrapper/")
-_SHELL_STARTUP = frozenset({
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-    ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".login", ".kshrc", ".mkshrc",
-})
-_RUNS_ON_OPEN_FILES = frozenset({
-    ".envrc", ".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml",
-    ".tool-versions", ".devcontainer.json", ".exrc", ".nvimrc", ".nvim.lua", ".vimrc",
-    ".lvimrc", ".dir-locals.el", ".dir-locals-2.el",
-})
-_RUNS_ON_OPEN_DIRS = frozenset({
-    ".direnv", ".mise", ".vscode", ".idea", ".devcontainer", ".zed", ".helix", ".fleet",
-    ".theia",
-})
-_RUNS_ON_OPEN_SUFFIXES = (".code-workspace", ".sublime-project")
-_INTERPRETER_STARTUP = frozenset({
-    "sitecustomize.py", "usercustomize.py", ".rprofile", ".irbrc", ".pryrc", ".gdbinit",
-    ".lldbinit",
-})
-_CREDENTIAL_FILES = frozenset({".netrc", "_netrc", ".pypirc", ".git-credentials"})
-_CREDENTIAL_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".kube"})
+
+@dataclass(frozen=True)
+class ReviewRule:
+    """One row of :data:`REVIEW_RULES`: the paths a flag marks, and why a reviewer looks."""
+
+    flag: str
+    why: str
+    patterns: tuple[str, ...]
+
+
+_R = ReviewRule
+#: What makes a changed path worth a second look before it is merged: the one table of
+#: path review flags (see the module docstring for the pattern syntax).
+REVIEW_RULES: tuple[ReviewRule, ...] = (
+    _R("agent_config", "harness settings and definitions: Claude Code hooks run commands, "
+       "MCP server entries start programs, agents, rules and skills steer the agent",
+       (".claude/", ".codex/", ".cursor/", ".gemini/", ".opencode/", ".windsurf/",
+        ".continue/", ".agents/", ".agent/", ".zuno/", ".pi/", ".ngn/", ".vscode/",
+        ".mcp.json", "opencode.json", "opencode.jsonc", ".aider.conf.yml")),
+    _R("agent_config", "instructions a coding agent reads as its own",
+       ("AGENTS.md", "AGENTS.override.md", "CLAUDE.md", "CLAUDE.local.md", "GEMINI.md",
+        ".cursorrules", ".windsurfrules", "copilot-instructions.md")),
+    _R("ci_config", "CI pipelines: they run with the repository's secrets (GitHub's "
+       "workflows and actions; its CODEOWNERS decides who must review)",
+       (".github/", ".gitlab/", ".gitea/", ".forgejo/", ".circleci/", ".buildkite/",
+        ".gitlab-ci.yml", ".travis.yml", "Jenkinsfile", "azure-pipelines.yml",
+        "bitbucket-pipelines.yml", ".drone.yml")),
+    _R("git_metadata", "git and git-lfs read them: filters, diff and merge drivers, "
+       "submodule and LFS URLs, files hidden from review",
+       (".gitattributes", ".gitmodules", ".gitignore", ".gitconfig", ".git-credentials",
+        ".mailmap", ".lfsconfig")),
+    _R("build_script", "make, just and task runners run their recipes",
+       ("Makefile", "GNUmakefile", "*.mk", "justfile", ".justfile", "Taskfile.yml",
+        "Taskfile.yaml", "Rakefile", "meson.build", "CMakeLists.txt", "*.cmake")),
+    _R("build_script", "Python builds, installs and tests run them: setup scripts, build "
+       "backends and tool hooks, pytest's conftest, nox and tox sessions",
+       ("setup.py", "setup.cfg", "pyproject.toml", "conftest.py", "noxfile.py", "tox.ini",
+        "pytest.ini")),
+    _R("build_script", "JavaScript tools execute their config files when they start "
+       "(eslint, vite, vitest, jest, webpack, rollup, next, tailwind, prettier, babel...: "
+       "name.config.js and cosmiconfig's .namerc.js)",
+       ("*.config.js", "*.config.cjs", "*.config.mjs", "*.config.ts", "*.config.mts",
+        "*.config.cts", ".*rc.js", ".*rc.cjs", ".*rc.mjs", ".*rc.ts")),
+    _R("build_script", "package managers run scripts, hooks and shells they name "
+       "(npm scripts on install and test, yarnPath, pnpm hooks, bun preloads)",
+       ("package.json", ".npmrc", ".yarnrc", ".yarnrc.yml", ".yarn/", ".pnpmfile.cjs",
+        "bunfig.toml", "node_modules/.bin/")),
+    _R("build_script", "git hook managers install their hooks into git",
+       (".pre-commit-config.yaml", ".husky/", ".githooks/", ".git-hooks/", "lefthook.yml",
+        ".lefthook.yml")),
+    _R("build_script", "containers are built and started from them",
+       ("Dockerfile", "Containerfile", "docker-compose*.yml", "docker-compose*.yaml",
+        "compose.yml", "compose.yaml")),
+    _R("build_script", "Rust, JVM, .NET, Ruby, Nix and Bazel builds run them (build "
+       "scripts, runners and wrappers, toolchain paths, shell hooks)",
+       ("build.rs", "Cargo.toml", ".cargo/config", ".cargo/config.toml", "rust-toolchain",
+        "rust-toolchain.toml", "build.gradle", "build.gradle.kts", "settings.gradle",
+        "settings.gradle.kts", "gradle.properties", "gradlew", "gradle/wrapper/", "pom.xml",
+        "mvnw", ".mvn/", "Directory.Build.props", "Directory.Build.targets", "Gemfile",
+        "*.gemspec", "flake.nix", "shell.nix", ".bazelrc")),
+    _R("shell_startup", "shells run them when the repository is a home directory or a "
+       "dotfiles checkout",
+       (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
+        ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".login",
+        ".kshrc", ".mkshrc")),
+    _R("runs_on_open", "a tool acts on them when it merely opens or enters the folder: "
+       "direnv, mise/asdf hooks, editor tasks and language servers, dev containers' "
+       "postCreateCommand, vim and Emacs local config",
+       (".envrc", ".direnv/", ".mise/", ".mise.toml", "mise.toml", ".mise.local.toml",
+        "mise.local.toml", ".tool-versions", ".vscode/", ".idea/", ".zed/", ".helix/",
+        ".fleet/", ".theia/", "*.code-workspace", "*.sublime-project", ".devcontainer/",
+        ".devcontainer.json", ".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".lvimrc",
+        ".dir-locals.el", ".dir-locals-2.el")),
+    _R("interpreter_startup", "an interpreter or debugger runs them at start-up from the "
+       "current or a site directory",
+       ("*.pth", "sitecustomize.py", "usercustomize.py", ".pdbrc", ".Rprofile", ".irbrc",
+        ".pryrc", ".gdbinit", ".lldbinit")),
+    _R("credentials", "credential and key stores a tool reads when the repository is a "
+       "home directory",
+       (".netrc", "_netrc", ".pypirc", ".git-credentials", ".ssh/", ".gnupg/", ".aws/",
+        ".kube/", ".docker/config.json")),
+    _R("user_config", "a dotfiles layout: programs read ~/.config (git, fish, nvim...)",
+       ("/.config/",)),
+)
+
+
+def _regex(pattern: str) -> str:
+    """A pattern (casefolded) as a regex over a ``/``-joined path (see the module docstring)."""
+    top, under = pattern.startswith("/"), pattern.endswith("/")
+    parts = [re.escape(part).replace(r"\*", "[^/]*")
+             for part in pattern.strip("/").split("/")]
+    return ("" if top else "(?:.*/)?") + "/".join(parts) + ("/.+" if under else "")
+
+
+def _compile(rules: tuple[ReviewRule, ...]) -> tuple[dict[str, tuple[str, ...]],
+                                                     dict[str, tuple[str, ...]],
+                                                     tuple[tuple[str, re.Pattern[str]], ...]]:
+    """The table as lookups: file names, directory names (any depth), and one regex per flag
+    for the rest (wildcards, runs of components, patterns anchored at the top)."""
+    names: dict[str, list[str]] = {}
+    dirs: dict[str, list[str]] = {}
+    others: dict[str, list[str]] = {}
+    for rule in rules:
+        for pattern in rule.patterns:
+            folded = pattern.casefold()
+            if "/" not in folded.rstrip("/") and "*" not in folded:
+                table = dirs if folded.endswith("/") else names
+                table.setdefault(folded.rstrip("/"), []).append(rule.flag)
+            else:
+                others.setdefault(rule.flag, []).append(_regex(folded))
+    return ({k: tuple(v) for k, v in names.items()}, {k: tuple(v) for k, v in dirs.items()},
+            tuple((flag, re.compile("|".join(f"(?:{r})" for r in regexes), re.DOTALL))
+                  for flag, regexes in others.items()))
+
+
+_NAMES, _DIRS, _OTHERS = _compile(REVIEW_RULES)
+_FLAG_ORDER = {flag: i for i, flag in enumerate(dict.fromkeys(
+    ("symlink", "executable", "mode_change", *(rule.flag for rule in REVIEW_RULES))))}
 
 
 def is_git_alias(name: str) -> bool:
@@ -169,35 +205,19 @@ def review_flags(path: str, *, old_mode: str | None, new_mode: str | None) -> tu
     flags: list[str] = []
     parts = [part.casefold() for part in PurePosixPath(path).parts]
     name = parts[-1] if parts else ""
-    dirs = set(parts[:-1])
-    lowered = "/".join(parts)
     if new_mode == "120000":
         flags.append("symlink")
     if new_mode == "100755" and old_mode != "100755":
         flags.append("executable")
     if old_mode and new_mode and old_mode != new_mode:
         flags.append("mode_change")
-    if (parts and parts[0] in _AGENT_CONFIG_DIRS) or name in _AGENT_CONFIG_FILES:
-        flags.append("agent_config")
-    if name in _CI_FILES or any(lowered.startswith(prefix) for prefix in _CI_DIRS):
-        flags.append("ci_config")
-    if name in _GIT_METADATA:
-        flags.append("git_metadata")
-    if (name in _BUILD_FILES or dirs & _BUILD_DIRS
-            or any(lowered.startswith(p) or f"/{p}" in lowered for p in _BUILD_PREFIXES)):
-        flags.append("build_script")
-    if name in _SHELL_STARTUP:
-        flags.append("shell_startup")
-    if (name in _RUNS_ON_OPEN_FILES or dirs & _RUNS_ON_OPEN_DIRS
-            or name.endswith(_RUNS_ON_OPEN_SUFFIXES)):
-        flags.append("runs_on_open")
-    if name in _INTERPRETER_STARTUP or name.endswith(".pth"):
-        flags.append("interpreter_startup")
-    if (name in _CREDENTIAL_FILES or dirs & _CREDENTIAL_DIRS
-            or lowered.endswith(".docker/config.json")):
-        flags.append("credentials")
-    if len(parts) > 1 and parts[0] == ".config":
-        flags.append("user_config")
+    found = set(_NAMES.get(name, ()))
+    for part in parts[:-1]:
+        found.update(_DIRS.get(part, ()))
+    joined = "/".join(parts)
+    found.update(flag for flag, regex in _OTHERS if flag not in found
+                 and regex.fullmatch(joined))
+    flags += sorted(found - set(flags), key=_FLAG_ORDER.__getitem__)
     return tuple(flags)
 
 

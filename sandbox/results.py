@@ -96,8 +96,9 @@ class ChangedFile(BaseModel):
     old_mode: str | None = None
     new_mode: str | None = None
     binary: bool = False
-    #: Review flags: ``symlink``, ``executable``, ``mode_change``, ``agent_config``,
-    #: ``ci_config``, ``git_metadata``, ``build_script``, and ``setid_cleared`` (the child
+    #: Review flags: ``symlink``, ``executable``, ``mode_change``, one per row of
+    #: :data:`sandbox.names.REVIEW_RULES` (``agent_config``, ``ci_config``,
+    #: ``build_script``, ``runs_on_open``, ...), and ``setid_cleared`` (the child
     #: made it setuid/setgid; corral cleared those bits, which a patch never carries).
     #: A change the patch does not carry (``in_patch=False``) also says why: ``ignored``,
     #: ``nested_repository``, ``special_file``, ``protected_name``, ``unreadable``,

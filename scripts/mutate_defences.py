@@ -642,6 +642,70 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if not _plain(tool.name):\n        return (", "    if False:\n        return (",
         [f"{MCP}::test_hostile_tool_names_never_become_native_or_ambiguous[host]"],
         "a server's tool names with spaces, paths or homoglyphs reach the model"),
+    # -- issue 16: MCP, review flags
+    mutation(
+        "mcp-bearer-prefix", "mcp-server", "executor/mcpserver/server.py",
+        "        return hmac.compare_digest(token, self.token)\n",
+        "        return bool(token) and self.token.startswith(token)\n",
+        ["tests/executor/test_mcp_server_http.py::test_requests_without_the_token_are_refused"],
+        "a prefix of the bearer token (a truncated or guessed start of it) is accepted"),
+    mutation(
+        "mcp-bearer-trailing", "mcp-server", "executor/mcpserver/server.py",
+        "        return hmac.compare_digest(token, self.token)\n",
+        "        return token.startswith(self.token)\n",
+        ["tests/executor/test_mcp_server_http.py::test_requests_without_the_token_are_refused"],
+        "the bearer token with bytes after it is accepted"),
+    mutation(
+        "mcp-origin-check", "mcp-server", "executor/mcpserver/server.py",
+        "            elif any(origin not in self.origins for origin in",
+        "            elif False and any(origin not in self.origins for origin in",
+        ["tests/executor/test_mcp_server_http.py::test_a_foreign_origin_is_refused"],
+        "a web page (another local port's included) drives the HTTP server from a browser"),
+    mutation(
+        "mcp-apply-confirm", "mcp-server", "executor/mcpserver/handlers.py",
+        "            confirm=lambda plan: False, show=lambda record, plan: plans.append(plan))",
+        "            confirm=lambda plan: True, show=lambda record, plan: plans.append(plan))",
+        ["tests/executor/test_mcp_server_attacks.py::test_only_a_person_widens_apply"],
+        "apply_run on a server with --allow-apply merges files flagged for review"),
+    mutation(
+        "mcp-apply-widening-args", "mcp-server", "executor/mcpserver/handlers.py",
+        "    asked = [name for name in WIDENING if getattr(args, name)]\n",
+        "    asked: list[str] = []\n",
+        ["tests/executor/test_mcp_server_attacks.py::test_only_a_person_widens_apply"],
+        "a client's yes / allow_* reach the apply instead of a refusal naming the command"),
+    mutation(
+        "mcp-run-id-pattern", "mcp-server", "executor/mcpserver/arguments.py",
+        "        if isinstance(value, str) and not re.fullmatch(RUN_ID_PATTERN, value):\n",
+        "        if False:\n",
+        ["tests/executor/test_mcp_server_attacks.py::test_run_ids_are_ids_never_patterns"],
+        "a run id is a glob: '*' names any run, '**' is an internal error"),
+    mutation(
+        "mcp-ceilings", "mcp-server", "executor/mcpserver/handlers.py",
+        "        if value is None or (len(value) if isinstance(value, list) else value) <= limit:",
+        "        if True:",
+        ["tests/executor/test_mcp_server_attacks.py::"
+         "test_jobs_children_and_timeouts_have_the_servers_ceilings"],
+        "a client asks for any number of jobs, children or seconds"),
+    mutation(
+        "review-flags-nested-dirs", "apply", "sandbox/names.py",
+        "    for part in parts[:-1]:\n        found.update(_DIRS.get(part, ()))",
+        "    for part in parts[:1]:\n        found.update(_DIRS.get(part, ()))",
+        ["tests/executor/test_apply_review.py::"
+         "test_files_that_run_code_or_steer_agents_are_flagged_at_any_depth"],
+        "a nested pkg/.claude/settings.json (hooks run commands) merges without --yes"),
+    mutation(
+        "review-flags-nested-patterns", "apply", "sandbox/names.py",
+        '    return ("" if top else "(?:.*/)?") + "/".join(parts)',
+        '    return "" + "/".join(parts)',
+        ["tests/executor/test_apply_review.py::"
+         "test_files_that_run_code_or_steer_agents_are_flagged_at_any_depth"],
+        "a nested eslint.config.js or .github/workflows file merges without --yes"),
+    mutation(
+        "error-text-continuation", "terminal", "executor/text.py",
+        '    pad = " " * len(label) if indent is None else indent\n', '    pad = ""\n',
+        [f"{TERMINAL}::test_a_multi_line_error_prints_as_lines_none_posing_as_a_field",
+         f"{TERMINAL}::test_a_file_name_in_an_error_cannot_forge_a_hint_line"],
+        "a file name holding '\\nhint: ...' prints a hint line of its own in an error"),
 )
 
 

@@ -112,14 +112,14 @@ def test_show_unknown_agent_is_a_user_error(repo: Path,
     assert err == ("error: no agent named 'nope'\n  agents loaded: 0\n"
                    "hint: the project defines 3 more agent(s), loaded only with "
                    "--trust-project\n"
-                   "  no agent is loaded: `corral agents check` says what was found and why "
-                   "not\n")
+                   "      no agent is loaded: `corral agents check` says what was found and "
+                   "why not\n")
     code, out, err = main_exit(capsys, "agents", "show", "fixe", "--root", str(repo),
                                "--trust-project", "--no-personal")
     assert (code, out) == (2, "")
     assert err == ("error: no agent named 'fixe'\n  agents loaded: 3\n"
                    "hint: did you mean 'fixer'?\n"
-                   "  `corral agents list` lists the 3 agent(s) loaded\n")
+                   "      `corral agents list` lists the 3 agent(s) loaded\n")
 
 
 def test_check_exits_1_and_prints_file_line_field_reason(repo: Path) -> None:

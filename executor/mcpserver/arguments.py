@@ -12,17 +12,28 @@ protocol calls for:
 - approvals are the server's (``corral mcp --approve``), never an argument: the
   parent model does not get to answer a question an agent's rules put to you;
 - ``backend: host`` and ``mode: workspace-write`` are refused unless the server
-  was started with them allowed (see :mod:`executor.mcpserver.handlers`).
+  was started with them allowed (see :mod:`executor.mcpserver.handlers`);
+- ``apply_run`` takes none of ``corral apply``'s widening flags (:data:`WIDENING`:
+  ``--yes`` for flagged files, ``--allow-*``): only a person merges what they
+  cover, on the command line, after reading the review list.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 __all__ = [
+    "DEFAULT_MAX_CHILDREN",
+    "DEFAULT_MAX_JOBS",
+    "DEFAULT_MAX_TIMEOUT",
+    "RUN_ID_PATTERN",
     "TOOLS",
+    "WIDENING",
     "ApplyRunArgs",
     "DiscardRunArgs",
     "FanoutArgs",
@@ -32,6 +43,13 @@ __all__ = [
     "ShowRunArgs",
     "ToolSpec",
 ]
+
+#: The default ceilings a server puts on ``jobs``, ``n`` (and the lists that set it) and
+#: timeouts (``corral mcp --max-jobs/--max-children/--max-timeout``): each call's
+#: arguments are bounded by them and the schemas advertise them as ``maximum``.
+DEFAULT_MAX_JOBS = 8
+DEFAULT_MAX_CHILDREN = 16
+DEFAULT_MAX_TIMEOUT = 3600.0
 
 Backend = Literal["auto", "host", "bubblewrap", "docker"]
 Mode = Literal["read-only", "worktree", "workspace-write"]
@@ -100,9 +118,25 @@ class FanoutArgs(_Args):
         "included, in seconds.")
 
 
+#: What a run id (``20261129-153409-a1b2c3``) or a prefix of one is made of.
+RUN_ID_PATTERN = r"^[0-9a-z-]{1,64}$"
+
+
 class RunRefArgs(_Args):
-    run_id: str = Field(min_length=1, description="A run id (or a unique prefix of one), as "
-                        "run_agent, fanout or `corral runs` give it.")
+    run_id: str = Field(description="A run id (or a unique prefix of one), as run_agent, "
+                        "fanout or `corral runs` give it.",
+                        json_schema_extra={"pattern": RUN_ID_PATTERN})
+
+    @field_validator("run_id", mode="before")
+    @classmethod
+    def _an_id_not_a_pattern(cls, value: object) -> object:
+        """Never a glob or a path: the ledger is looked up by name (``*`` named any run)."""
+        if isinstance(value, str) and not re.fullmatch(RUN_ID_PATTERN, value):
+            raise ValueError(
+                f"{value[:80]!r} is not a run id: a run id, or a unique prefix of one, is "
+                "1 to 64 digits, lowercase letters and '-' (such as 20261129-153409-a1b2c3), "
+                "never a pattern or a path")
+        return value
 
 
 class ShowRunArgs(RunRefArgs):
@@ -114,18 +148,24 @@ class DiscardRunArgs(RunRefArgs):
     """A run to mark discarded."""
 
 
+#: ``corral apply``'s flags that widen what it merges. Only a person passes them, on the
+#: command line, after reading the review list: they are not in ``apply_run``'s schema,
+#: and a client that sends one anyway is refused with the command to give the user.
+WIDENING: tuple[str, ...] = ("yes", "allow_symlinks", "allow_binary", "allow_git_dirs",
+                             "allow_unverified")
+
+
 class ApplyRunArgs(RunRefArgs):
     check: bool = Field(default=False, description="Only validate, even on a server that "
                         "may apply.")
     three_way: bool = Field(default=False, description="Merge files changed since the "
                             "child's snapshot three ways (conflicts are marked and listed).")
-    yes: bool = Field(default=False, description="Merge even files flagged for review.")
-    allow_symlinks: bool = Field(default=False, description="Merge symlinks the child made.")
-    allow_binary: bool = Field(default=False, description="Merge binary changes.")
-    allow_git_dirs: bool = Field(default=False, description="Merge files that make a "
-                                 "directory a git directory, or 'gitdir:' pointers.")
-    allow_unverified: bool = Field(default=False, description="Apply a record written "
-                                   "before corral kept diff digests.")
+    # WIDENING: accepted (so the refusal can say what to do), never advertised.
+    yes: SkipJsonSchema[bool] = False
+    allow_symlinks: SkipJsonSchema[bool] = False
+    allow_binary: SkipJsonSchema[bool] = False
+    allow_git_dirs: SkipJsonSchema[bool] = False
+    allow_unverified: SkipJsonSchema[bool] = False
 
 
 class ToolSpec(BaseModel):
@@ -140,11 +180,22 @@ class ToolSpec(BaseModel):
     destructive: bool = False
     long_running: bool = False
 
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self, ceilings: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """The JSON schema of the arguments; ``ceilings`` (argument -> the server's upper
+        bound) become each number's ``maximum`` and each list's ``maxItems``."""
         schema = self.arguments.model_json_schema()
         schema.pop("title", None)
         schema.pop("description", None)
-        schema.setdefault("properties", {})
+        properties = schema.setdefault("properties", {})
+        for name, limit in (ceilings or {}).items():
+            prop = properties.get(name)
+            if prop is None:
+                continue
+            if prop.get("type") == "array":
+                prop["maxItems"] = int(limit)
+            for branch in prop.get("anyOf", [prop]):
+                if branch.get("type") in ("integer", "number"):
+                    branch["maximum"] = limit
         return schema
 
 
@@ -168,8 +219,10 @@ TOOLS: tuple[ToolSpec, ...] = (
              description="A recorded run's unified diff."),
     ToolSpec(name="apply_run", arguments=ApplyRunArgs, read_only=False, destructive=True,
              description="Validate a run's diff against the checkout; merge it (all or "
-             "nothing, a backup kept) only when the server was started with --allow-apply, "
-             "otherwise return the command the user runs to merge it."),
+             "nothing, a backup kept) only when the server was started with --allow-apply "
+             "and nothing in it is flagged for review, otherwise return the command the user "
+             "runs to merge it (flagged files, symlinks, binaries: only a person merges "
+             "them, after reading the review list)."),
     ToolSpec(name="discard_run", arguments=DiscardRunArgs, read_only=False,
              description="Mark a run's diff discarded (it stays readable; the checkout does "
              "not change)."),

@@ -14,12 +14,23 @@ widened by an argument:
 - the root is the server's (a ``script`` path must resolve under it, symlinks
   followed: :func:`confined`);
 - ``apply_run`` only validates unless the server has ``--allow-apply``, and
-  then returns the command the user runs;
+  then returns the command the user runs; with it, it merges only a diff whose
+  review list is empty: anything ``corral apply`` would need ``--yes`` or an
+  ``--allow-*`` flag for (a flagged file, a symlink, a binary, an unverified
+  record) is refused (``needs_a_person``, ``review_required``, ...) with the
+  plain command a person runs, and that command never carries a flag the
+  client asked for: the person adds flags after reading the review list;
 - ``mode: workspace-write`` (a child writing the checkout) needs
   ``--allow-apply`` too; ``backend: host`` (no process isolation) needs the
   server to have been started with ``--backend host``;
 - approvals are the server's ``--approve``; an ``ask`` rule is otherwise denied,
-  as in a non-interactive ``corral run``.
+  as in a non-interactive ``corral run``;
+- ``jobs``, ``n`` (and the lists that set it) and timeouts are bounded by the
+  server's ceilings (:meth:`ServerOptions.ceilings`, advertised as each
+  argument's ``maximum``): above one is ``above_ceiling``; an omitted timeout is
+  the ceiling;
+- a run id is an id or a unique prefix of one, never a pattern
+  (:class:`~executor.mcpserver.arguments.RunRefArgs`).
 """
 
 from __future__ import annotations
@@ -43,6 +54,10 @@ from executor.fanout_plan import plan_children
 from executor.fanout_record import write_fanout
 from executor.fanout_view import fanout_json
 from executor.mcpserver.arguments import (
+    DEFAULT_MAX_CHILDREN,
+    DEFAULT_MAX_JOBS,
+    DEFAULT_MAX_TIMEOUT,
+    WIDENING,
     ApplyRunArgs,
     DiscardRunArgs,
     FanoutArgs,
@@ -52,7 +67,7 @@ from executor.mcpserver.arguments import (
     ShowRunArgs,
 )
 from executor.mcpserver.bridge import ProgressSink
-from executor.merge import ApplyOptions, apply_run
+from executor.merge import ApplyOptions, MergeRefused, PatchPlan, apply_run
 from executor.models import ScriptedModel
 from executor.results import (
     discard_run,
@@ -104,6 +119,35 @@ class ServerOptions:
     allow_apply: bool = False
     backend: str = "auto"
     approve: str | None = None
+    #: Ceilings of what one call may ask for (``corral mcp --max-jobs/--max-children/
+    #: --max-timeout``); a call that gives no timeout gets ``max_timeout``.
+    max_jobs: int = DEFAULT_MAX_JOBS
+    max_children: int = DEFAULT_MAX_CHILDREN
+    max_timeout: float = DEFAULT_MAX_TIMEOUT
+
+    def ceilings(self) -> dict[str, tuple[float, str]]:
+        """Argument -> (its ceiling, the ``corral mcp`` option that sets it)."""
+        children = (self.max_children, "--max-children")
+        timeout = (self.max_timeout, "--max-timeout")
+        return {"jobs": (self.max_jobs, "--max-jobs"), "n": children, "agents": children,
+                "scripts": children, "script_texts": children, "models": children,
+                "timeout": timeout, "check_timeout": timeout}
+
+
+def _within_ceilings(options: ServerOptions, args: RunAgentArgs | FanoutArgs) -> None:
+    """Refuse an argument the call gave above the server's ceiling, before anything is
+    read or run (a default above one is lowered to it where it is used)."""
+    for name, (limit, option) in options.ceilings().items():
+        value = getattr(args, name, None) if name in args.model_fields_set else None
+        if value is None or (len(value) if isinstance(value, list) else value) <= limit:
+            continue
+        given = f"has {len(value)} items" if isinstance(value, list) else f"{value:g}"
+        raise ServerRefused(
+            f"{name} {given}, above this server's ceiling of {limit:g}",
+            code="above_ceiling", operation="check_arguments",
+            context={"argument": name, "ceiling": f"{limit:g}"},
+            hint=f"ask for at most {limit:g} (the maximum in the tool's input schema); the "
+            f"user may restart the server with `corral mcp {option} N`")
 
 
 def _load(options: ServerOptions) -> LoadResult:
@@ -212,6 +256,7 @@ def _settings(options: ServerOptions, registry: LoadResult, backend: str, *,
 def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: ProgressSink,
                    cancellation: Cancellation) -> dict[str, Any]:
     """``run_agent``: ``corral run --json``, its exit code, and what to do with the diff."""
+    _within_ceilings(options, args)
     backend = _backend(options, args.backend)
     if args.mode == SandboxMode.WORKSPACE_WRITE.value and not options.allow_apply:
         raise ServerRefused(
@@ -237,7 +282,8 @@ def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: Prog
         replay = ScriptedModel(_turns("script_text", args.script_text), source="script_text")
     settings = _settings(options, registry, backend, ledger=ledger,
                          mode_ceiling=SandboxMode(args.mode), model_override=args.model,
-                         script=replay, progress=progress, timeout_seconds=args.timeout,
+                         script=replay, progress=progress,
+                         timeout_seconds=args.timeout or options.max_timeout,
                          cancellation=cancellation)
     record = run_agent_tree(settings, args.agent, args.prompt)
     result = run_json(record) | {"exit_code": exit_code(record),
@@ -251,6 +297,10 @@ def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: Prog
 def fanout_tool(options: ServerOptions, args: FanoutArgs, *, progress: ProgressSink,
                 cancellation: Cancellation) -> dict[str, Any]:
     """``fanout``: ``corral fanout --json`` and its exit code."""
+    _within_ceilings(options, args)
+    timeout = args.timeout or options.max_timeout
+    check_timeout = min(args.check_timeout, options.max_timeout)
+    jobs = min(args.jobs, options.max_jobs)
     backend = _backend(options, args.backend)
     if args.scripts and args.script_texts:
         raise _usage("scripts and script_texts are exclusive", "pass replay files under the "
@@ -277,11 +327,11 @@ def fanout_tool(options: ServerOptions, args: FanoutArgs, *, progress: ProgressS
     settings = _settings(options, registry, backend, ledger=ledger)
     request = FanoutRequest(settings=settings, prompt=args.prompt, plans=plans,
                             approve=options.approve, check_command=args.check_cmd,
-                            check_timeout=args.check_timeout, jobs=args.jobs,
-                            timeout_seconds=args.timeout, replays=replays)
+                            check_timeout=check_timeout, jobs=jobs,
+                            timeout_seconds=timeout, replays=replays)
     for plan in plans:
         progress.label(plan.run_id, f"[{plan.index}/{len(plans)}] {plan.agent} {plan.run_id}")
-    with LocalScheduler(jobs=args.jobs, deadline=Deadline.after(args.timeout),
+    with LocalScheduler(jobs=jobs, deadline=Deadline.after(timeout),
                         cancellation=cancellation, name="corral-mcp-fanout") as scheduler:
         record = run_fanout(request, scheduler=scheduler, report=progress)
     if cancellation.cancelled and record.status != "cancelled":
@@ -321,25 +371,51 @@ def diff_run_tool(options: ServerOptions, args: RunRefArgs) -> dict[str, Any]:
     return result
 
 
-def _apply_command(options: ServerOptions, args: ApplyRunArgs, run_id: str) -> str:
-    flags = [flag for flag, on in (
-        ("--3way", args.three_way), ("--yes", args.yes),
-        ("--allow-symlinks", args.allow_symlinks), ("--allow-binary", args.allow_binary),
-        ("--allow-git-dirs", args.allow_git_dirs),
-        ("--allow-unverified", args.allow_unverified)) if on]
-    return shlex.join(["corral", "apply", "--root", str(options.root), *flags, run_id])
+def _apply_command(options: ServerOptions, run_id: str) -> str:
+    """The command a person runs to merge a run: plain, whatever the client asked for."""
+    return shlex.join(["corral", "apply", "--root", str(options.root), run_id])
+
+
+def _person(command: str) -> str:
+    return (f"only a person merges this: the user runs `{command}`, which lists every file "
+            "with its review flags and what it refuses, and adds --yes (flagged files) or an "
+            "--allow-* flag themselves, after reading that list; nothing was changed")
+
+
+#: Refusals of ``corral apply`` that a flag on its command line lifts: a person's call.
+_PERSON_CODES = frozenset({"review_required", "merge_refused", "record_unverified"})
 
 
 def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]:
-    """``apply_run``: ``corral apply``'s checks, and its merge when the server may."""
+    """``apply_run``: ``corral apply``'s checks, and its merge when the server may and the
+    diff's review list is empty (see the module docstring)."""
     ledger = ledger_dir(options.root)
+    run_id = find_run(ledger, args.run_id).run_id
+    command = _apply_command(options, run_id)
+    asked = [name for name in WIDENING if getattr(args, name)]
+    if asked:
+        raise ServerRefused(
+            f"apply_run does not take {', '.join(asked)}: only a person merges flagged files "
+            "or widens what apply accepts", code="needs_a_person", operation="apply_run",
+            context={"run_id": run_id, "asked": ", ".join(asked), "command": command},
+            hint=_person(command))
     check_only = args.check or not options.allow_apply
-    apply_options = ApplyOptions(
-        check_only=check_only, three_way=args.three_way, allow_symlinks=args.allow_symlinks,
-        allow_binary=args.allow_binary, allow_git_dirs=args.allow_git_dirs,
-        allow_unverified=args.allow_unverified)
-    record, plan, result = apply_run(options.root, ledger, args.run_id, apply_options,
-                                     confirm=lambda plan: args.yes)
+    plans: list[PatchPlan] = []
+    try:
+        record, plan, result = apply_run(
+            options.root, ledger, run_id,
+            ApplyOptions(check_only=check_only, three_way=args.three_way),
+            confirm=lambda plan: False, show=lambda record, plan: plans.append(plan))
+    except MergeRefused as exc:
+        if exc.code not in _PERSON_CODES:
+            raise
+        context = dict(exc.context)
+        if plans and plans[0].flagged:
+            context["flagged"] = "; ".join(f"{f.path} [{', '.join(f.flags)}]"
+                                           for f in plans[0].flagged)
+        raise ServerRefused(exc.message, code=exc.code, operation="apply_run",
+                            context=context | {"command": command},
+                            hint=_person(command)) from exc
     data: dict[str, Any] = {
         "run_id": record.run_id, "status": result.status,
         "applied": result.status in ("applied", "conflicts"),
@@ -349,16 +425,17 @@ def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]
         "conflicts": result.conflicts,
         "backup": str(result.backup) if result.backup is not None else None,
         "state": record.state}
-    if result.status == "checked" and plan.flagged and not args.yes:
-        data["note"] = f"{len(plan.flagged)} flagged file(s) need yes (--yes) to be merged"
+    if result.status == "checked" and plan.flagged:
+        data["note"] = (f"{len(plan.flagged)} file(s) are flagged for review: only a person "
+                        f"merges them, with `{command}` and --yes after reading the list")
     if result.status == "conflicts":
         data["note"] = ("applied with conflict markers (<<<<<<< ours / >>>>>>> theirs) in "
                         "the files listed in conflicts: resolve them")
     if not options.allow_apply and not args.check and result.status == "checked":
-        data["command"] = _apply_command(options, args, record.run_id)
+        data["command"] = command
         data["message"] = ("this corral mcp server only validates diffs (it was started "
                            "without --allow-apply): the diff applies cleanly; to merge it, "
-                           f"the user runs: {data['command']}")
+                           f"the user runs: {command}")
     return data
 
 

@@ -18,8 +18,10 @@ the client stops the child the way Ctrl-C does, its diff recorded.
 Over HTTP the server listens on 127.0.0.1 only, and every request must carry
 ``Authorization: Bearer TOKEN`` (the token is ``$CORRAL_MCP_TOKEN``, or one
 generated at start and printed on stderr): any local user or process can reach
-a loopback port, and this one runs agents and reads your repository. The SDK's
-DNS-rebinding protection (Host and Origin checks) stays on.
+a loopback port, and this one runs agents and reads your repository. A request
+naming another ``Host`` (DNS rebinding) or carrying another ``Origin`` (a web
+page, another local port's included) is refused first (:class:`BearerAuth`);
+the SDK's own Host and Origin checks stay on behind it.
 
 This module is imported only by ``corral mcp``: nothing else pays for the SDK.
 """
@@ -96,7 +98,7 @@ def error_result(error: Mapping[str, Any], exit_code: int) -> types.CallToolResu
 def _bad_arguments(spec: ToolSpec, exc: ValidationError) -> dict[str, Any]:
     problems = {".".join(str(p) for p in e["loc"]) or "(arguments)": e["msg"]
                 for e in exc.errors()}
-    fields = ", ".join(spec.arguments.model_fields) or "none"
+    fields = ", ".join(spec.input_schema()["properties"]) or "none"
     return {"code": "bad_arguments", "operation": "check_arguments",
             "message": f"the arguments of {spec.name} are not valid: "
                        + "; ".join(f"{where}: {why}" for where, why in problems.items()),
@@ -105,9 +107,11 @@ def _bad_arguments(spec: ToolSpec, exc: ValidationError) -> dict[str, Any]:
                     "are required and what each takes)"}
 
 
-def _tool(spec: ToolSpec) -> types.Tool:
+def _tool(spec: ToolSpec, options: ServerOptions) -> types.Tool:
+    ceilings = {name: limit for name, (limit, _) in options.ceilings().items()}
     return types.Tool(
-        name=spec.name, description=spec.description, input_schema=spec.input_schema(),
+        name=spec.name, description=spec.description,
+        input_schema=spec.input_schema(ceilings),
         annotations=types.ToolAnnotations(
             read_only_hint=spec.read_only, destructive_hint=spec.destructive,
             idempotent_hint=spec.read_only, open_world_hint=False))
@@ -143,7 +147,7 @@ def build_server(options: ServerOptions) -> Server[Any]:
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[_tool(spec) for spec in TOOLS])
+        return types.ListToolsResult(tools=[_tool(spec, options) for spec in TOOLS])
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -210,23 +214,60 @@ def http_token(environ: Mapping[str, str]) -> tuple[str, bool]:
 
 
 class BearerAuth:
-    """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` gets 401."""
+    """ASGI middleware in front of the SDK's app, for every HTTP request:
 
-    def __init__(self, app: Any, token: str) -> None:
+    - its ``Host`` must be this server's own address (``127.0.0.1:PORT`` or
+      ``localhost:PORT``), or it gets 421: a DNS-rebinding page reaches the port under
+      another name;
+    - an ``Origin`` it carries must be this server's own (``http://127.0.0.1:PORT`` or
+      ``http://localhost:PORT``, the exact port: a page served by another local port is a
+      foreign origin too), or it gets 403: a browser adds it to every cross-origin request;
+    - it must carry ``Authorization: Bearer <token>``, or it gets 401. The scheme is
+      matched case-insensitively (RFC 9110 11.1, RFC 6750 2.1), the token whole, in
+      constant time (``hmac.compare_digest``: a prefix of it, or it with a byte more, is
+      another token).
+
+    The SDK's own Host and Origin checks (any port of a loopback name) stay on behind it.
+    """
+
+    def __init__(self, app: Any, token: str, *, port: int) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.token = token.encode()
+        hosts = (f"{LOOPBACK}:{port}", f"localhost:{port}")
+        self.hosts = frozenset(host.encode() for host in hosts)
+        self.origins = frozenset(f"http://{host}".encode() for host in hosts)
+
+    def _authorized(self, values: list[bytes]) -> bool:
+        given = values[0] if len(values) == 1 else b""
+        scheme, _, credentials = given.partition(b" ")
+        token = credentials.lstrip(b" ") if scheme.lower() == b"bearer" else b""
+        return hmac.compare_digest(token, self.token)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                body = json.dumps({"error": {
-                    "code": "unauthorized", "message": "missing or wrong bearer token",
-                    "hint": "send the header 'Authorization: Bearer <token>' that `corral "
-                    "mcp --http` printed (or $CORRAL_MCP_TOKEN)"}}).encode()
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"www-authenticate", b'Bearer realm="corral"')]})
+            headers: dict[bytes, list[bytes]] = {}
+            for name, value in scope.get("headers") or []:
+                headers.setdefault(name.lower(), []).append(value)
+            refusal = None
+            if not (len(headers.get(b"host", [])) == 1 and headers[b"host"][0] in self.hosts):
+                refusal = (421, "wrong_host", "the request names another host",
+                           "connect to the URL `corral mcp --http` printed")
+            elif any(origin not in self.origins for origin in headers.get(b"origin", [])):
+                refusal = (403, "foreign_origin", "requests from another origin (a web "
+                           "page) are refused", "connect from a local MCP client, not a "
+                           "browser page")
+            elif not self._authorized(headers.get(b"authorization", [])):
+                refusal = (401, "unauthorized", "missing or wrong bearer token",
+                           "send the header 'Authorization: Bearer <token>' that `corral "
+                           "mcp --http` printed (or $CORRAL_MCP_TOKEN)")
+            if refusal is not None:
+                status, code, message, hint = refusal
+                body = json.dumps({"error": {"code": code, "message": message,
+                                             "hint": hint}}).encode()
+                extra = [(b"www-authenticate", b'Bearer realm="corral"')] if status == 401 \
+                    else []
+                await send({"type": "http.response.start", "status": status, "headers": [
+                    (b"content-type", b"application/json"), *extra]})
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
@@ -253,9 +294,9 @@ async def serve_http(options: ServerOptions, *, port: int, token: str,
                      announce: Callable[[str], None]) -> None:
     """Serve streamable HTTP at ``http://127.0.0.1:PORT/mcp`` until interrupted."""
     server = build_server(options)
-    app = BearerAuth(server.streamable_http_app(host=LOOPBACK), token)
     sock = loopback_socket(port)
     bound = sock.getsockname()[1]
+    app = BearerAuth(server.streamable_http_app(host=LOOPBACK), token, port=bound)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     announce(f"http://{LOOPBACK}:{bound}/mcp")
     try:

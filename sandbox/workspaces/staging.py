@@ -7,6 +7,12 @@ identity and date, parent ``HEAD``) into the child's private object store
 (:mod:`sandbox.workspaces.privategit`): nothing is written into the parent's
 ``.git``, not even an mtime (no git command that writes an object sees the
 parent's store).
+
+Ignored paths are left out by ``git add -A`` itself, whatever they hold, so an
+exclusion (a nested repository, a special file) that git ignores anyway is
+never handed to git: ``add`` refuses a pathspec that names an ignored path (an
+editable install's ``.venv/src/pkg/.git``, a vendored clone under an ignored
+directory), and such a repository could not run any child.
 """
 
 from __future__ import annotations
@@ -32,11 +38,41 @@ from sandbox.workspaces.scan import ScanResult, scan_tree
 __all__ = ["Snapshot", "pathspec_file", "stage_tree", "take_snapshot"]
 
 
+_EXCLUDE = b":(top,exclude,literal)"
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
 def pathspec_file(path: Path, excluded: list[str]) -> Path:
     """Write a NUL-separated pathspec: the whole tree minus ``excluded`` (literal paths)."""
-    specs = [":/", *(f":(top,exclude,literal){rel}" for rel in excluded)]
-    path.write_bytes(b"".join(spec.encode("utf-8", "surrogateescape") + b"\0" for spec in specs))
+    specs = [b":/", *(_EXCLUDE + _encode(rel) for rel in excluded)]
+    path.write_bytes(b"".join(spec + b"\0" for spec in specs))
     return path
+
+
+def _drop_ignored(spec: Path, *, git_dir: Path, work_tree: Path, env: dict[str, str]) -> None:
+    """Rewrite ``spec`` without the exclusions git ignores (see the module docstring).
+
+    ``check-ignore`` judges each path as ``add`` does (a path under an ignored
+    directory is ignored; a path in the index never is), with the same rules: the
+    work tree's ``.gitignore`` files and the git dir's ``info/exclude``.
+    """
+    entries = [entry for entry in spec.read_bytes().split(b"\0") if entry]
+    excluded = [entry[len(_EXCLUDE):] for entry in entries if entry.startswith(_EXCLUDE)]
+    if not excluded:
+        return
+    done = run_git(["check-ignore", "-z", "--stdin"], git_dir=git_dir, work_tree=work_tree,
+                   env=env, input_bytes=b"".join(b":(top)" + rel + b"\0" for rel in excluded),
+                   check=False, operation="stage_tree")
+    if done.returncode not in (0, 1):  # 1: nothing is ignored
+        raise SandboxError(f"git check-ignore failed: {done.stderr.decode(errors='replace')}",
+                           code="git_failed", operation="stage_tree")
+    ignored = {_EXCLUDE + out.removeprefix(b":(top)") for out in done.stdout.split(b"\0")
+               if out}
+    if ignored:
+        spec.write_bytes(b"".join(entry + b"\0" for entry in entries if entry not in ignored))
 
 
 def stage_tree(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path, spec: Path,
@@ -53,9 +89,10 @@ def stage_tree(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path
                      attributes=attributes)
     seed_racy_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
                     recorded_ns=recorded_ns)
+    env = writing_env(private_git, index)
+    _drop_ignored(spec, git_dir=git_dir, work_tree=work_tree, env=env)
     run_git(["add", "-A", f"--pathspec-from-file={spec}", "--pathspec-file-nul"],
-            git_dir=git_dir, work_tree=work_tree, env=writing_env(private_git, index),
-            operation="stage_tree")
+            git_dir=git_dir, work_tree=work_tree, env=env, operation="stage_tree")
 
 
 def _reusable_index(repo: RepoInfo) -> bool:

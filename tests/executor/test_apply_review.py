@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from executor.merge import inspect_patch
-from sandbox.names import git_dir_signature, review_flags
+from sandbox.names import REVIEW_RULES, git_dir_signature, review_flags
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def new_file(path: str, body: str = "x\n", mode: str = "100644") -> str:
@@ -44,9 +48,83 @@ def test_files_that_run_code_when_a_tool_opens_the_folder_are_flagged(path: str,
 
 
 @pytest.mark.parametrize("path", [".editorconfig", ".nvmrc", ".python-version", "src/app.py",
-                                  "docs/config.md", "config/settings.yaml", "sub/.config/x"])
+                                  "docs/config.md", "config/settings.yaml", "sub/.config/x",
+                                  "docs/makefile-guide.md", "src/config.json",
+                                  "src/app.config.json", "docs/github/workflows.md",
+                                  "docs/claude/notes.md", "src/package.py", "Makefile.md",
+                                  "notes/conftest.txt", "src/setup.pyc"])
 def test_harmless_files_are_not_flagged(path: str) -> None:
     assert review_flags(path, old_mode=None, new_mode="100644") == ()
+
+
+# Issue 16: what a reviewer must see, wherever it lies. Each path is checked at the top of
+# the repository and nested (``pkg/sub/...``): tools read nested copies too (a monorepo
+# package's .claude/settings.json hooks, its eslint.config.js, a nested conftest.py).
+ISSUE_16 = [
+    (".claude/settings.json", "agent_config"), (".claude/agents/a.md", "agent_config"),
+    (".codex/config.toml", "agent_config"), (".cursor/mcp.json", "agent_config"),
+    (".cursor/rules/r.mdc", "agent_config"), (".gemini/settings.json", "agent_config"),
+    (".opencode/plugin/p.js", "agent_config"), (".vscode/mcp.json", "agent_config"),
+    (".vscode/tasks.json", "runs_on_open"), (".idea/workspace.xml", "runs_on_open"),
+    (".devcontainer/devcontainer.json", "runs_on_open"), (".mcp.json", "agent_config"),
+    ("AGENTS.md", "agent_config"), ("CLAUDE.md", "agent_config"),
+    (".github/workflows/ci.yml", "ci_config"), (".github/actions/a/action.yml", "ci_config"),
+    (".github/CODEOWNERS", "ci_config"),
+    ("eslint.config.js", "build_script"), ("vite.config.ts", "build_script"),
+    ("vitest.config.mts", "build_script"), ("jest.config.cjs", "build_script"),
+    ("webpack.config.js", "build_script"), ("rollup.config.mjs", "build_script"),
+    ("next.config.js", "build_script"), ("tailwind.config.ts", "build_script"),
+    ("prettier.config.cjs", "build_script"), ("x.config.cts", "build_script"),
+    (".eslintrc.js", "build_script"), (".eslintrc.cjs", "build_script"),
+    (".prettierrc.mjs", "build_script"), ("conftest.py", "build_script"),
+    ("setup.py", "build_script"), ("noxfile.py", "build_script"), ("tox.ini", "build_script"),
+    ("Makefile", "build_script"), ("GNUmakefile", "build_script"),
+    ("rules.mk", "build_script"), ("justfile", "build_script"), ("Justfile", "build_script"),
+    ("Taskfile.yml", "build_script"), ("package.json", "build_script"),
+    ("pyproject.toml", "build_script"), ("setup.cfg", "build_script"),
+    (".pre-commit-config.yaml", "build_script"), (".husky/pre-commit", "build_script"),
+    (".git-hooks/pre-push", "build_script"), (".githooks/pre-push", "build_script"),
+    ("Dockerfile", "build_script"), ("docker-compose.yml", "build_script"),
+    ("docker-compose.dev.yaml", "build_script"), ("compose.yaml", "build_script"),
+    (".npmrc", "build_script"), (".yarnrc", "build_script"), (".yarnrc.yml", "build_script"),
+    ("sitecustomize.py", "interpreter_startup"), ("usercustomize.py", "interpreter_startup"),
+    ("evil.pth", "interpreter_startup"), ("build.rs", "build_script"),
+    ("Cargo.toml", "build_script"), (".envrc", "runs_on_open"),
+]
+
+
+@pytest.mark.parametrize("depth", ["", "pkg/sub/"])
+@pytest.mark.parametrize(("path", "flag"), ISSUE_16)
+def test_files_that_run_code_or_steer_agents_are_flagged_at_any_depth(path: str, flag: str,
+                                                                      depth: str) -> None:
+    assert flag in review_flags(depth + path, old_mode=None, new_mode="100644")
+
+
+def _example(pattern: str) -> str:
+    """A path the pattern must match: wildcards filled in, a directory given a file."""
+    return pattern.lstrip("/").replace("*", "x") + ("f" if pattern.endswith("/") else "")
+
+
+@pytest.mark.parametrize(("pattern", "flag"), [
+    pytest.param(pattern, rule.flag, id=f"{rule.flag}:{pattern}")
+    for rule in REVIEW_RULES for pattern in rule.patterns])
+def test_every_pattern_of_the_table_flags_its_paths(pattern: str, flag: str) -> None:
+    """Every row of the one table, at the top and nested (``/``-anchored rows: top only)."""
+    path = _example(pattern)
+    assert flag in review_flags(path, old_mode=None, new_mode="100644")
+    assert flag in review_flags(path.upper(), old_mode=None, new_mode="100644")
+    nested = review_flags(f"pkg/sub/{path}", old_mode=None, new_mode="100644")
+    assert (flag in nested) is not pattern.startswith("/")
+
+
+def test_the_readme_lists_the_table() -> None:
+    """The README's list of review flags is the code's table, row for row."""
+    rows = ["| " + ", ".join(f"`{p}`" for p in rule.patterns) + f" | {rule.why} | `{rule.flag}` |"
+            for rule in REVIEW_RULES]
+    text = README.read_text(encoding="utf-8")
+    start = text.index("| paths (any depth; `/` first: top only) | why a reviewer looks | flag |")
+    listed = text[start:].split("\n\n", 1)[0].splitlines()[2:]
+    assert listed == rows
 
 
 @pytest.mark.parametrize(("files", "dirs", "is_git_dir"), [

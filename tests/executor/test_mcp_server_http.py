@@ -105,17 +105,42 @@ def test_a_scripted_child_runs_over_http(project: Path) -> None:
 def test_requests_without_the_token_are_refused(project: Path) -> None:
     token = "a-token-chosen-by-the-user-0123456789"
     with http_server(project, token=token) as (url, _, process):
-        for given in (None, "Bearer wrong-token-0123456789", f"Basic {token}", f"Bearer {token}x"):
-            headers = HEADERS | ({"Authorization": given} if given else {})
+        for given in (None, "Bearer wrong-token-0123456789", f"Basic {token}", "Bearer",
+                      f"Bearer{token}", f"Bearer {token.upper()}", token,
+                      # A prefix of the token, and the token with one byte more: a check of
+                      # a prefix only (either way round) would let them in.
+                      f"Bearer {token[:-1]}", f"Bearer {token[:16]}", f"Bearer {token}x",
+                      f"Bearer {token}0", f"Bearer {token} {token}"):
+            headers = HEADERS | ({"Authorization": given} if given is not None else {})
             refused = httpx.post(url, json=INITIALIZE, headers=headers, timeout=WAIT)
             assert refused.status_code == 401, given
             assert refused.json()["error"]["code"] == "unauthorized"
             assert refused.headers["www-authenticate"].startswith("Bearer")
-        accepted = httpx.post(url, json=INITIALIZE, timeout=WAIT,
-                              headers=HEADERS | {"Authorization": f"Bearer {token}"})
-        assert accepted.status_code == 200, accepted.text
-        assert "corral" in accepted.text
+        # The scheme is case-insensitive (RFC 9110 11.1, RFC 6750 2.1); the token is not.
+        for scheme in ("Bearer", "bearer", "BEARER", "bEaReR"):
+            accepted = httpx.post(url, json=INITIALIZE, timeout=WAIT,
+                                  headers=HEADERS | {"Authorization": f"{scheme} {token}"})
+            assert accepted.status_code == 200, (scheme, accepted.text)
+            assert "corral" in accepted.text
         assert process.poll() is None
+
+
+def test_a_foreign_origin_is_refused(project: Path) -> None:
+    """A web page (any other origin, another local port's included) cannot drive the server
+    through the user's browser, even with the token."""
+    with http_server(project) as (url, token, _):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        auth = {"Authorization": f"Bearer {token}"}
+        for origin in ("http://attacker.example", "https://127.0.0.1.evil.example",
+                       f"http://localhost:{port + 1}", f"http://127.0.0.1:{port + 1}", "null",
+                       f"https://127.0.0.1:{port}"):
+            refused = httpx.post(url, json=INITIALIZE, timeout=WAIT,
+                                 headers=HEADERS | auth | {"Origin": origin})
+            assert refused.status_code == 403, (origin, refused.text)
+        for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
+            accepted = httpx.post(url, json=INITIALIZE, timeout=WAIT,
+                                  headers=HEADERS | auth | {"Origin": origin})
+            assert accepted.status_code == 200, (origin, accepted.text)
 
 
 def test_a_generated_token_is_printed_and_a_weak_one_refused(project: Path) -> None:

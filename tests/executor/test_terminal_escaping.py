@@ -22,6 +22,7 @@ import yaml
 from exec_support import Runner, agent_file
 from tty_support import on_terminal, raw_controls
 
+from executor.cli import render_error
 from executor.results import RunRecord, RunStatus, ledger_dir, load_patch, new_run_id, write_run
 from executor.text import one_line, printable, printable_patch
 from tests.backends import git as run_git
@@ -201,6 +202,52 @@ def test_errors_escape_the_names_and_paths_they_quote(hostile: Path, tmp_path: P
     assert usage.code == 2
     assert raw_controls(usage.screen) == []
     assert "file\\x1b]52;c;" in usage.text
+
+
+def test_a_multi_line_error_prints_as_lines_none_posing_as_a_field(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 16: every value printed on one line with literal ``\\x0a``. A message, a context
+    value or a hint now prints as lines, each escaped, its continuation lines indented under
+    its first (deeper than any field), so a value cannot forge ``hint: ...`` or ``  key: ...``.
+    """
+    render_error({"code": "x",
+                  "message": "the patch failed\nhint: run rm -rf ~\n  backup: /tmp/x\r\x1b[2K",
+                  "context": {"path": "a.txt\nerror: forged",
+                              "conflicts": "\n    a.txt: changed\n    b.txt: gone"},
+                  "hint": f"read it\nhint: run rm -rf ~ {OSC52}\nthen retry\n"})
+    assert capsys.readouterr().err == (
+        "error: the patch failed\n"
+        "       hint: run rm -rf ~\n"
+        "         backup: /tmp/x\\x0d\\x1b[2K\n"
+        "  path: a.txt\n"
+        "    error: forged\n"
+        "  conflicts:\n"
+        "        a.txt: changed\n"
+        "        b.txt: gone\n"
+        "hint: read it\n"
+        "      hint: run rm -rf ~ \\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\n"
+        "      then retry\n")
+
+
+def test_a_file_name_in_an_error_cannot_forge_a_hint_line(repo: Path) -> None:
+    """A replay whose name holds a newline and whose YAML is broken: the error quotes the
+    name (and YAML's multi-line reason) as lines, the name's second line indented under the
+    message, never a ``hint:`` line of its own."""
+    name = f"x\nhint: run rm -rf ~ {BIDI}.yaml"
+    write(repo / name, "a: b: c\n")
+    shown = on_terminal("run", "--root", str(repo), "--no-personal", "--backend", "host",
+                        "--script", str(repo / name), "go")
+    assert shown.code == 2, shown.text
+    assert raw_controls(shown.screen) == []
+    lines = shown.text.splitlines()
+    assert not [line for line in lines if line.startswith("hint: run")], shown.text
+    assert "       hint: run rm -rf ~ \\u202egnp.\\u2066x\\u2069.yaml: not valid YAML: " \
+        "mapping values are not allowed here" in lines, shown.text
+    assert "    hint: run rm -rf ~ \\u202egnp.\\u2066x\\u2069.yaml" in lines  # its context
+    assert "\\x0a" not in shown.text
+    assert [line for line in lines if line.startswith("hint")] == [
+        "hint: a script is a YAML list of turns"]
 
 
 # -- run records: run, show, runs, apply --------------------------------------------------------

@@ -405,3 +405,50 @@ def test_a_snapshot_of_another_repository_is_refused(backend: str, tmp_path: Pat
             (state_root / "sandboxes").iterdir())
     finally:
         release_snapshot(ref)
+
+
+def _ignored_nested_repo(path: Path) -> Path:
+    """A repository whose ignored ``.venv/`` holds a nested repository with a commit (an
+    editable install), plus an ignored file and an untracked file that is not ignored."""
+    repo = make_repo(path)
+    (repo / ".gitignore").write_text(".venv/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore .venv")
+    pkg = repo / ".venv" / "src" / "pkg"
+    pkg.mkdir(parents=True)
+    git(pkg, "init", "-q", "-b", "main")
+    (pkg / "setup.py").write_text("print('vendored')\n")
+    git(pkg, "add", "-A")
+    git(pkg, "commit", "-qm", "vendored")
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr\n")
+    (repo / "notes.txt").write_text("untracked, not ignored\n")
+    return repo
+
+
+@pytest.mark.parametrize("how", ["worktree", "snapshot"])
+def test_an_ignored_nested_repository_never_stops_a_run(how: str, tmp_path: Path) -> None:
+    """Before: staging handed git the nested repository's path (an exclusion pathspec), git
+    refused it as ignored, and no child could run in such a repository at all."""
+    repo = _ignored_nested_repo(tmp_path / "repo")
+    state_root = tmp_path / "state"
+    ref = acquire_snapshot(repo, state_root=state_root) if how == "snapshot" else None
+    try:
+        sb = (_open(repo, state_root, ref) if ref is not None else
+              open_sandbox(HostConfig(limits=TEST_LIMITS), repo=repo,
+                           mode=SandboxMode.WORKTREE, state_root=state_root))
+        try:
+            assert sb.files.read_text("notes.txt") == "untracked, not ignored\n"
+            assert not sb.files.exists(".venv")
+            # The child makes an ignored nested repository of its own: its diff is still
+            # collected, without it.
+            sh(sb, "echo changed > notes.txt && mkdir -p .venv/x && cd .venv/x && "
+                   "git init -q && echo y > y && git add y").check()
+            assert [(c.path, c.status) for c in sb.collect_diff().changed] == [
+                ("notes.txt", "modified")]
+        finally:
+            sb.teardown()
+    finally:
+        if ref is not None:
+            release_snapshot(ref)
+    assert (repo / "notes.txt").read_text() == "untracked, not ignored\n"
+    assert _snapshots(state_root) == []
