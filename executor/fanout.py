@@ -8,8 +8,9 @@ snapshot the children start from (:func:`shared_snapshot`), and submits one
 portable job per child to the scheduler (:mod:`executor.scheduling`), which
 runs up to ``jobs`` at once under one deadline. Each child is a top-level run
 of its own (its own sandbox in worktree mode at most, its own budgets, its
-own record); after it ended and its diff was recorded, the check command runs
-in its sandbox (:mod:`executor.fanout_check`), then the sandbox is removed.
+own record); after it ended, its diff was recorded and its sandbox removed, the
+check command runs on that recorded diff in a fresh sandbox
+(:mod:`executor.fanout_check`, :mod:`sandbox.replay`).
 
 One child's failure, timeout or crash never costs another its diff: each job
 records its own run, a job that raised is finished by the fanout, a child
@@ -50,6 +51,7 @@ from policies.contract import SandboxMode
 from policies.loader import Environment, LoadResult
 from sandbox.config import BackendConfig
 from sandbox.errors import SandboxError
+from sandbox.replay import open_replay
 from sandbox.workspaces.snapshot import SnapshotRef, acquire_snapshot, release_snapshot
 
 __all__ = [
@@ -162,10 +164,14 @@ def _report(settings: RunSettings, run_id: str, agent: str, detail: str) -> None
 
 
 def _check(run: AgentRun, shared: FanoutShared, context: JobContext) -> dict[str, Any]:
+    """Run the check command on what was recorded: a fresh sandbox of the fanout's snapshot
+    with the child's recorded diff applied (:func:`sandbox.replay.open_replay`), never the
+    child's own, so nothing of its session (a process, ``/tmp``, a file its diff does not
+    carry) can make a check pass; the child's sandbox is already gone."""
     command = str(shared.check_command)
     if run.capability.sandbox is SandboxMode.READ_ONLY:
         return skipped_check(command, "a read-only child changed nothing")
-    if run.sandbox is None:
+    if not run.opened:
         return skipped_check(command, "it has no workspace: its sandbox did not open")
     if not run.collected:
         return skipped_check(command, "its diff could not be recorded")
@@ -175,11 +181,25 @@ def _check(run: AgentRun, shared: FanoutShared, context: JobContext) -> dict[str
     if remaining is not None and remaining <= 0:
         return skipped_check(command, "no time left: the fanout's deadline passed")
     run.phase("check")
+    settings = run.settings
+    # No snapshot: a workspace-write child, whose record is what your checkout now holds
+    # (base and diff in one); a replay of that state carries nothing else of the child.
+    patch = run.patch if settings.snapshot is not None else b""
     try:
-        return run_check(run.sandbox, command, timeout=min(
-            shared.check_timeout, remaining if remaining is not None else shared.check_timeout))
+        replay = open_replay(settings.backend, repo=settings.root, snapshot=settings.snapshot,
+                             patch=patch, state_root=settings.state_root)
     except SandboxError as exc:
         return skipped_check(command, f"it could not run ({exc.code}): {exc.message}")
+    forget = context.cancellation.on_cancel(replay.cancel)
+    try:
+        left = context.deadline.remaining()
+        return run_check(replay, command, timeout=min(
+            shared.check_timeout, left if left is not None else shared.check_timeout))
+    except SandboxError as exc:
+        return skipped_check(command, f"it could not run ({exc.code}): {exc.message}")
+    finally:
+        forget()
+        replay.teardown(discard=True)
 
 
 def _summary(record: RunRecord) -> str:
@@ -207,13 +227,14 @@ def run_child(plan: ChildPlan, shared: FanoutShared, context: JobContext) -> str
                    run_id=plan.run_id)
     try:
         record = run.turn(shared.prompt)
-        if shared.check_command is not None:
-            check = _check(run, shared, context)
-            record = set_run_check(settings.ledger, record.run_id, check)
     except BaseException:
         run.close()
         raise
+    # The child's sandbox goes before its check starts: the check runs on its record.
     record = run.close_recorded(record, recorded=True)
+    if shared.check_command is not None:
+        check = _check(run, shared, context)
+        record = set_run_check(settings.ledger, record.run_id, check)
     run.phase(_summary(record))
     return record.run_id
 

@@ -1,14 +1,14 @@
-"""A fanout's check command: the user's own test command, run in each child's sandbox.
+"""A fanout's check command: the user's own test command, run on each child's recorded diff.
 
-It runs after the child ended and **after its diff was recorded**, in the
-child's sandbox with the child's changes in place, under the same isolation
-and limits as the child's own commands (a check runs the child's code: a
-test suite the child edited, a ``conftest.py`` it planted). Whatever the check
-writes (caches, build output, or a change of the tree the child's code makes
-while the check runs) is therefore never part of the diff: the record's
-diff and its digest were written before the check started, and the sandbox
-is removed without collecting again. The diff ``corral apply`` merges is the
-child's, exactly.
+It runs after the child ended, **after its diff was recorded and its sandbox
+removed**, in a fresh sandbox of the fanout's snapshot with that recorded diff
+applied (:mod:`sandbox.replay`), under the same isolation and limits as the
+child's own commands (a check runs the child's code: a test suite the child
+edited, a ``conftest.py`` it planted). Nothing of the child's session reaches
+it: no process it left behind, nothing of its ``/tmp``, no file its diff does
+not carry (an ignored file, a FIFO). A pass therefore means the recorded diff
+passes, the diff ``corral apply`` merges. Whatever the check writes is never
+part of any diff: the replay is discarded without collecting one.
 
 Recorded per child (``RunRecord.check``): the command, its exit code
 (``None`` when it timed out or was stopped), its time, whether it timed out,
@@ -51,7 +51,8 @@ def skipped_check(command: str, why: str) -> dict[str, Any]:
 
 
 def run_check(sandbox: Sandbox, command: str, *, timeout: float) -> dict[str, Any]:
-    """Run ``command`` (``sh -c``) at the workspace root of ``sandbox``; its record."""
+    """Run ``command`` (``sh -c``) at the workspace root of ``sandbox`` (a replay of the
+    recorded diff); its record."""
     done = sandbox.exec(["sh", "-c", _WRAPPER, "corral-check", command], timeout=timeout,
                         output_cap=TAIL_BYTES + 4096)
     size_line = done.stderr.decode("ascii", "replace").strip().splitlines()[:1]

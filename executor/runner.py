@@ -35,7 +35,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -86,9 +87,10 @@ from sandbox.config import BackendConfig
 from sandbox.errors import SandboxConfigError, SandboxDenied, SandboxError
 from sandbox.factory import open_sandbox
 from sandbox.protocol import Sandbox
+from sandbox.replay import open_replay
 from sandbox.state import check_state_dir, default_state_root
 from sandbox.workspaces.repo import inspect_repo
-from sandbox.workspaces.snapshot import SnapshotRef
+from sandbox.workspaces.snapshot import SnapshotRef, acquire_snapshot, release_snapshot
 
 __all__ = ["AgentRun", "RunSettings", "SchedulerFactory", "check_top", "run_agent", "top_model"]
 
@@ -275,6 +277,11 @@ class AgentRun:
         self._forget_cancel: Callable[[], None] | None = None
         self.preimages: dict[str, bytes] = {}  # for `corral apply --3way`
         self.sandbox: Sandbox | None = None
+        #: Its sandbox opened (it stays true once the sandbox is torn down).
+        self.opened = False
+        #: The snapshot this run started from, taken for its reviewers (they read its
+        #: recorded diff over it, :meth:`_review_workspace`); released at :meth:`close`.
+        self.base: SnapshotRef | None = None
         #: The MCP servers this run started (in its sandbox), and the schemas its parent
         #: was shown (a child's bound: tool -> schema fingerprint).
         self.mcp: McpServers | None = None
@@ -303,10 +310,17 @@ class AgentRun:
         self.phase("sandbox")
         # A fanout's one snapshot, when it took one: an overlay (or, where overlays are
         # unavailable, a worktree) over it; None: this run snapshots the checkout itself.
+        snapshot = self.settings.snapshot
+        if (snapshot is None and self.contract.response_reviewers and not self.reviewing
+                and self.capability.sandbox is not SandboxMode.READ_ONLY):
+            # Its reviewers will read its recorded diff over the state it starts from.
+            self.base = snapshot = acquire_snapshot(self.repo,
+                                                    state_root=self.settings.state_root)
         self.sandbox = open_sandbox(self.settings.backend, repo=self.repo,
                                     mode=self.capability.sandbox,
                                     state_root=self.settings.state_root,
-                                    snapshot=self.settings.snapshot)
+                                    snapshot=snapshot)
+        self.opened = True
         self.record = self.record.model_copy(update={"backend": self.sandbox.backend,
                                                      "sandbox_id": self.sandbox.id,
                                                      "base_commit": self.sandbox.base_commit})
@@ -440,9 +454,11 @@ class AgentRun:
             if outcome.stopped_by != "answer":  # the summary of a stopped run, not an answer
                 status = RunStatus.STEP_LIMIT
             elif self.contract.response_reviewers and not self.reviewing:
-                self.reviews = run_reviews(
-                    usable_reviewers(self.contract, self.settings.registry),
-                    self.contract.name, prompt, outcome.final_text, self._review_with)
+                with self._review_workspace() as root:
+                    self.reviews = run_reviews(
+                        usable_reviewers(self.contract, self.settings.registry),
+                        self.contract.name, prompt, outcome.final_text,
+                        lambda reviewer, task: self._review_with(reviewer, task, root))
                 if any(review["verdict"] != "pass" for review in self.reviews):
                     status = RunStatus.REVIEW_FAILED
         except RunTimeout as exc:
@@ -549,6 +565,9 @@ class AgentRun:
                 errors.append(exc)
             finally:
                 self.sandbox = None
+        if self.base is not None:
+            release_snapshot(self.base)
+            self.base = None
         if errors:
             raise errors[0]
 
@@ -672,12 +691,31 @@ class AgentRun:
 
         return delegate_tasks(self, tasks)
 
-    def _review_with(self, reviewer: AgentContract, prompt: str) -> RunRecord:
-        """One response reviewer on this agent's workspace: read-only, under this agent's
-        capability, no delegation; closed as soon as it answered."""
+    @contextmanager
+    def _review_workspace(self) -> Iterator[Path]:
+        """Where this agent's reviewers read: its recorded diff over the state it started
+        from, in a fresh sandbox (:func:`sandbox.replay.open_replay`), never its own
+        workspace, so nothing of its session (a process it left, a file its diff does not
+        carry) can sway a verdict. A read-only agent changed nothing: they read what it
+        read."""
         if self.sandbox is None:
             raise RunError("the reviewed agent has no workspace", code="review")
-        self.sandbox.stop_processes()  # nothing of ours may run under the reviewer's reads
+        if self.capability.sandbox is SandboxMode.READ_ONLY:
+            self.sandbox.stop_processes()
+            yield self.sandbox.root
+            return
+        diff = self.sandbox.collect_diff()  # frozen: nothing of this agent runs any more
+        replay = open_replay(self.settings.backend, repo=self.repo,
+                             snapshot=self.settings.snapshot or self.base, patch=diff.patch,
+                             state_root=self.settings.state_root)
+        try:
+            yield replay.root
+        finally:
+            replay.teardown(discard=True)
+
+    def _review_with(self, reviewer: AgentContract, prompt: str, root: Path) -> RunRecord:
+        """One response reviewer, read-only on ``root`` (:meth:`_review_workspace`), under
+        this agent's capability, no delegation; closed as soon as it answered."""
         ceiling = self.capability.model_copy(update={
             "sandbox": SandboxMode.READ_ONLY, "read_only": True, "depth": 1,
             "delegates": frozenset()})
@@ -688,7 +726,7 @@ class AgentRun:
                            code="review") from exc
         remaining = self.deadline - time.monotonic() if self.deadline is not None else None
         run = AgentRun(self.settings, reviewer, derive_child(ceiling, reviewer), model,
-                       repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
+                       repo=root, depth=self.depth + 1, parent_run=self.run_id,
                        deadline=_deadline(remaining, reviewer.timeout_seconds), reviewing=True)
         try:
             return run.turn(prompt)

@@ -151,6 +151,7 @@ def open_sandbox(
     state_root: Path | None = None,
     snapshot: SnapshotRef | None = None,
     workspace: WorkspaceRequest = "auto",
+    disposable: bool = False,
 ) -> BaseSandbox:
     """Create a child's sandbox for ``repo`` in ``mode`` from the parent's current state.
 
@@ -170,7 +171,9 @@ def open_sandbox(
     parent itself, as before. ``workspace`` forces a kind: ``"overlay"`` fails
     (:class:`sandbox.errors.OverlayUnavailable`) instead of falling back, and
     snapshots the parent first when no ``snapshot`` is given; ``"worktree"`` never
-    mounts. Other modes work on the parent's checkout and ignore both.
+    mounts. Other modes work on the parent's checkout and ignore both. ``disposable``:
+    nothing in the sandbox is anyone's work (a check's or a reviewer's replay,
+    :mod:`sandbox.replay`): ``gc`` removes it without capturing a diff.
     """
     chosen = resolve_backend(config)
     info = inspect_repo(repo)
@@ -197,7 +200,7 @@ def open_sandbox(
         backend=chosen.type, mode=mode, repo_top=info.top, git_dir=info.git_dir,
         common_dir=info.common_dir, workspace=worktree or info.top, worktree=worktree,
         private_git=state.private_git if mode is not SandboxMode.READ_ONLY else None,
-        workspace_kind=kind, workspace_fallback=fallback,
+        workspace_kind=kind, workspace_fallback=fallback, disposable=disposable,
     )
     state.write_meta(meta)
     opening = _Opening(chosen, info, mode, state, meta, forced=workspace == "overlay")

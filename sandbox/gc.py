@@ -113,7 +113,7 @@ def _clean(
         if writable:
             cleared = workspace.sweep_setid()
         diffable = baseline.is_file() or layers is not None
-        if stale and writable and meta.base_commit and diffable:
+        if stale and writable and meta.base_commit and diffable and not meta.disposable:
             patch_path = persist_diff(workspace, state, setid_cleared=cleared)
     except SandboxError as exc:
         if not force:

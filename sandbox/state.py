@@ -243,6 +243,9 @@ class SandboxMeta(BaseModel):
     shared_objects: tuple[Path, ...] = ()
     #: Whether the snapshot holds ``.gitattributes`` files.
     attributes: bool = False
+    #: Nothing in it is anyone's work (a replay for a check or a reviewer): gc removes it
+    #: without capturing a diff.
+    disposable: bool = False
     owner_host: str = ""
     owner_pid: int | None = None
     owner_started: float | None = None

@@ -20,11 +20,13 @@ Imported as ``tests.backends`` (the repository root is on ``sys.path``).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -185,3 +187,33 @@ def git(repo: Path, *args: str, check: bool = True,
     env = {**os.environ, **GIT_ENV, **kwargs.pop("env", {})}
     return subprocess.run(["git", *args], cwd=repo, env=env, check=check,
                           capture_output=True, text=True, **kwargs)
+
+
+def host_tasks_named(name: str) -> list[str]:
+    """``pid/tid`` of every task on the host whose ``comm`` is ``name``. Every sandbox's
+    processes are host processes, so this looks past any sandbox; it reads each thread
+    (``/proc/PID/task/*``), so a zombie leader whose other threads run is found too (its
+    ``/proc/PID/cmdline`` is empty)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            tasks = list((proc / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                comm = (task / "comm").read_text().strip()
+            except OSError:
+                continue
+            if comm == name:
+                found.append(f"{proc.name}/{task.name}")
+    return found
+
+
+def kill_tasks_named(name: str) -> None:
+    """SIGKILL every process with a task named ``name`` (a test's own survivor)."""
+    for task in host_tasks_named(name):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(task.partition("/")[0]), signal.SIGKILL)

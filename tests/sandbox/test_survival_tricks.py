@@ -19,18 +19,15 @@ bubblewrap, the container's cgroup on docker) still kills the survivor.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import secrets
-import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sbx_support import OpenSandbox, backends
 
 from sandbox.backends import warm
+from tests.backends import host_tasks_named, kill_tasks_named
 
 WARM = ("bubblewrap", "docker")
 
@@ -118,37 +115,13 @@ rm -f /tmp/survivor-ready /tmp/survivor-fifo
 """
 
 
-def host_tasks_named(name: str) -> list[str]:
-    """``pid/tid`` of every task on the host whose ``comm`` is ``name`` (zombie leaders'
-    threads included: ``/proc/PID/task/*``, not ``/proc/PID/cmdline``, which they lack)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            tasks = list((proc / "task").iterdir())
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                comm = (task / "comm").read_text().strip()
-            except OSError:
-                continue
-            if comm == name:
-                found.append(f"{proc.name}/{task.name}")
-    return found
-
-
 @pytest.fixture
 def survivor_name() -> Iterator[str]:
     """A unique task name (10 characters, within comm's 15); whatever still runs with it
     afterwards is killed, so one failing test never leaves a writer behind."""
     name = "sv" + secrets.token_hex(4)
     yield name
-    for task in host_tasks_named(name):
-        pid = int(task.partition("/")[0])
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    kill_tasks_named(name)
 
 
 def _start(sb: object, trick: str, name: str) -> tuple[bytes, tuple[str, ...]]:

@@ -150,6 +150,33 @@ def test_reviewer_checks_the_answer_and_its_verdict_is_recorded(fs) -> None:
     assert ran.record.final_text == "I wrote notes.txt"  # the answer is kept as it was
 
 
+def test_reviewers_read_the_recorded_diff_not_the_agents_workspace(fs) -> None:
+    """Spec (agent-definition-json.md): responseReviewers array Optional reviewer agents that
+    check answers (e.g. answer-relevance-checker). Empty for none.
+
+    Issue 16: a reviewer judges what was recorded. The agent writes notes.txt (in its diff)
+    and an ignored file (in no diff) that says the work is approved; the reviewer runs in a
+    fresh sandbox of the agent's base with the recorded diff applied, so it reads the note
+    and finds no such approval.
+    """
+    fs.repo.mkdir(parents=True, exist_ok=True)
+    (fs.repo / ".gitignore").write_text("approval.txt\n")
+    _reviewed(fs, "answer-relevance-checker")
+    ran = run_in(fs, "writer", [
+        WRITE, call("file_write", path="approval.txt", content="APPROVED\n"),
+        {"text": "I wrote notes.txt"},
+        call("file_read", path="notes.txt"), call("file_read", path="approval.txt"),
+        {"text": "VERDICT: PASS"},
+    ], prompt="write a note")
+    [review] = ran.record.reviews
+    reviewer_run = find_run(ledger_dir(ran.repo), review["run_id"])
+    read_note, read_approval = reviewer_run.audit
+    assert "hello" in read_note["result"]
+    assert "APPROVED" not in str(read_approval)
+    assert read_approval["decision"] != "allowed" or "no such file" in read_approval["result"]
+    assert "notes.txt" in ran.record.diff and "approval.txt" not in ran.record.diff
+
+
 @pytest.mark.parametrize("reply", ["VERDICT: FAIL\nIt does not say what the note holds.",
                                    "Looks fine to me."])
 def test_a_failed_or_unclear_check_is_not_a_completed_run(fs, reply: str) -> None:
