@@ -7,9 +7,12 @@ dropped, a check weakened, a set narrowed): the exact text it changes (an
 that must catch it, and why it matters. For each mutant the script writes the
 change into a scratch copy of the repository (the files git tracks, plus the
 untracked ones it does not ignore), runs only the catching tests there
-(``pytest -x -q -p no:cacheprovider``) and restores the file. A mutant
-*survives* when those tests pass: then a defence can be deleted without any
-test noticing, and the run fails.
+(``pytest -x -q -p no:cacheprovider``, with a ``--junitxml`` report) and
+restores the file. A mutant is *caught* only when the report shows one of its
+listed tests failed (in the test itself: an error in a fixture's setup or
+teardown, a crash in session cleanup or the failure of another test is not a
+catch but an error, see :func:`judge`). It *survives* when those tests pass:
+then a defence can be deleted without any test noticing, and the run fails.
 
 An anchor that is missing or not unique is an error before anything runs (the
 list must follow the code: re-anchor, never delete, a mutation whose code moved).
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -41,8 +45,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from xml.etree import ElementTree
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -730,21 +735,96 @@ def check_imports(python: str, copy: Path) -> None:
             raise SystemExit(f"the scratch copy imports {path}, not its own code")
 
 
-def run_pytest(python: str, copy: Path, tests: Sequence[str], timeout: float,
-               ) -> tuple[int | None, str]:
-    """``pytest -x`` on ``tests`` inside ``copy``: (exit code or None on timeout, output)."""
+@dataclass(frozen=True)
+class PytestRun:
+    """One pytest run: its exit code (``None``: killed at the timeout), its output, and the
+    text of its ``--junitxml`` report (``None`` when it wrote none)."""
+
+    code: int | None
+    output: str
+    junit: str | None = None
+
+
+@dataclass(frozen=True)
+class JunitCase:
+    """One ``<testcase>`` of a junit report (pytest writes a second one, with the same name,
+    for an error in teardown after a failure in the call)."""
+
+    classname: str
+    name: str
+    #: ``<failure>``: the test itself failed (an assertion, an exception in its call, a strict
+    #: xfail that passed).
+    failed: bool = False
+    #: ``<error>`` messages: an error in setup or teardown (a fixture), or in collection.
+    errors: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.classname}::{self.name}" if self.classname else self.name
+
+
+def junit_address(test_id: str) -> tuple[str, str]:
+    """The (classname, name) pytest's junit report gives the test ``test_id`` (its
+    ``mangle_test_address``): ``tests/a/test_b.py::C::test_d[x]`` is
+    (``tests.a.test_b.C``, ``test_d[x]``)."""
+    path, bracket, params = test_id.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    return ".".join(names[:-1]), names[-1]
+
+
+def read_junit(text: str) -> list[JunitCase]:
+    """The test cases of a junit report (``ValueError`` when it is not one)."""
+    try:
+        root = ElementTree.fromstring(text)  # noqa: S314 - our own pytest's report, in our scratch copy
+    except ElementTree.ParseError as exc:
+        raise ValueError(f"not a junit report: {exc}") from exc
+    cases = []
+    for case in root.iter("testcase"):
+        cases.append(JunitCase(
+            classname=case.get("classname", ""), name=case.get("name", ""),
+            failed=case.find("failure") is not None,
+            errors=tuple(error.get("message", "error") for error in case.iter("error"))))
+    return cases
+
+
+def listed_in(test_id: str, case: JunitCase) -> bool:
+    """Whether ``case`` is a test the id ``test_id`` selects: that very test (a parametrized
+    id matches only itself, exactly), each parametrization of a bare function id, every test
+    of a file id."""
+    if "::" not in test_id:
+        module = junit_address(f"{test_id}::x")[0]
+        return case.classname == module or case.classname.startswith(f"{module}.")
+    classname, name = junit_address(test_id)
+    if case.classname != classname:
+        return False
+    return case.name == name or ("[" not in name and case.name.startswith(f"{name}["))
+
+
+def run_pytest(python: str, copy: Path, tests: Sequence[str], timeout: float) -> PytestRun:
+    """``pytest -x`` on ``tests`` inside ``copy``, with a junit report."""
     basetemp = copy / ".mutant-tmp"
+    report = copy / ".mutant-report.xml"
+    report.unlink(missing_ok=True)
     argv = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfEs",
-            f"--basetemp={basetemp}", *tests]
+            f"--basetemp={basetemp}", f"--junitxml={report}", "-o", "junit_family=xunit2",
+            "-o", "junit_logging=no", *tests]
     proc = subprocess.Popen(argv, cwd=copy, env=copy_env(copy), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
+        code: int | None = proc.returncode
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
-        return None, output
+        code = None
+    try:
+        junit: str | None = report.read_text(encoding="utf-8")
+    except OSError:
+        junit = None
+    report.unlink(missing_ok=True)
+    return PytestRun(code, output, junit)
 
 
 def _summary(output: str) -> str:
@@ -756,16 +836,49 @@ def _summary(output: str) -> str:
     return lines[-1][:160] if lines else ""
 
 
-def judge(mut: Mutation, code: int | None, output: str, seconds: float) -> Outcome:
-    last = _summary(output)
-    if code is None:
-        return Outcome(mut.name, "error", seconds, "timed out", output)
-    if code == 1:
-        return Outcome(mut.name, "caught", seconds, last, output)
-    if code == 0:
-        skipped = " (its tests skipped)" if "skipped" in output.splitlines()[-1] else ""
-        return Outcome(mut.name, "survived", seconds, f"tests passed{skipped}: {last}", output)
-    return Outcome(mut.name, "error", seconds, f"pytest exit {code}: {last}", output)
+def judge(mut: Mutation, run: PytestRun, seconds: float) -> Outcome:
+    """Caught, survived or error, from the junit report of the mutant's tests.
+
+    Caught only when the report shows at least one of ``mut.tests`` *failed*: an assertion
+    or an exception inside the test's call (a strict xfail that passed counts too). An
+    error in the setup or teardown of a listed test (a fixture that broke), a collection
+    error, a failed test that is not in the list, or a pytest exit 1 with no failed listed
+    test (a crash in session cleanup) is never a catch: it is an error, with the reason.
+    Survived: pytest passed (exit 0) and a listed test ran.
+    """
+    last = _summary(run.output)
+
+    def outcome(status: str, detail: str) -> Outcome:
+        return Outcome(mut.name, status, seconds, detail, run.output)
+
+    if run.code is None:
+        return outcome("error", "timed out")
+    if run.junit is None:
+        return outcome("error", f"pytest exit {run.code} without a junit report: {last}")
+    try:
+        cases = read_junit(run.junit)
+    except ValueError as exc:
+        return outcome("error", f"pytest exit {run.code}: {exc}")
+    listed = [case for case in cases if any(listed_in(t, case) for t in mut.tests)]
+    failed = [case for case in listed if case.failed]
+    if failed:
+        return outcome("caught", "failed: " + ", ".join(dict.fromkeys(c.label for c in failed)))
+    errors = [case for case in cases if case.errors]
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return outcome("error", f"error, not a failure, in {first.label}: "
+                       f"{first.errors[0][:120]}{more}")
+    strangers = [case for case in cases if case.failed]
+    if strangers:
+        return outcome("error", "only tests not in its list failed: "
+                       + ", ".join(c.label for c in strangers))
+    if run.code != 0:
+        return outcome("error", f"pytest exit {run.code} with no listed test failed: {last}")
+    if not listed:
+        return outcome("error", f"none of its listed tests ran: {last}")
+    skipped = " (its tests skipped)" if "skipped" in last else ""
+    return outcome("survived", f"tests passed{skipped}: {last}")
 
 
 def apply_edits(copy: Path, mut: Mutation) -> dict[Path, str]:
@@ -786,10 +899,10 @@ def run_mutant(python: str, copy: Path, mut: Mutation, timeout: float,
     started = time.monotonic()
     try:
         if not every_test:
-            code, output = run_pytest(python, copy, mut.tests, timeout)
-            return judge(mut, code, output, time.monotonic() - started)
-        alone = [judge(mut, *run_pytest(python, copy, [test], timeout), 0.0)
-                 for test in mut.tests]
+            return judge(mut, run_pytest(python, copy, mut.tests, timeout),
+                         time.monotonic() - started)
+        alone = [judge(replace(mut, tests=(test,)), run_pytest(python, copy, [test], timeout),
+                       0.0) for test in mut.tests]
     finally:
         for path, text in originals.items():
             path.write_text(text, encoding="utf-8")
@@ -827,10 +940,11 @@ def baseline(python: str, copies: list[Path], tests: list[str], timeout: float) 
         if not chunks[index]:
             return
         started = time.monotonic()
-        code, output = run_pytest(python, copies[index], chunks[index], timeout)
+        run = run_pytest(python, copies[index], chunks[index], timeout)
+        code, output = run.code, run.output
         status = "passed" if code == 0 else "error"
         detail = _summary(output)
-        if code == 0 and "skipped" in output.splitlines()[-1]:
+        if code == 0 and "skipped" in detail:
             detail += "  (some catching tests skip here: their mutants may survive)"
         with lock:
             outcomes.append(Outcome(f"baseline {index + 1}/{len(copies)}", status,
