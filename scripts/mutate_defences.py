@@ -647,6 +647,125 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if not _plain(tool.name):\n        return (", "    if False:\n        return (",
         [f"{MCP}::test_hostile_tool_names_never_become_native_or_ambiguous[host]"],
         "a server's tool names with spaces, paths or homoglyphs reach the model"),
+    # -- issue 16: defences no test would miss -----------------------------------------------
+    mutation(
+        "nested-git-read-only", "git hardening", "sandbox/workspaces/model.py",
+        "        mounts += [Mount(self.root / nested, False) for nested in self.nested_git]\n",
+        "",
+        ["tests/sandbox/test_git_mounts.py::test_nested_repository_git_dir_is_read_only_in_"
+         "workspace_write[bubblewrap]",
+         "tests/sandbox/test_git_mounts.py::test_nested_repository_git_dir_is_read_only_in_"
+         "workspace_write[docker]"],
+        "a workspace-write child plants sub/.git/hooks/post-commit in a nested repository: "
+        "the user's next commit there runs it"),
+    mutation(
+        "git-pointer-read-only", "git hardening", "sandbox/workspaces/model.py",
+        "            mounts.append(Mount(dot_git, False))\n", "            pass\n",
+        ["tests/sandbox/test_git_mounts.py::test_top_git_pointer_is_read_only[bubblewrap]",
+         "tests/sandbox/test_git_mounts.py::test_top_git_pointer_is_read_only[docker]",
+         "tests/sandbox/test_git_mounts.py::test_top_git_pointer_is_read_only[bubblewrap-overlay]"],
+        "a worktree child rewrites its .git pointer ('gitdir: /tmp/evil'): git on the host "
+        "then reads a repository of the child's choosing there"),
+    mutation(
+        "snapshot-sandbox-lease", "overlay", "sandbox/workspaces/snapshot.py",
+        '            alive = (state_root / "sandboxes" / lease.sandbox).is_dir()\n',
+        '            alive = (state_root / "worktrees" / lease.sandbox / "meta.json").is_file()\n',
+        ["tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
+         "running_overlay_children_whole[host-overlay]",
+         "tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
+         "running_overlay_children_whole[bubblewrap-overlay]"],
+        "gc looks for a sandbox's lease holder in the wrong place and removes the snapshot "
+        "checkout under running overlay children"),
+    mutation(
+        "gc-live-overlay-mounts", "overlay", "sandbox/gc.py",
+        "    entries += _orphan_mounts(root, alive)\n",
+        "    entries += _orphan_mounts(root, set())\n",
+        ["tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
+         "running_overlay_children_whole[host-overlay]",
+         "tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
+         "running_overlay_children_whole[docker-overlay]"],
+        "gc takes every overlay mount for an orphan and detaches a running child's workspace "
+        "(its directory stays: only reading it back shows the loss)"),
+    mutation(
+        "upper-opaque-dir", "overlay", "sandbox/workspaces/upper.py",
+        "            if not whole and not _opaque(child):\n", "            if not whole:\n",
+        ["tests/sandbox/test_overlay_opaque.py::test_deletions_under_a_replaced_directory_are_"
+         "in_the_diff[top-host-overlay]",
+         "tests/sandbox/test_overlay_opaque.py::test_deletions_under_a_replaced_directory_are_"
+         "in_the_diff[nested-bubblewrap-overlay]"],
+        "after rm -rf d && mkdir d the snapshot's files under d vanish without a deletion in "
+        "the diff"),
+    mutation(
+        "backup-copy-verified", "apply", "executor/merge_backup.py",
+        "                    if copied != saved.sha256:\n", "                    if False:\n",
+        ["tests/executor/test_apply_backup.py::test_a_backup_copy_that_differs_from_the_file_"
+         "stops_the_apply"],
+        "an apply goes ahead with a backup copy that differs from the file: a failed apply "
+        "restores the wrong bytes"),
+    mutation(
+        "backup-copy-fsync", "apply", "executor/merge_backup.py",
+        '                    with (directory / "files" / name).open("rb+") as handle:\n'
+        "                        os.fsync(handle.fileno())\n", "",
+        ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
+         "directories_are_synced_before_git_writes"],
+        "the backup copies may still be in the page cache when git writes: a power loss "
+        "leaves --recover without them"),
+    mutation(
+        "backup-files-dir-fsync", "apply", "executor/merge_backup.py",
+        '            _fsync_dir(directory / "files")\n', "",
+        ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
+         "directories_are_synced_before_git_writes"],
+        "the backup copies' directory entries are not on disk when git writes"),
+    mutation(
+        "backup-manifest-fsync", "apply", "executor/merge_backup.py",
+        "        handle.flush()\n        os.fsync(handle.fileno())\n",
+        "        handle.flush()\n",
+        ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
+         "directories_are_synced_before_git_writes"],
+        "the manifest that says an apply is under way may be lost with the power"),
+    mutation(
+        "overlay-nosuid", "overlay", "sandbox/workspaces/overlay.py",
+        "_MS_NOSUID | _MS_NODEV, layers.options().encode())",
+        "_MS_NODEV, layers.options().encode())",
+        ["tests/sandbox/test_overlay_mount_options.py::test_a_setuid_file_the_child_plants_"
+         "never_runs_setuid_on_the_host[host-overlay]",
+         "tests/sandbox/test_overlay_mount_options.py::test_every_mount_option_is_in_"
+         "effect[docker-overlay]"],
+        "a setuid file a child plants in its merged view runs setuid on the host"),
+    mutation(
+        "overlay-nodev", "overlay", "sandbox/workspaces/overlay.py",
+        "_MS_NOSUID | _MS_NODEV, layers.options().encode())",
+        "_MS_NOSUID, layers.options().encode())",
+        ["tests/sandbox/test_overlay_mount_options.py::test_a_device_node_in_the_merged_view_"
+         "cannot_be_used[docker-overlay]",
+         "tests/sandbox/test_overlay_mount_options.py::test_every_mount_option_is_in_"
+         "effect[bubblewrap-overlay]"],
+        "a device node in the merged view opens as that device, on the host and in a "
+        "container"),
+    mutation(
+        "overlay-redirect-dir", "overlay", "sandbox/workspaces/overlay.py",
+        'MOUNT_OPTIONS = ("redirect_dir=nofollow", "metacopy=off",',
+        'MOUNT_OPTIONS = ("metacopy=off",',
+        ["tests/sandbox/test_overlay_mount_options.py::test_every_mount_option_is_in_"
+         "effect[host-overlay]"],
+        "the kernel's default redirect_dir (follow here) honours redirect xattrs in an upper "
+        "layer"),
+    mutation(
+        "overlay-uuid-off", "overlay", "sandbox/workspaces/overlay.py",
+        '"xino=off", "uuid=off")', '"xino=off")',
+        ["tests/sandbox/test_overlay_mount_options.py::test_every_mount_option_is_in_"
+         "effect[bubblewrap-overlay]"],
+        "the overlay ties its upper layer to the lower filesystem's uuid (uuid=on here)"),
+    mutation(
+        "owner-start-time", "state dir", "sandbox/state.py",
+        "        return abs(psutil.Process(pid).create_time() - started) < 0.01\n",
+        "        return psutil.Process(pid).is_running()\n",
+        ["tests/sandbox/test_owner_reuse.py::test_gc_collects_a_sandbox_whose_owner_pid_was_"
+         "reused[host-overlay]",
+         "tests/sandbox/test_owner_reuse.py::test_gc_removes_snapshots_held_by_a_reused_pid",
+         "tests/sandbox/test_owner_reuse.py::test_a_running_run_or_fanout_whose_owner_pid_was_"
+         "reused_has_crashed"],
+        "a reused pid keeps a dead owner's sandbox, snapshot and 'running' run alive forever"),
 )
 
 
@@ -777,7 +896,8 @@ def junit_address(test_id: str) -> tuple[str, str]:
 def read_junit(text: str) -> list[JunitCase]:
     """The test cases of a junit report (``ValueError`` when it is not one)."""
     try:
-        root = ElementTree.fromstring(text)  # noqa: S314 - our own pytest's report, in our scratch copy
+        # S314: the report is our own pytest's, written into our scratch copy
+        root = ElementTree.fromstring(text)  # noqa: S314
     except ElementTree.ParseError as exc:
         raise ValueError(f"not a junit report: {exc}") from exc
     cases = []
