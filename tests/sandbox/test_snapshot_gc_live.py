@@ -23,6 +23,7 @@ from sandbox.base import BaseSandbox
 from sandbox.factory import open_sandbox
 from sandbox.gc import gc
 from sandbox.results import ExecResult
+from sandbox.workspaces.overlay import is_mountpoint
 from sandbox.workspaces.snapshot import SNAPSHOTS, acquire_snapshot, release_snapshot
 
 #: Prints ``<sha256> <path>`` of every file of the workspace, sorted (not ``.git``, not the
@@ -93,9 +94,7 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
 
         report = gc(state_root)
 
-        actions = {(e.sandbox_id, e.action) for e in report.entries}
-        assert {(c.id, "in_use") for c in children} | {(ref.id, "in_use")} <= actions, actions
-        assert not report.by_action("cleaned") and not report.by_action("orphan_removed")
+        assert all(is_mountpoint(child.root) for child in children)  # nothing detached
         assert (state_root / SNAPSHOTS / ref.id / "snapshot.json").is_file()
         assert _tree_digest(layers.lower) == lower_before  # the shared checkout is intact
         first.files.write_text(".go", "")
@@ -109,6 +108,9 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
                 ("README.md", "modified"), ("docs/guide.md", "deleted"),
                 (f"new-{i}.txt", "added")}
             assert f"+child{i}".encode() in diff.patch and not diff.excluded
+        actions = {(e.sandbox_id, e.action) for e in report.entries}
+        assert {(c.id, "in_use") for c in children} | {(ref.id, "in_use")} <= actions, actions
+        assert not report.by_action("cleaned") and not report.by_action("orphan_removed")
     finally:
         for child in children:
             child.stop_processes()
