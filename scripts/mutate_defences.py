@@ -7,9 +7,12 @@ dropped, a check weakened, a set narrowed): the exact text it changes (an
 that must catch it, and why it matters. For each mutant the script writes the
 change into a scratch copy of the repository (the files git tracks, plus the
 untracked ones it does not ignore), runs only the catching tests there
-(``pytest -x -q -p no:cacheprovider``) and restores the file. A mutant
-*survives* when those tests pass: then a defence can be deleted without any
-test noticing, and the run fails.
+(``pytest -x -q -p no:cacheprovider``, with a ``--junitxml`` report) and
+restores the file. A mutant is *caught* only when the report shows one of its
+listed tests failed (in the test itself: an error in a fixture's setup or
+teardown, a crash in session cleanup or the failure of another test is not a
+catch but an error, see :func:`judge`). It *survives* when those tests pass:
+then a defence can be deleted without any test noticing, and the run fails.
 
 An anchor that is missing or not unique is an error before anything runs (the
 list must follow the code: re-anchor, never delete, a mutation whose code moved).
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -41,8 +45,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from xml.etree import ElementTree
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -706,6 +711,125 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{TERMINAL}::test_a_multi_line_error_prints_as_lines_none_posing_as_a_field",
          f"{TERMINAL}::test_a_file_name_in_an_error_cannot_forge_a_hint_line"],
         "a file name holding '\\nhint: ...' prints a hint line of its own in an error"),
+    # -- issue 16: defences no test would miss -----------------------------------------------
+    mutation(
+        "nested-git-read-only", "git hardening", "sandbox/workspaces/model.py",
+        "        mounts += [Mount(self.root / nested, False) for nested in self.nested_git]\n",
+        "",
+        ["tests/sandbox/test_git_mounts.py::test_nested_repository_git_dir_is_read_only_in_"
+         "workspace_write[bubblewrap]",
+         "tests/sandbox/test_git_mounts.py::test_nested_repository_git_dir_is_read_only_in_"
+         "workspace_write[docker]"],
+        "a workspace-write child plants sub/.git/hooks/post-commit in a nested repository: "
+        "the user's next commit there runs it"),
+    mutation(
+        "git-pointer-read-only", "git hardening", "sandbox/workspaces/model.py",
+        "            mounts.append(Mount(dot_git, False))\n", "            pass\n",
+        ["tests/sandbox/test_git_mounts.py::test_top_git_pointer_is_read_only[bubblewrap]",
+         "tests/sandbox/test_git_mounts.py::test_top_git_pointer_is_read_only[docker]",
+         "tests/sandbox/test_git_mounts.py::test_top_git_pointer_is_read_only[bubblewrap-overlay]"],
+        "a worktree child rewrites its .git pointer ('gitdir: /tmp/evil'): git on the host "
+        "then reads a repository of the child's choosing there"),
+    mutation(
+        "snapshot-sandbox-lease", "overlay", "sandbox/workspaces/snapshot.py",
+        '            alive = (state_root / "sandboxes" / lease.sandbox).is_dir()\n',
+        '            alive = (state_root / "worktrees" / lease.sandbox / "meta.json").is_file()\n',
+        ["tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
+         "running_overlay_children_whole[host-overlay]",
+         "tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
+         "running_overlay_children_whole[bubblewrap-overlay]"],
+        "gc looks for a sandbox's lease holder in the wrong place and removes the snapshot "
+        "checkout under running overlay children"),
+    mutation(
+        "gc-live-overlay-mounts", "overlay", "sandbox/gc.py",
+        "    entries += _orphan_mounts(root, alive)\n",
+        "    entries += _orphan_mounts(root, set())\n",
+        ["tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
+         "running_overlay_children_whole[host-overlay]",
+         "tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
+         "running_overlay_children_whole[docker-overlay]"],
+        "gc takes every overlay mount for an orphan and detaches a running child's workspace "
+        "(its directory stays: only reading it back shows the loss)"),
+    mutation(
+        "upper-opaque-dir", "overlay", "sandbox/workspaces/upper.py",
+        "            if not whole and not _opaque(child):\n", "            if not whole:\n",
+        ["tests/sandbox/test_overlay_opaque.py::test_deletions_under_a_replaced_directory_are_"
+         "in_the_diff[top-host-overlay]",
+         "tests/sandbox/test_overlay_opaque.py::test_deletions_under_a_replaced_directory_are_"
+         "in_the_diff[nested-bubblewrap-overlay]"],
+        "after rm -rf d && mkdir d the snapshot's files under d vanish without a deletion in "
+        "the diff"),
+    mutation(
+        "backup-copy-verified", "apply", "executor/merge_backup.py",
+        "                    if copied != saved.sha256:\n", "                    if False:\n",
+        ["tests/executor/test_apply_backup.py::test_a_backup_copy_that_differs_from_the_file_"
+         "stops_the_apply"],
+        "an apply goes ahead with a backup copy that differs from the file: a failed apply "
+        "restores the wrong bytes"),
+    mutation(
+        "backup-copy-fsync", "apply", "executor/merge_backup.py",
+        '                    with (directory / "files" / name).open("rb+") as handle:\n'
+        "                        os.fsync(handle.fileno())\n", "",
+        ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
+         "directories_are_synced_before_git_writes"],
+        "the backup copies may still be in the page cache when git writes: a power loss "
+        "leaves --recover without them"),
+    mutation(
+        "backup-files-dir-fsync", "apply", "executor/merge_backup.py",
+        '            _fsync_dir(directory / "files")\n', "",
+        ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
+         "directories_are_synced_before_git_writes"],
+        "the backup copies' directory entries are not on disk when git writes"),
+    mutation(
+        "backup-manifest-fsync", "apply", "executor/merge_backup.py",
+        "        handle.flush()\n        os.fsync(handle.fileno())\n",
+        "        handle.flush()\n",
+        ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
+         "directories_are_synced_before_git_writes"],
+        "the manifest that says an apply is under way may be lost with the power"),
+    mutation(
+        "overlay-nosuid", "overlay", "sandbox/workspaces/overlay.py",
+        "_MS_NOSUID | _MS_NODEV, layers.options().encode())",
+        "_MS_NODEV, layers.options().encode())",
+        ["tests/sandbox/test_overlay_mount_options.py::test_a_setuid_file_the_child_plants_"
+         "never_runs_setuid_on_the_host[host-overlay]",
+         "tests/sandbox/test_overlay_mount_options.py::test_every_mount_option_is_in_"
+         "effect[docker-overlay]"],
+        "a setuid file a child plants in its merged view runs setuid on the host"),
+    mutation(
+        "overlay-nodev", "overlay", "sandbox/workspaces/overlay.py",
+        "_MS_NOSUID | _MS_NODEV, layers.options().encode())",
+        "_MS_NOSUID, layers.options().encode())",
+        ["tests/sandbox/test_overlay_mount_options.py::test_a_device_node_in_the_merged_view_"
+         "cannot_be_used[docker-overlay]",
+         "tests/sandbox/test_overlay_mount_options.py::test_every_mount_option_is_in_"
+         "effect[bubblewrap-overlay]"],
+        "a device node in the merged view opens as that device, on the host and in a "
+        "container"),
+    mutation(
+        "overlay-redirect-dir", "overlay", "sandbox/workspaces/overlay.py",
+        'MOUNT_OPTIONS = ("redirect_dir=nofollow", "metacopy=off",',
+        'MOUNT_OPTIONS = ("metacopy=off",',
+        ["tests/sandbox/test_overlay_mount_options.py::test_every_mount_option_is_in_"
+         "effect[host-overlay]"],
+        "the kernel's default redirect_dir (follow here) honours redirect xattrs in an upper "
+        "layer"),
+    mutation(
+        "overlay-uuid-off", "overlay", "sandbox/workspaces/overlay.py",
+        '"xino=off", "uuid=off")', '"xino=off")',
+        ["tests/sandbox/test_overlay_mount_options.py::test_every_mount_option_is_in_"
+         "effect[bubblewrap-overlay]"],
+        "the overlay ties its upper layer to the lower filesystem's uuid (uuid=on here)"),
+    mutation(
+        "owner-start-time", "state dir", "sandbox/state.py",
+        "        return abs(psutil.Process(pid).create_time() - started) < 0.01\n",
+        "        return psutil.Process(pid).is_running()\n",
+        ["tests/sandbox/test_owner_reuse.py::test_gc_collects_a_sandbox_whose_owner_pid_was_"
+         "reused[host-overlay]",
+         "tests/sandbox/test_owner_reuse.py::test_gc_removes_snapshots_held_by_a_reused_pid",
+         "tests/sandbox/test_owner_reuse.py::test_a_running_run_or_fanout_whose_owner_pid_was_"
+         "reused_has_crashed"],
+        "a reused pid keeps a dead owner's sandbox, snapshot and 'running' run alive forever"),
 )
 
 
@@ -794,21 +918,97 @@ def check_imports(python: str, copy: Path) -> None:
             raise SystemExit(f"the scratch copy imports {path}, not its own code")
 
 
-def run_pytest(python: str, copy: Path, tests: Sequence[str], timeout: float,
-               ) -> tuple[int | None, str]:
-    """``pytest -x`` on ``tests`` inside ``copy``: (exit code or None on timeout, output)."""
+@dataclass(frozen=True)
+class PytestRun:
+    """One pytest run: its exit code (``None``: killed at the timeout), its output, and the
+    text of its ``--junitxml`` report (``None`` when it wrote none)."""
+
+    code: int | None
+    output: str
+    junit: str | None = None
+
+
+@dataclass(frozen=True)
+class JunitCase:
+    """One ``<testcase>`` of a junit report (pytest writes a second one, with the same name,
+    for an error in teardown after a failure in the call)."""
+
+    classname: str
+    name: str
+    #: ``<failure>``: the test itself failed (an assertion, an exception in its call, a strict
+    #: xfail that passed).
+    failed: bool = False
+    #: ``<error>`` messages: an error in setup or teardown (a fixture), or in collection.
+    errors: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.classname}::{self.name}" if self.classname else self.name
+
+
+def junit_address(test_id: str) -> tuple[str, str]:
+    """The (classname, name) pytest's junit report gives the test ``test_id`` (its
+    ``mangle_test_address``): ``tests/a/test_b.py::C::test_d[x]`` is
+    (``tests.a.test_b.C``, ``test_d[x]``)."""
+    path, bracket, params = test_id.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    return ".".join(names[:-1]), names[-1]
+
+
+def read_junit(text: str) -> list[JunitCase]:
+    """The test cases of a junit report (``ValueError`` when it is not one)."""
+    try:
+        # S314: the report is our own pytest's, written into our scratch copy
+        root = ElementTree.fromstring(text)  # noqa: S314
+    except ElementTree.ParseError as exc:
+        raise ValueError(f"not a junit report: {exc}") from exc
+    cases = []
+    for case in root.iter("testcase"):
+        cases.append(JunitCase(
+            classname=case.get("classname", ""), name=case.get("name", ""),
+            failed=case.find("failure") is not None,
+            errors=tuple(error.get("message", "error") for error in case.iter("error"))))
+    return cases
+
+
+def listed_in(test_id: str, case: JunitCase) -> bool:
+    """Whether ``case`` is a test the id ``test_id`` selects: that very test (a parametrized
+    id matches only itself, exactly), each parametrization of a bare function id, every test
+    of a file id."""
+    if "::" not in test_id:
+        module = junit_address(f"{test_id}::x")[0]
+        return case.classname == module or case.classname.startswith(f"{module}.")
+    classname, name = junit_address(test_id)
+    if case.classname != classname:
+        return False
+    return case.name == name or ("[" not in name and case.name.startswith(f"{name}["))
+
+
+def run_pytest(python: str, copy: Path, tests: Sequence[str], timeout: float) -> PytestRun:
+    """``pytest -x`` on ``tests`` inside ``copy``, with a junit report."""
     basetemp = copy / ".mutant-tmp"
+    report = copy / ".mutant-report.xml"
+    report.unlink(missing_ok=True)
     argv = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfEs",
-            f"--basetemp={basetemp}", *tests]
+            f"--basetemp={basetemp}", f"--junitxml={report}", "-o", "junit_family=xunit2",
+            "-o", "junit_logging=no", *tests]
     proc = subprocess.Popen(argv, cwd=copy, env=copy_env(copy), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
+        code: int | None = proc.returncode
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
-        return None, output
+        code = None
+    try:
+        junit: str | None = report.read_text(encoding="utf-8")
+    except OSError:
+        junit = None
+    report.unlink(missing_ok=True)
+    return PytestRun(code, output, junit)
 
 
 def _summary(output: str) -> str:
@@ -820,16 +1020,49 @@ def _summary(output: str) -> str:
     return lines[-1][:160] if lines else ""
 
 
-def judge(mut: Mutation, code: int | None, output: str, seconds: float) -> Outcome:
-    last = _summary(output)
-    if code is None:
-        return Outcome(mut.name, "error", seconds, "timed out", output)
-    if code == 1:
-        return Outcome(mut.name, "caught", seconds, last, output)
-    if code == 0:
-        skipped = " (its tests skipped)" if "skipped" in output.splitlines()[-1] else ""
-        return Outcome(mut.name, "survived", seconds, f"tests passed{skipped}: {last}", output)
-    return Outcome(mut.name, "error", seconds, f"pytest exit {code}: {last}", output)
+def judge(mut: Mutation, run: PytestRun, seconds: float) -> Outcome:
+    """Caught, survived or error, from the junit report of the mutant's tests.
+
+    Caught only when the report shows at least one of ``mut.tests`` *failed*: an assertion
+    or an exception inside the test's call (a strict xfail that passed counts too). An
+    error in the setup or teardown of a listed test (a fixture that broke), a collection
+    error, a failed test that is not in the list, or a pytest exit 1 with no failed listed
+    test (a crash in session cleanup) is never a catch: it is an error, with the reason.
+    Survived: pytest passed (exit 0) and a listed test ran.
+    """
+    last = _summary(run.output)
+
+    def outcome(status: str, detail: str) -> Outcome:
+        return Outcome(mut.name, status, seconds, detail, run.output)
+
+    if run.code is None:
+        return outcome("error", "timed out")
+    if run.junit is None:
+        return outcome("error", f"pytest exit {run.code} without a junit report: {last}")
+    try:
+        cases = read_junit(run.junit)
+    except ValueError as exc:
+        return outcome("error", f"pytest exit {run.code}: {exc}")
+    listed = [case for case in cases if any(listed_in(t, case) for t in mut.tests)]
+    failed = [case for case in listed if case.failed]
+    if failed:
+        return outcome("caught", "failed: " + ", ".join(dict.fromkeys(c.label for c in failed)))
+    errors = [case for case in cases if case.errors]
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return outcome("error", f"error, not a failure, in {first.label}: "
+                       f"{first.errors[0][:120]}{more}")
+    strangers = [case for case in cases if case.failed]
+    if strangers:
+        return outcome("error", "only tests not in its list failed: "
+                       + ", ".join(c.label for c in strangers))
+    if run.code != 0:
+        return outcome("error", f"pytest exit {run.code} with no listed test failed: {last}")
+    if not listed:
+        return outcome("error", f"none of its listed tests ran: {last}")
+    skipped = " (its tests skipped)" if "skipped" in last else ""
+    return outcome("survived", f"tests passed{skipped}: {last}")
 
 
 def apply_edits(copy: Path, mut: Mutation) -> dict[Path, str]:
@@ -850,10 +1083,10 @@ def run_mutant(python: str, copy: Path, mut: Mutation, timeout: float,
     started = time.monotonic()
     try:
         if not every_test:
-            code, output = run_pytest(python, copy, mut.tests, timeout)
-            return judge(mut, code, output, time.monotonic() - started)
-        alone = [judge(mut, *run_pytest(python, copy, [test], timeout), 0.0)
-                 for test in mut.tests]
+            return judge(mut, run_pytest(python, copy, mut.tests, timeout),
+                         time.monotonic() - started)
+        alone = [judge(replace(mut, tests=(test,)), run_pytest(python, copy, [test], timeout),
+                       0.0) for test in mut.tests]
     finally:
         for path, text in originals.items():
             path.write_text(text, encoding="utf-8")
@@ -891,10 +1124,11 @@ def baseline(python: str, copies: list[Path], tests: list[str], timeout: float) 
         if not chunks[index]:
             return
         started = time.monotonic()
-        code, output = run_pytest(python, copies[index], chunks[index], timeout)
+        run = run_pytest(python, copies[index], chunks[index], timeout)
+        code, output = run.code, run.output
         status = "passed" if code == 0 else "error"
         detail = _summary(output)
-        if code == 0 and "skipped" in output.splitlines()[-1]:
+        if code == 0 and "skipped" in detail:
             detail += "  (some catching tests skip here: their mutants may survive)"
         with lock:
             outcomes.append(Outcome(f"baseline {index + 1}/{len(copies)}", status,

@@ -8,11 +8,7 @@ overlays must work where the suite runs (root), unless it is not required.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +17,10 @@ from sbx_support import (
     TEST_LIMITS,
     OpenSandbox,
     backend_config,
+    kill_matching,
     make_repo,
+    new_marker,
     overlay_missing,
-    pids_matching,
 )
 
 from policies.contract import SandboxMode
@@ -95,10 +92,21 @@ def open_sb(backend: str, workspace: str, repo: Path, state_root: Path
 
 
 @pytest.fixture
-def marker() -> Iterator[str]:
-    """A unique ``sleep`` argument; whatever still runs with it is killed afterwards."""
-    value = f"1000.{uuid.uuid4().int % 10**6}"
-    yield value
-    for pid in pids_matching(f"sleep {value}"):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+def markers() -> Iterator[Callable[[], str]]:
+    """Make unique ``sleep`` arguments (:func:`sbx_support.new_marker`); afterwards every
+    process whose argv holds one of them as a whole argument is killed, and no other."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(new_marker())
+        return made[-1]
+
+    yield make
+    for value in made:
+        kill_matching(value)
+
+
+@pytest.fixture
+def marker(markers: Callable[[], str]) -> str:
+    """One unique ``sleep`` argument (see :func:`markers`)."""
+    return markers()

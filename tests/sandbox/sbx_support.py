@@ -7,8 +7,11 @@ never fixed sleeps. ``CORRAL_REQUIRE_BACKENDS`` (comma list, e.g.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import secrets
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -167,20 +170,39 @@ def sh(sb: Sandbox, script: str, **kwargs: Any) -> ExecResult:
     return run(sb, ["sh", "-c", script], **kwargs)
 
 
-def pids_matching(marker: str) -> list[int]:
-    """Host pids whose command line contains ``marker`` (every backend's processes are host
-    processes on this machine)."""
+def new_marker() -> str:
+    """A unique ``sleep`` argument: ``1000.``, eight random digits, then ``1``. All markers
+    have one width, so none is a prefix of another (nor of ``<marker>0``), and the trailing
+    ``1`` keeps any tool from shortening it; ``sleep`` takes it as ~17 minutes."""
+    return f"1000.{secrets.randbelow(10**8):08d}1"
+
+
+def pids_matching(pattern: str) -> list[int]:
+    """Host pids (not this process) whose argv holds the words of ``pattern`` as consecutive
+    whole arguments: ``"sleep 1000.123"`` matches ``sleep 1000.123`` (and a ``bwrap ... --
+    sleep 1000.123``), never ``sleep 1000.1234`` nor a shell whose script merely mentions
+    it. Every backend's processes are host processes on this machine."""
     import psutil
 
+    words = pattern.split()
+    width = len(words)
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            cmdline = " ".join(proc.info["cmdline"] or [])
+            argv = list(proc.info["cmdline"] or [])
         except psutil.Error:
             continue
-        if marker in cmdline and proc.pid != os.getpid():
+        if proc.pid != os.getpid() and any(
+                argv[i:i + width] == words for i in range(len(argv) - width + 1)):
             found.append(proc.pid)
     return found
+
+
+def kill_matching(pattern: str) -> None:
+    """SIGKILL every process :func:`pids_matching` finds for ``pattern``."""
+    for pid in pids_matching(pattern):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def diffs_by_kind(config: Any, repo: Path, state_root: Path, script: str,

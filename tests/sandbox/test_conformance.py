@@ -197,9 +197,9 @@ def test_parent_git_dir_is_never_written(open_sb: OpenSandbox, repo: Path,
 
 
 @pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)
-def test_teardown_leaves_nothing_behind(open_sb: OpenSandbox, repo: Path, state_root: Path) -> None:
+def test_teardown_leaves_nothing_behind(open_sb: OpenSandbox, repo: Path, state_root: Path,
+                                       marker: str) -> None:
     sb = open_sb()
-    marker = "417.25"
     run(sb, ["sh", "-c", f"sleep {marker} >/dev/null 2>&1 &"]).check()
     sb.files.write_text("kept.txt", "the diff survives teardown\n")
     worktree = sb.root

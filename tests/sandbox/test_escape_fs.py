@@ -9,9 +9,7 @@ raw ``os`` calls on the workspace.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
 import threading
 import time
@@ -21,7 +19,7 @@ import pytest
 from sbx_support import OpenSandbox, backends, git, pids_matching, sh, wait_for
 
 from policies.contract import SandboxMode
-from sandbox.errors import PathDenied, SandboxError
+from sandbox.errors import PathDenied
 from sandbox.files.confined import ConfinedFiles
 from sandbox.results import ExecResult
 
@@ -258,38 +256,42 @@ def test_parent_skips_non_regular_files_in_result(open_sb: OpenSandbox) -> None:
 # -- B8 TOCTOU ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "backend", backends(overlay=True,
-                        host_xfail="a setsid'd writer leaves the process group", fake=False,
-                        # the survivor either changes the file after the diff, or git reads
-                        # it mid-write and fails ("short read while indexing")
-                        host_raises=(AssertionError, SandboxError)),
-    indirect=True,
-)
-def test_diff_computed_only_after_child_terminated(open_sb: OpenSandbox) -> None:
-    """Without stopping the child first, a writer keeps changing files while (and after) the
-    parent reads them: the diff is not what the parent later sees."""
+@pytest.mark.parametrize("backend", backends(
+    overlay=True, fake=False, host_xfail="a setsid'd writer leaves the process group and "
+    "outlives the command"), indirect=True)
+def test_diff_computed_only_after_child_terminated(open_sb: OpenSandbox, marker: str) -> None:
+    """A writer that left the command's process group (double fork + ``setsid``) waits until
+    the parent has read the diff, then rewrites the file the diff showed. Without stopping
+    every process of the child before the diff, the diff is not what the parent later sees.
+
+    Deterministic: the command says ``spawned`` only once the intermediate shell has exited
+    (the writer is nobody's descendant then), the writer says ``before`` once it runs in its
+    own session, and it writes ``after`` only when the test creates ``go``, after the diff.
+    On the host backend it survives and writes, always; on bubblewrap and docker it is dead
+    before the diff starts. Every wait is on state."""
     sb = open_sb()
     results: list[ExecResult] = []
-    marker = "ticker-7f3a"  # double fork + setsid: the writer is nobody's descendant
-    writer = (f"(setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > {marker}; done' "
-              ">/dev/null 2>&1 &); sleep 60")
-    thread = threading.Thread(target=lambda: results.append(sb.exec(["sh", "-c", writer])))
+    writer = ("echo before > ticker.txt; until [ -e go ]; do sleep 0.01; done; "
+              "echo after > ticker.txt")
+    command = (f"(setsid sh -c '{writer}' {marker} >/dev/null 2>&1 &); "
+               f"echo spawned > spawned.txt; sleep {marker}")
+    thread = threading.Thread(target=lambda: results.append(sb.exec(["sh", "-c", command])))
     thread.start()
     try:
-        assert wait_for(lambda: sb.files.exists(marker) and sb.files.read_text(marker) != "")
+        assert wait_for(lambda: sb.files.exists("spawned.txt")
+                        and sb.files.exists("ticker.txt")
+                        and sb.files.read_text("ticker.txt") == "before\n", timeout=30)
         diff = sb.collect_diff()
         thread.join(30)
         assert results and results[0].stopped
-        frozen = sb.files.read_text(marker)
-        assert frozen.encode() in diff.patch
-        assert not wait_for(lambda: sb.files.read_text(marker) != frozen, timeout=1.0)
+        assert b"+before" in diff.patch and b"+after" not in diff.patch
+        sb.files.write_text("go", "")
+        # the writer ends by itself once it has seen ``go`` (host); it is dead already (else)
+        assert wait_for(lambda: not pids_matching(marker), timeout=30)
+        assert sb.files.read_text("ticker.txt") == "before\n"  # what the diff showed
     finally:
         sb.teardown(discard=True)
         thread.join(30)
-        for pid in pids_matching(marker):  # the host backend's survivor
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)

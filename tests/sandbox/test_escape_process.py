@@ -9,18 +9,24 @@ machine (fork bomb, memory hog) are marked without being run.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sbx_support import TEST_LIMITS, OpenSandbox, backends, pids_matching, wait_for
+from sbx_support import (
+    TEST_LIMITS,
+    OpenSandbox,
+    backends,
+    kill_matching,
+    pids_matching,
+    wait_for,
+)
 
 from policies.contract import SandboxMode
 from sandbox.config import AutoConfig, BubblewrapConfig, DockerConfig
@@ -244,20 +250,17 @@ def test_output_truncated_at_cap_and_process_not_blocked(open_sb: OpenSandbox) -
 @pytest.mark.parametrize(
     "backend", backends(only=PROCESS_BACKENDS, host_xfail="a double-forked setsid process "
                         "leaves the process group and outlives the command"), indirect=True)
-def test_no_survivors_after_timeout(open_sb: OpenSandbox) -> None:
+def test_no_survivors_after_timeout(open_sb: OpenSandbox, marker: str,
+                                    markers: Callable[[], str]) -> None:
     """Without a PID namespace (or a kill of the whole container), ``setsid`` and double-forked
     children outlive the timed-out command."""
-    marker = f"1000.{uuid.uuid4().int % 10**6}"
+    other = markers()
     sb = open_sb()
-    try:
-        result = sb.exec(["sh", "-c", f"(setsid sleep {marker} &); sleep {marker}0 & sleep 30"],
-                         timeout=2)
-        assert result.timed_out
-        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=3)
-    finally:
-        for pid in pids_matching(f"sleep {marker}"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    result = sb.exec(["sh", "-c", f"(setsid sleep {marker} &); sleep {other} & sleep 30"],
+                     timeout=2)
+    assert result.timed_out
+    assert wait_for(lambda: not pids_matching(f"sleep {marker}")
+                    and not pids_matching(f"sleep {other}"), timeout=3)
 
 
 @pytest.mark.parametrize("backend", backends(only=("bubblewrap", "docker")), indirect=True)
@@ -324,11 +327,11 @@ sb.exec(["sleep", sys.argv[3]], timeout=120)
 
 
 @pytest.mark.parametrize("backend", backends(only=("bubblewrap",)), indirect=True)
-def test_sandbox_dies_with_corral(backend: str, repo: Path, state_root: Path) -> None:
+def test_sandbox_dies_with_corral(backend: str, repo: Path, state_root: Path,
+                                  marker: str) -> None:
     """corral killed (SIGKILL: no cleanup runs) while a command runs. Without
     ``--die-with-parent`` bwrap and the command live on, orphaned, for as long as the
     command likes. (Docker keeps its container until ``corral gc``, by design.)"""
-    marker = f"1000.{uuid.uuid4().int % 10**6}"
     proc = subprocess.Popen([sys.executable, "-c", _OPEN_AND_WAIT, str(repo), str(state_root),
                              marker], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -348,9 +351,7 @@ def test_sandbox_dies_with_corral(backend: str, repo: Path, state_root: Path) ->
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
-        for pid in pids_matching(f"sleep {marker}"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_matching(f"sleep {marker}")
         gc(state_root)  # the crashed run's worktree and cgroup
 
 
@@ -398,23 +399,20 @@ def test_missing_image_names_the_build_script(backend: str, repo: Path, state_ro
 @pytest.mark.parametrize(
     "backend", backends(only=PROCESS_BACKENDS, host_not_run="the command's parent is the test "
                         "process itself: kill -9 $PPID would kill pytest"), indirect=True)
-def test_no_survivors_after_command_kills_its_wrapper(open_sb: OpenSandbox) -> None:
+def test_no_survivors_after_command_kills_its_wrapper(open_sb: OpenSandbox, marker: str,
+                                                     markers: Callable[[], str]) -> None:
     """Found in review (docker): the exec wrapper killed what a command left only if the wrapper
     itself survived; ``kill -9 $PPID`` killed it, and the double-forked processes lived on into
     the next command (the reviewer raced a symlink swap against host-side reads with one).
     Defences: docker runs the kill-all as its own exec after every command, and waits until no
     process of the child's uid is left; bubblewrap's PID namespace dies with its PID 1."""
-    marker = f"1000.{uuid.uuid4().int % 10**6}"
+    other = markers()
     sb = open_sb()
-    try:
-        result = sb.exec(["sh", "-c", f"(setsid sleep {marker} >/dev/null 2>&1 &); "
-                                      f"(sleep {marker}0 >/dev/null 2>&1 &); kill -9 $PPID"],
-                         timeout=30)
-        assert not result.timed_out
-        assert not pids_matching(f"sleep {marker}")  # gone when exec returns, not later
-        left = sb.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])
-        assert marker not in left.stdout.decode()
-    finally:
-        for pid in pids_matching(f"sleep {marker}"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    result = sb.exec(["sh", "-c", f"(setsid sleep {marker} >/dev/null 2>&1 &); "
+                                  f"(sleep {other} >/dev/null 2>&1 &); kill -9 $PPID"],
+                     timeout=30)
+    assert not result.timed_out
+    for value in (marker, other):  # gone when exec returns, not later
+        assert not pids_matching(f"sleep {value}")
+    left = sb.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])
+    assert marker not in left.stdout.decode() and other not in left.stdout.decode()

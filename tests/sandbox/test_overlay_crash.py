@@ -24,7 +24,6 @@ from sandbox.backends.limits import cgroup_group
 from sandbox.gc import gc
 from sandbox.workspaces.overlay import overlay_mounts
 
-MARKER = "1000.4217"  # in every long-running child command
 WIDE = 4000  # files the diffed child writes, so its diff takes a while
 
 _FANOUT = r"""
@@ -71,13 +70,15 @@ if point == "diff":
 """
 
 
-def _run_until_killed(backend: str, repo: Path, state_root: Path, point: str) -> list[str]:
-    """Run the fanout script; SIGKILL it at ``point``; the ids of the children it opened."""
+def _run_until_killed(backend: str, repo: Path, state_root: Path, point: str,
+                      marker: str) -> list[str]:
+    """Run the fanout script (``marker``: the argument of every long-running child command);
+    SIGKILL it at ``point``; the ids of the children it opened."""
     config = backend_config(backend)
     opened: list[str] = []
     with subprocess.Popen(
         [sys.executable, "-c", _FANOUT, config.model_dump_json(), str(repo), str(state_root),
-         point, MARKER, str(WIDE)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         point, marker, str(WIDE)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         for line in proc.stdout:
@@ -104,11 +105,11 @@ def _containers(state_root: Path) -> list[str]:
                          indirect=True)
 @pytest.mark.parametrize("point", ["start", "command", "diff"])
 def test_killed_fanout_then_gc_loses_nothing_and_leaves_nothing(
-    backend: str, point: str, tmp_path: Path
+    backend: str, point: str, tmp_path: Path, marker: str
 ) -> None:
     repo = make_repo(tmp_path / "repo")
     state_root = tmp_path / "state"
-    opened = _run_until_killed(backend, repo, state_root, point)
+    opened = _run_until_killed(backend, repo, state_root, point, marker)
     assert len(opened) == (2 if point == "start" else 3)
     assert overlay_mounts(state_root)  # the killed process left its mounts behind
     if point == "diff":  # killed before the diff it was computing was stored
@@ -131,7 +132,7 @@ def test_killed_fanout_then_gc_loses_nothing_and_leaves_nothing(
     for directory in ("sandboxes", "worktrees"):
         assert not list((state_root / directory).iterdir())
     assert [p.name for p in (state_root / "snapshots").iterdir()] == [".lock"]
-    assert wait_for(lambda: not pids_matching(MARKER), timeout=10)
+    assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=10)
     assert not list(Path("/sys/fs/cgroup").glob(f"**/corral/{cgroup_group(state_root)}/*"))
     if backend == "docker":
         assert _containers(state_root) == []

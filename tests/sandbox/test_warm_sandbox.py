@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -243,21 +244,23 @@ def test_output_cap_holds_per_command(open_sb: OpenSandbox) -> None:
 
 
 @pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
-def test_stop_processes_stops_a_running_command_at_once(open_sb: OpenSandbox,
-                                                        marker: str) -> None:
+def test_stop_processes_stops_a_running_command_at_once(
+        open_sb: OpenSandbox, marker: str, markers: Callable[[], str]) -> None:
     """``stop_processes`` during a command: the command returns stopped, everything it
     started is gone, and the next command gets a fresh supervisor."""
     sb = open_sb()
+    other = markers()
     results: list[ExecResult] = []
     thread = threading.Thread(target=lambda: results.append(sb.exec(
-        ["sh", "-c", f"(setsid sleep {marker} &); sleep {marker}0"], timeout=60)))
+        ["sh", "-c", f"(setsid sleep {marker} &); sleep {other}"], timeout=60)))
     thread.start()
     try:
-        assert wait_for(lambda: len(pids_matching(f"sleep {marker}")) >= 2, timeout=30)
+        assert wait_for(lambda: bool(pids_matching(f"sleep {marker}")
+                                     and pids_matching(f"sleep {other}")), timeout=30)
         sb.stop_processes()
         thread.join(30)
         assert results and results[0].stopped and results[0].exit_code is None
-        assert not pids_matching(f"sleep {marker}")
+        assert not pids_matching(f"sleep {marker}") and not pids_matching(f"sleep {other}")
         assert sb.exec(["true"]).ok
     finally:
         sb.stop_processes()
@@ -266,6 +269,7 @@ def test_stop_processes_stops_a_running_command_at_once(open_sb: OpenSandbox,
 
 @pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
 def test_a_silent_supervisor_is_stopped_from_outside(open_sb: OpenSandbox, marker: str,
+                                                     markers: Callable[[], str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The host never trusts the supervisor to answer: one that goes silent mid-command (here
     frozen by SIGSTOP from the host, which no command can do) is killed with everything in
@@ -276,16 +280,18 @@ def test_a_silent_supervisor_is_stopped_from_outside(open_sb: OpenSandbox, marke
     assert sb.exec(["true"]).ok
     supervisor = _supervisor(sb)
     assert supervisor is not None
+    other = markers()
     results: list[ExecResult] = []
     thread = threading.Thread(target=lambda: results.append(sb.exec(
-        ["sh", "-c", f"(setsid sleep {marker} &); sleep {marker}0"], timeout=1)))
+        ["sh", "-c", f"(setsid sleep {marker} &); sleep {other}"], timeout=1)))
     thread.start()
     try:
-        assert wait_for(lambda: len(pids_matching(f"sleep {marker}")) >= 2, timeout=30)
+        assert wait_for(lambda: bool(pids_matching(f"sleep {marker}")
+                                     and pids_matching(f"sleep {other}")), timeout=30)
         os.kill(supervisor, signal.SIGSTOP)
         thread.join(60)
         assert results and results[0].timed_out
-        assert not pids_matching(f"sleep {marker}")
+        assert not pids_matching(f"sleep {marker}") and not pids_matching(f"sleep {other}")
         assert sb.exec(["true"]).ok
         assert _supervisor(sb) not in (None, supervisor)
     finally:
