@@ -112,7 +112,23 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "flock": (frozenset({"-w", "-E", "--timeout"}), 1), "taskset": (frozenset(), 1),
     "coproc": (frozenset(), 0), "!": (frozenset(), 0), "busybox": (frozenset(), 0),
     "strace": (frozenset({"-o", "-e", "-p", "-s", "-u"}), 0), "watch": (frozenset({"-n"}), 0),
+    "ltrace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-n", "-a", "-A"}), 0),
+    "valgrind": (frozenset(), 0), "firejail": (frozenset(), 0), "chrt": (frozenset(), 1),
+    "pkexec": (frozenset({"--user"}), 0), "fakeroot": (frozenset({"-l", "-s", "-i", "-b"}), 0),
+    "unshare": (frozenset({"-S", "-G", "-R", "-w", "--setuid", "--setgid", "--root", "--wd"}), 0),
+    "nsenter": (frozenset({"-t", "-S", "-G", "--target", "--setuid", "--setgid"}), 0),
+    "setpriv": (frozenset({"--reuid", "--regid", "--groups", "--inh-caps", "--ambient-caps",
+                           "--bounding-set", "--securebits"}), 0),
+    "runuser": (frozenset({"-u", "-g", "-G", "--user", "--group", "--supp-group"}), 0),
+    "systemd-run": (frozenset({"-p", "-E", "-u", "-M", "-H", "--property", "--setenv", "--unit",
+                               "--machine", "--host", "--uid", "--gid", "--slice",
+                               "--description", "--working-directory"}), 0),
+    "parallel": (frozenset({"-j", "-S", "-a", "-d", "-E", "-I", "--jobs", "--sshlogin",
+                            "--arg-file", "--colsep", "--delimiter", "--tmpdir", "--joblog",
+                            "--results"}), 0),
 }
+#: Wrappers that add words from their input: ``xargs``, and ``parallel`` (``{}`` by default).
+_FEEDERS = {"xargs": None, "parallel": "{}"}
 _ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
 _SAFE_WORD_RE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _CRUDE_SPLIT_RE = re.compile(r"\|\||&&|\$\(|<\(|>\(|[;&|\n()`{}]")
@@ -487,8 +503,11 @@ def _unwrappings(words: list[str]) -> list[list[str]]:
             out.append([WILD])
             break
         words, replace = unwrapped
-        if base == "xargs" and words:
+        if base in _FEEDERS and words:
+            replace = replace or _FEEDERS[base]
             words = [w.replace(replace, WILD) for w in words] if replace else [*words, WILD]
+            if base == "parallel":
+                words.append(WILD)  # without {} it appends; ::: lists are input too
         out.append(words)
     return out
 
@@ -513,7 +532,7 @@ def _unwrap(base: str, words: list[str]) -> tuple[list[str], str | None] | None:
             replace = words[1] if word == "-I" and len(words) > 1 else replace
             words = words[2:]
         elif word.startswith("-") or _ASSIGNMENT_RE.match(word):
-            replace = (_xargs_replace(word) if base == "xargs" else None) or replace
+            replace = (_xargs_replace(word) if base in _FEEDERS else None) or replace
             words = words[1:]
         else:
             break  # the first operand or the command: checked above
@@ -544,9 +563,10 @@ def _nested_texts(base: str, args: list[str], stdin: list[str]) -> list[str]:
         return [arg.split("=", 1)[1] for arg in args if "=" in arg]
     if base in (".", "source"):
         return [WILD] if args and _is_wild(args[0]) else []  # a file named literally: not read
-    if base in ("su", "runuser", "flock", "env"):
+    if base in ("su", "runuser", "flock", "env", "script"):
         flags = {"su": ("-c", "--command"), "runuser": ("-c", "--command"),
-                 "flock": ("-c", "--command"), "env": ("-S", "--split-string")}[base]
+                 "flock": ("-c", "--command"), "env": ("-S", "--split-string"),
+                 "script": ("-c", "--command")}[base]
         texts = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in flags]
         texts += [arg[2:] for arg in args if base == "env" and arg.startswith("-S") and arg != "-S"]
         return texts

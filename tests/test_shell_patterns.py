@@ -338,6 +338,9 @@ UNCERTAIN = [
     "xargs $x < list", "echo f | xargs $x",
     "xargs sh -c < list", "echo rm f | xargs env", "xargs -I{} {} f < list",
     "xargs -i sh -c '{}' < list", "find . -exec $x {} \\;", 'find . -execdir "$x" {} +',
+    "fakeroot $x f", "pkexec $x f", "unshare -r $x f", "nsenter -t 1 -m $x f", "chrt 1 $x f",
+    "runuser -u u $x f", "systemd-run --user $x f", "parallel {} f ::: rm", "parallel $x ::: f",
+    "script -c \"$x\"",
     # text a shell runs expands
     'sh -c "$x"', 'bash -c "$x"', 'sh -c "echo $x"', 'sh -c "$x" sh', "sh $x", 'sh "$x" f',
     "bash -c $'rm f'", 'eval "$x"', "eval $x", 'eval echo "$x"', 'trap "$x" EXIT',
@@ -357,7 +360,10 @@ LITERAL_RM = [
     "stdbuf -o0 rm f", "xargs rm < list", "find . -exec rm {} \\;", "sh -c 'rm f'",
     "eval rm f", "busybox rm f", 'f(){ rm "$@"; }; f x', "alias r=rm", "trap 'rm f' EXIT",
     "PATH=/x rm f", "cat <(rm f)", "rm", "rm $x", "rm -rf *", "sh <<'E'\nrm \"$x\"\nE",
-    "echo rm f | sh", "x=$(rm f)",
+    "echo rm f | sh", "x=$(rm f)", "fakeroot rm f", "pkexec rm f", "unshare -r rm f",
+    "nsenter -t 1 -m rm f", "firejail rm f", "chrt 1 rm f", "ltrace -o x rm f",
+    "valgrind rm f", "systemd-run --user rm f", "setpriv --reuid 1 rm f", "runuser -u u rm f",
+    "parallel rm ::: f", "script -c 'rm f'",
 ]
 
 #: The pattern ``git push *`` tests the word after ``git``: where that word is not certain
