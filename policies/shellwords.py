@@ -132,9 +132,10 @@ _FEEDERS = {"xargs": None, "parallel": "{}"}
 _ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
 _SAFE_WORD_RE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _CRUDE_SPLIT_RE = re.compile(r"\|\||&&|\$\(|<\(|>\(|[;&|\n()`{}]")
-#: In the crude reading: ``$`` before ``{`` or ``(`` (split off next), and ``$`` then any
-#: text to the end of the word, expand; a word that may glob is wholly uncertain.
-_CRUDE_OPEN_RE = re.compile(r"\$(?=[{(])")
+#: In the crude reading: ``$`` before ``{`` or ``(``, and the place of a backtick or of
+#: ``<(``/``>(`` (all split off next), and ``$`` then any text to the end of the word,
+#: expand; a word that may glob is wholly uncertain.
+_CRUDE_OPEN_RE = re.compile(r"\$(?=[{(])|(?=`|[<>]\()")
 _CRUDE_WILD_RE = re.compile(r"\$\S+")
 _CRUDE_GLOB_RE = re.compile(r"[*?]|\[.+\]")
 _TILDE_RE = re.compile(r"\A~[^/]*")

@@ -347,8 +347,10 @@ UNCERTAIN = [
     'alias r="$x"', 'su -c "$x"', 'env -S "$x"', 'watch "$x"', 'echo "$x" | sh',
     "echo $x | bash -s", "sh <<E\n$x\nE", "sh <<E\necho $x\nE", 'sh <<<"$x"', "sh < $x",
     "sh < <(printf 'rm f')", "bash <(printf 'rm f')", ". <(printf 'rm f')", "source $x",
-    # a line the parser refuses: every word with an expansion may start a command
-    "[[ -n x ]]; $x f", "function g { $x f; }",
+    # a line a reading refuses: every word with an expansion may start a command (dash
+    # cannot read <(..), so it counts as one like $(..) and backticks)
+    "[[ -n x ]]; $x f", "function g { $x f; }", "[[ x ]]; r`printf ''`m f", "cat <(rm f)",
+    "bash -c '[[ 1 ]]; bash <(printf \"r%sm f\" \"\")'",
 ]
 
 #: Quoting the parser resolves with certainty, and names it reads through: these are ``rm``,
@@ -359,7 +361,7 @@ LITERAL_RM = [
     'env A="$x" rm f', "nice rm f", 'nice -n "$n" rm f', 'sudo -u "$u" rm f',
     "stdbuf -o0 rm f", "xargs rm < list", "find . -exec rm {} \\;", "sh -c 'rm f'",
     "eval rm f", "busybox rm f", 'f(){ rm "$@"; }; f x', "alias r=rm", "trap 'rm f' EXIT",
-    "PATH=/x rm f", "cat <(rm f)", "rm", "rm $x", "rm -rf *", "sh <<'E'\nrm \"$x\"\nE",
+    "PATH=/x rm f", "rm", "rm $x", "rm -rf *", "sh <<'E'\nrm \"$x\"\nE",
     "echo rm f | sh", "x=$(rm f)", "fakeroot rm f", "pkexec rm f", "unshare -r rm f",
     "nsenter -t 1 -m rm f", "firejail rm f", "chrt 1 rm f", "ltrace -o x rm f",
     "valgrind rm f", "systemd-run --user rm f", "setpriv --reuid 1 rm f", "runuser -u u rm f",
