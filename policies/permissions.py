@@ -18,16 +18,18 @@ Shell commands are read by a strict shell parser (:mod:`policies.shellsyntax`,
 as bash and as sh) in :mod:`policies.shellwords`: a deny or ask pattern
 applies when it matches *any* reading of the line (each simple command,
 unwrapped, nested ``sh -c`` text, substitutions, heredocs fed to shells; the
-whole line split at every operator when a reading fails); an allow pattern
-allows it only when it matches *every* simple command of both readings,
-literally; and a line that hides or changes what runs (substitutions,
-``eval``, assignments, functions, file redirections) or that the parser
-cannot read with certainty is never allowed by a pattern.
+whole line split at every operator when a reading fails), where a word the
+parser cannot read with certainty (``git $x``) may be anything; every deny and
+ask pattern applies to a line that runs a command whose name or deciding
+words are not literals (``$x f``, ``r$()m``, ``env $x``, ``sh -c "$x"``); an
+allow pattern allows it only when it matches *every* simple command of both
+readings, literally; and a line that hides or changes what runs
+(substitutions, ``eval``, assignments, functions, file redirections) or that
+the parser cannot read with certainty is never allowed by a pattern.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -164,11 +166,18 @@ def _decide_shell(rules: Sequence[PermissionRule], command: str) -> Action | Non
     from policies import shellwords  # noqa: PLC0415 - the parser loads on first use (CLI start)
 
     reading = shellwords.read_command_line(command)
-    subjects = [*reading.candidates, *_glob_head_subjects(rules, reading.glob_heads)]
-    restrictive = {_restrictive(rules, subject) for subject in subjects}
-    if not reading.exhaustive:  # unreadable and too long to list: every pattern may match
-        restrictive |= {rule.action for rule in rules
-                        if _has_pattern(rule) and rule.action is not Action.ALLOW}
+    wilds = shellwords.WILD + shellwords.QUOTED_WILD
+    live = _live_restrictive(rules)
+    restrictive: set[Action | None] = set()
+    for subject in reading.candidates:
+        if any(char in wilds for char in subject):  # some value of it may match
+            restrictive |= {rule.action for rule in live
+                            if rule.pattern is not None and _may_match(rule.pattern, subject,
+                                                                       wilds)}
+        else:
+            restrictive.add(_restrictive(rules, subject))
+    if reading.uncertain or not reading.exhaustive:  # it may run anything: every pattern
+        restrictive |= {rule.action for rule in live}
     if Action.DENY in restrictive:
         return Action.DENY
     if reading.certain:
@@ -198,6 +207,66 @@ def _has_pattern(rule: PermissionRule) -> bool:
     return rule.pattern is not None and rule.pattern not in {"*", "**"}
 
 
+def _live_restrictive(rules: Sequence[PermissionRule]) -> list[PermissionRule]:
+    """The deny and ask pattern rules that may be a subject's last match: those after
+    the last pattern-free rule (which matches every subject). Never an allow: an allow
+    pattern never covers a value the parser could not read."""
+    last_free = max((i for i, rule in enumerate(rules) if not _has_pattern(rule)), default=-1)
+    return [rule for rule in rules[last_free + 1:] if rule.action is not Action.ALLOW]
+
+
+_STAR, _ONE = "**", "??"  # tokens of _may_match; a literal character is a 1-character token
+
+
+def _may_match(pattern: str, subject: str, wilds: str) -> bool:
+    """Whether some value of ``subject``'s wildcards (any text) makes the glob ``pattern``
+    match it, as :func:`glob_matches` does for commands (broadly: ``**/`` is ``*``)."""
+    text = tuple(_STAR if char in wilds else char for char in subject)
+    forms = [pattern, pattern[:-2]] if pattern.endswith(" *") else [pattern]
+    return any(_intersects(_pattern_tokens(form), text) for form in forms)
+
+
+@lru_cache(maxsize=1024)
+def _pattern_tokens(pattern: str) -> tuple[str, ...]:
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append(_STAR)
+            i += 3
+            continue
+        out.append({"*": _STAR, "?": _ONE}.get(pattern[i], pattern[i]))
+        i += 1
+    return tuple(out)
+
+
+def _intersects(left: tuple[str, ...], right: tuple[str, ...]) -> bool:
+    """Whether some text matches both token sequences: a search over pairs of positions,
+    each step reading one character both sides accept (``_STAR`` may also be skipped)."""
+    seen: set[tuple[int, int]] = set()
+    todo = [(0, 0)]
+    while todo:
+        state = todo.pop()
+        if state in seen:
+            continue
+        seen.add(state)
+        i, j = state
+        a = left[i] if i < len(left) else None
+        b = right[j] if j < len(right) else None
+        if a is None and b is None:
+            return True
+        if a == _STAR:
+            todo.append((i + 1, j))
+        if b == _STAR:
+            todo.append((i, j + 1))
+        if a is None or b is None or (a == _STAR and b == _STAR):
+            continue
+        if len(a) == 1 and len(b) == 1 and a != b:  # two different literal characters
+            continue
+        todo.append((i if a == _STAR else i + 1, j if b == _STAR else j + 1))
+    return False
+
+
 def _restrictive(rules: Sequence[PermissionRule], subject: str) -> Action | None:
     """The action of the last rule matching ``subject`` when it is a deny/ask pattern."""
     found: PermissionRule | None = None
@@ -207,23 +276,6 @@ def _restrictive(rules: Sequence[PermissionRule], subject: str) -> Action | None
     if found is None or found.action is Action.ALLOW or not _has_pattern(found):
         return None
     return found.action
-
-
-def _glob_head_subjects(
-    rules: Sequence[PermissionRule], heads: Sequence[tuple[str, str]]
-) -> list[str]:
-    """For a command word that globs (``/bin/r?``), the patterns' command names it matches."""
-    out: list[str] = []
-    for rule in rules:
-        if not heads or not _has_pattern(rule) or rule.pattern is None:
-            continue
-        name = rule.pattern.split(" ", 1)[0]
-        if not name or set(name) & set("*?["):
-            continue
-        for glob, rest in heads:
-            if fnmatch.fnmatchcase(name, glob):
-                out.append(f"{name} {rest}".rstrip())
-    return out
 
 
 #: Tools whose subject is a workspace path: there ``*`` stops at ``/``.

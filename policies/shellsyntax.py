@@ -84,22 +84,29 @@ class Literal:
 
 @dataclass(frozen=True)
 class Param:
-    """``$name``, ``${name}`` or a special parameter: expands, runs nothing."""
+    """``$name``, ``${name}`` or a special parameter: expands, runs nothing.
+
+    ``quoted`` when it stands inside double quotes (or a heredoc body): its value
+    stays inside one word instead of being split into several."""
 
     name: str
     raw: str
+    quoted: bool = False
 
 
 @dataclass(frozen=True)
 class Expansion:
     """Text whose value is computed: ``command`` (``$(..)``, backticks),
     ``process`` (``<(..)``), ``arith`` (``$((..))``), ``param`` (``${x..}``
-    with an operator), ``ansi`` (bash ``$'..'``). ``script`` is what a
-    command or process substitution runs."""
+    with an operator), ``ansi`` (bash ``$'..'`` and ``$".."``). ``script`` is
+    what a command or process substitution runs. ``quoted`` when its value
+    stays inside one word (double quotes, a heredoc body, ``$'..'``, a process
+    substitution's file name) instead of being split into several."""
 
     kind: str
     raw: str
     script: Script | None = None
+    quoted: bool = False
 
 
 Part = Literal | Param | Expansion
@@ -404,7 +411,7 @@ class _Parser:
             elif char == "$" and self.bash and self.ch(1) == '"':
                 # bash $"..": a double-quoted string it may translate; its expansions run.
                 self._skip(2)
-                parts.append(Expansion("ansi", '$"'))
+                parts.append(Expansion("ansi", '$"', quoted=True))
                 parts.extend(self._double_quoted())
             elif char == "$":
                 parts.append(self._dollar(in_quotes=False))
@@ -464,12 +471,12 @@ class _Parser:
         nxt = self.ch()
         if nxt == "(":
             if self.ch(1) == "(":
-                return self._arith(start)
+                return self._arith(start, in_quotes=in_quotes)
             self.take()
             script = self._nested_until_paren()
-            return Expansion("command", self.s[start:self.i], script)
+            return Expansion("command", self.s[start:self.i], script, in_quotes)
         if nxt == "{":
-            return self._braced_param(start)
+            return self._braced_param(start, in_quotes=in_quotes)
         if nxt == "[":
             raise self.error("'$[..]' arithmetic is bash-only")
         if nxt == "'" and not in_quotes:
@@ -477,17 +484,17 @@ class _Parser:
                 return Literal("$", False)
             self.take()
             self._ansi_c()
-            return Expansion("ansi", self.s[start:self.i])
+            return Expansion("ansi", self.s[start:self.i], quoted=True)
         if nxt == '"' and not in_quotes:  # sh: a plain "$" (bash's $".." is read by read_word)
             return Literal("$", False)
         if nxt and nxt in _SPECIAL:
             self.take()
-            return Param(nxt, self.s[start:self.i])
+            return Param(nxt, self.s[start:self.i], in_quotes)
         if nxt and (nxt.isascii() and (nxt.isalpha() or nxt == "_")):
             name = [self.take()]
             while (char := self.ch()) and char.isascii() and (char.isalnum() or char == "_"):
                 name.append(self.take())
-            return Param("".join(name), self.s[start:self.i])
+            return Param("".join(name), self.s[start:self.i], in_quotes)
         return Literal("$", in_quotes)
 
     def _ansi_c(self) -> None:
@@ -503,7 +510,7 @@ class _Parser:
             elif char == "'":
                 return
 
-    def _braced_param(self, start: int) -> Part:
+    def _braced_param(self, start: int, *, in_quotes: bool) -> Part:
         self.take()  # "{"
         end = self.s.find("}", self.i)
         if end < 0:
@@ -514,12 +521,12 @@ class _Parser:
         self.i = end + 1
         raw = self.s[start:self.i]
         if _NAME_RE.fullmatch(body) or (len(body) == 1 and body in _SPECIAL):
-            return Param(body, raw)
+            return Param(body, raw, in_quotes)
         if not body:
             raise self.error("an empty '${}'")
-        return Expansion("param", raw)
+        return Expansion("param", raw, quoted=in_quotes)
 
-    def _arith(self, start: int) -> Part:
+    def _arith(self, start: int, *, in_quotes: bool) -> Part:
         self._skip(2)  # "(("
         depth = 2
         begin = self.i
@@ -535,7 +542,7 @@ class _Parser:
         body = self.s[begin:self.i - 2]
         if self.s[self.i - 2] != ")" or not _ARITH_OK.fullmatch(body) or "$(" in body:
             raise self.error("a '$((..))' that is not plain arithmetic")
-        return Expansion("arith", self.s[start:self.i])
+        return Expansion("arith", self.s[start:self.i], quoted=in_quotes)
 
     def _nested_until_paren(self) -> Script:
         if self.depth >= _MAX_DEPTH:
@@ -558,7 +565,7 @@ class _Parser:
         kind = self.take()
         self.take()  # "("
         script = self._nested_until_paren()
-        return Expansion("process", kind + self.s[start + 1:self.i], script)
+        return Expansion("process", kind + self.s[start + 1:self.i], script, quoted=True)
 
     def _backtick(self, *, in_quotes: bool) -> Part:
         start = self.i
@@ -594,7 +601,7 @@ class _Parser:
                 raise sub.error("trailing text")
         except ShellSyntaxError as exc:
             raise self.error(f"inside backticks: {exc.reason}", start) from exc
-        return Expansion("command", self.s[start:self.i], script)
+        return Expansion("command", self.s[start:self.i], script, in_quotes)
 
     # -- heredocs --------------------------------------------------------------------------
 

@@ -28,8 +28,31 @@ is deliberately asymmetric:
   the words of the commands piped into it). When a reading fails, the line
   is also split at every operator character, with and without its quotes,
   and every word sequence of it is a candidate (a line too long to list
-  them all matches every deny and ask pattern). A command word that
-  globs (``/bin/r?``) is matched against a pattern's command name.
+  them all matches every deny and ask pattern).
+
+Deny patterns are decided on what *may* run. In a candidate, whatever the
+parser cannot read with certainty is a wildcard: an expansion (``$x``,
+``${x:-rm}``, ``"$@"``, ``$(..)``, backticks, ``$((..))``, ``$'..'``,
+``$".."``, ``<(..)``), a tilde prefix, and a whole word that globs
+(``pu?h``) or brace-expands in bash (``{a,b}``, ``{a..b}``). :data:`WILD`
+stands for an unquoted one (its value may be split into any number of
+words, options and commands included), :data:`QUOTED_WILD` for one inside
+quotes (any text within its word). A command is **uncertain**, and listed
+in :attr:`ShellReading.uncertain`, when a word that decides what runs holds
+one: its name (after wrappers and the directory; ``"$d"/rm`` is still
+``rm``, ``$d/rm`` is not), a wrapper's options and operands before the
+command (``env $x``, ``nice -n $n``, ``timeout $t``; a quoted value such as
+``sudo -u "$u"`` or ``env A="$x"`` is data), what ``xargs`` adds (its
+input), a shell's options or script (``sh $x``, ``bash <(..)``, ``.
+<(..)``, ``source $x``), or any text run as commands (``sh -c "$x"``,
+``eval echo $x``, ``trap "$x"``, a heredoc body or piped words that expand,
+input from a file the line does not name). An uncertain command matches
+every deny and ask pattern (its value may be ``sh -c '..'``, which runs
+anything) and no allow pattern. Elsewhere a wildcard matches whatever the
+pattern asks at its place (``git $x`` may be ``git push``): the words a
+pattern tests must be certain for a deny not to match. A script file
+named literally (``sh ./x.sh``, ``. ./env``, ``sh < f``) is a program like
+any other: its content is not read.
 
 A determined writer can still phrase a command no pattern anticipates
 (``find -delete``, an interpreter one-liner); deny patterns narrow, the
@@ -41,12 +64,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import product
 
 from policies.shellsyntax import (
     Compound,
     Expansion,
     FunctionDef,
+    Heredoc,
     Literal,
     Pipeline,
     Redirect,
@@ -57,7 +80,14 @@ from policies.shellsyntax import (
     parse,
 )
 
-__all__ = ["ShellReading", "deny_candidates", "read_command_line", "shell_segments"]
+__all__ = ["QUOTED_WILD", "WILD", "ShellReading", "deny_candidates", "read_command_line",
+           "shell_segments"]
+
+#: In a deny candidate: an unquoted expansion, a glob or a brace list (any words, or none).
+WILD = "\x00"
+#: In a deny candidate: an expansion inside quotes, or a tilde prefix (any text, one word).
+QUOTED_WILD = "\x01"
+_WILDS = frozenset(WILD + QUOTED_WILD)
 
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "fish",
                      "csh", "tcsh", "posh", "yash"})
@@ -82,14 +112,35 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "flock": (frozenset({"-w", "-E", "--timeout"}), 1), "taskset": (frozenset(), 1),
     "coproc": (frozenset(), 0), "!": (frozenset(), 0), "busybox": (frozenset(), 0),
     "strace": (frozenset({"-o", "-e", "-p", "-s", "-u"}), 0), "watch": (frozenset({"-n"}), 0),
+    "ltrace": (frozenset({"-o", "-e", "-p", "-s", "-u", "-n", "-a", "-A"}), 0),
+    "valgrind": (frozenset(), 0), "firejail": (frozenset(), 0), "chrt": (frozenset(), 1),
+    "pkexec": (frozenset({"--user"}), 0), "fakeroot": (frozenset({"-l", "-s", "-i", "-b"}), 0),
+    "unshare": (frozenset({"-S", "-G", "-R", "-w", "--setuid", "--setgid", "--root", "--wd"}), 0),
+    "nsenter": (frozenset({"-t", "-S", "-G", "--target", "--setuid", "--setgid"}), 0),
+    "setpriv": (frozenset({"--reuid", "--regid", "--groups", "--inh-caps", "--ambient-caps",
+                           "--bounding-set", "--securebits"}), 0),
+    "runuser": (frozenset({"-u", "-g", "-G", "--user", "--group", "--supp-group"}), 0),
+    "systemd-run": (frozenset({"-p", "-E", "-u", "-M", "-H", "--property", "--setenv", "--unit",
+                               "--machine", "--host", "--uid", "--gid", "--slice",
+                               "--description", "--working-directory"}), 0),
+    "parallel": (frozenset({"-j", "-S", "-a", "-d", "-E", "-I", "--jobs", "--sshlogin",
+                            "--arg-file", "--colsep", "--delimiter", "--tmpdir", "--joblog",
+                            "--results"}), 0),
 }
+#: Wrappers that add words from their input: ``xargs``, and ``parallel`` (``{}`` by default).
+_FEEDERS = {"xargs": None, "parallel": "{}"}
 _ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
 _SAFE_WORD_RE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _CRUDE_SPLIT_RE = re.compile(r"\|\||&&|\$\(|<\(|>\(|[;&|\n()`{}]")
-_GLOB_CHARS = frozenset("*?[")
+#: In the crude reading: ``$`` before ``{`` or ``(``, and the place of a backtick or of
+#: ``<(``/``>(`` (all split off next), and ``$`` then any text to the end of the word,
+#: expand; a word that may glob is wholly uncertain.
+_CRUDE_OPEN_RE = re.compile(r"\$(?=[{(])|(?=`|[<>]\()")
+_CRUDE_WILD_RE = re.compile(r"\$\S+")
+_CRUDE_GLOB_RE = re.compile(r"[*?]|\[.+\]")
+_TILDE_RE = re.compile(r"\A~[^/]*")
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _MAX_DEPTH = 4
-_MAX_BRACE_WORDS = 64
 #: Words of reading work per line (nested texts and every word sequence included).
 _WORK_BUDGET = 400_000
 
@@ -102,18 +153,19 @@ class ShellReading:
     rendered literally, for allow patterns (which use them only when
     ``certain``). ``reasons``: why a
     pattern may not allow the line (empty when ``certain``). ``candidates``:
-    every reading a deny pattern is tried against. ``glob_heads``: pairs of a
-    command word that globs (its basename) and the rest of the command.
-    ``exhaustive`` is false when the broadest reading was too large to list
-    (then every deny and ask pattern must be taken to match).
+    every reading a deny pattern is tried against, with :data:`WILD` and
+    :data:`QUOTED_WILD` where a word is not certain. ``exhaustive`` is false
+    when the broadest reading was too large to list; ``uncertain`` names each
+    command whose deciding words are not literals. In both cases every deny
+    and ask pattern must be taken to match.
     """
 
     commands: tuple[str, ...]
     certain: bool
     reasons: tuple[str, ...]
     candidates: tuple[str, ...]
-    glob_heads: tuple[tuple[str, str], ...]
     exhaustive: bool = True
+    uncertain: tuple[str, ...] = ()
 
 
 class _Collector:
@@ -121,11 +173,11 @@ class _Collector:
 
     def __init__(self) -> None:
         self.candidates: dict[str, None] = {}
-        self.glob_heads: dict[tuple[str, str], None] = {}
         self.exhaustive = True
         self.budget = _WORK_BUDGET
         self.nested: set[str] = set()
         self.segments: set[str] = set()
+        self.uncertain: dict[str, None] = {}
 
     def spend(self, words: int) -> bool:
         """Charge ``words`` of work; false (and not exhaustive) once the budget is gone."""
@@ -138,6 +190,11 @@ class _Collector:
         text = " ".join(text.split())
         if text:
             self.candidates.setdefault(text)
+
+    def unsure(self, source: str) -> None:
+        """``source`` runs something the parser cannot read with certainty."""
+        shown = _one_line(source.replace(WILD, "$?").replace(QUOTED_WILD, "$?"))
+        self.uncertain.setdefault(f"{shown!r}: what it runs is not a literal")
 
 
 @lru_cache(maxsize=256)
@@ -165,13 +222,14 @@ def _read(command: str, *, depth: int, into: _Collector | None = None) -> ShellR
         _deny_script(script, collector, depth, bash=bash)
     if failed:
         _crude(command, collector, depth)
+    reasons.extend(collector.uncertain)
     return ShellReading(
         commands=tuple(commands),
         certain=not reasons,
         reasons=tuple(dict.fromkeys(reasons)),
         candidates=tuple(collector.candidates),
-        glob_heads=tuple(collector.glob_heads),
         exhaustive=collector.exhaustive,
+        uncertain=tuple(collector.uncertain),
     )
 
 
@@ -282,29 +340,22 @@ def _deny_pipeline(pipeline: Pipeline, out: _Collector, depth: int, *, bash: boo
         if isinstance(command, Compound):
             _deny_compound(command, out, depth, bash=bash)
             continue
-        words = [*command.assignments, *command.words]
-        for word in words:
+        for word in (*command.assignments, *command.words):
             _deny_word(word, out, depth, bash=bash)
+        texts = [_deny_text(word, bash=bash) for word in command.words]
         stdin: list[str] = list(piped)
         for redirect in command.redirects:
             _deny_redirect(redirect, out, depth, bash=bash)
-            if redirect.heredoc is not None:
-                stdin.append(redirect.heredoc.body)
-            elif redirect.op == "<<<" and redirect.target is not None:
-                stdin.append(redirect.target.text)
-        out.add(command.raw.replace("\\\n", ""))
-        texts = [word.text for word in command.words]
+            stdin.extend(_stdin_texts(redirect, bash=bash))
+        source = command.raw.replace("\\\n", "")
+        out.add(source)
         out.add(" ".join(_render(word) for word in command.words))
-        variants = [texts]
-        if bash:
-            variants.append(_brace_expand(command.words))
-        for variant in variants:
-            _deny_words([w.text for w in command.assignments] + variant, out, depth,
-                        stdin=stdin)
+        assignments = [_deny_text(word, bash=bash) for word in command.assignments]
+        _deny_words(assignments + texts, out, depth, stdin=stdin, source=source)
         piped.extend(texts[1:])
         for redirect in command.redirects:
             if redirect.heredoc is not None:
-                piped.append(redirect.heredoc.body)
+                piped.append(_heredoc_text(redirect.heredoc))
 
 
 def _deny_compound(command: Compound, out: _Collector, depth: int, *, bash: bool) -> None:
@@ -331,30 +382,116 @@ def _deny_redirect(redirect: Redirect, out: _Collector, depth: int, *, bash: boo
                 _deny_script(part.script, out, depth, bash=bash)
 
 
+def _stdin_texts(redirect: Redirect, *, bash: bool) -> list[str]:
+    """What ``redirect`` gives a command to read, as text (a shell runs it)."""
+    if redirect.heredoc is not None:
+        return [_heredoc_text(redirect.heredoc)]
+    if redirect.target is None:
+        return []
+    target = _deny_text(redirect.target, bash=bash)
+    if redirect.op == "<<<":
+        return [target]
+    if redirect.fd in (None, "0") and (
+            (redirect.op in ("<", "<>") and _is_wild(target))
+            or (redirect.op == "<&" and target not in ("0", "-"))):
+        return [WILD]  # a file or descriptor the line does not name
+    return []
+
+
+def _heredoc_text(doc: Heredoc) -> str:
+    """A heredoc's body as the command reads it: an expansion in it is not certain."""
+    if doc.quoted:
+        return doc.body
+    return "".join(part.text if isinstance(part, Literal) else WILD for part in doc.parts)
+
+
+def _deny_text(word: Word, *, bash: bool) -> str:
+    """``word`` as deny candidates read it: quotes removed, and a wildcard wherever its
+    value is not certain (see the module doc)."""
+    if _globs(word) or (bash and _braces(word)):
+        return WILD
+    out: list[str] = []
+    for index, part in enumerate(word.parts):
+        if not isinstance(part, Literal):
+            out.append(QUOTED_WILD if part.quoted else WILD)
+        elif index == 0 and not part.quoted and part.text.startswith("~"):
+            slash = part.text.find("/")  # ~user/dir: only the directory is uncertain
+            out.append(QUOTED_WILD + ("" if slash < 0 else part.text[slash:]))
+        else:
+            out.append(part.text)
+    return "".join(out)
+
+
+def _syntax_chars(word: Word) -> str:
+    """``word`` with every character that cannot be glob or brace syntax (quoted, or
+    inside an expansion) replaced by a space."""
+    return "".join(part.text if isinstance(part, Literal) and not part.quoted
+                   else " " * len(part.text if isinstance(part, Literal) else part.raw)
+                   for part in word.parts)
+
+
+def _globs(word: Word) -> bool:
+    """Whether ``word`` may match file names: an unquoted ``*``, ``?`` or ``[..]``."""
+    chars = _syntax_chars(word)
+    if "*" in chars or "?" in chars:
+        return True
+    opened = chars.find("[")
+    return opened >= 0 and chars.rfind("]") > opened + 1
+
+
+def _braces(word: Word) -> bool:
+    """Whether bash may brace-expand ``word``: an unquoted ``{`` then ``,`` or ``..`` and
+    ``}`` (broadly: nesting and order inside are not checked)."""
+    chars = _syntax_chars(word)
+    opened = chars.find("{")
+    if opened < 0 or chars.rfind("}") < opened:
+        return False
+    inside = chars[opened:]
+    return "," in inside or ".." in inside
+
+
+def _is_wild(text: str) -> bool:
+    return not _WILDS.isdisjoint(text)
+
+
+def _uncertain_name(head: str) -> bool:
+    """Whether a command word names no certain command: ``"$d"/rm`` is ``rm``, but an
+    unquoted ``$d/rm`` may split into other words, and ``r$x`` may be any name."""
+    return WILD in head or _is_wild(head.rsplit("/", 1)[-1])
+
+
 def _deny_words(words: list[str], out: _Collector, depth: int, *,
-                stdin: list[str] | None = None) -> None:
-    """Candidates of one command given as words: unwrapped, basenamed, nested."""
-    out.add(" ".join(words))
+                stdin: list[str] | None = None, source: str) -> None:
+    """Candidates of one command given as words: unwrapped, basenamed, nested.
+
+    A command whose name is not certain is not a candidate: it is ``unsure``
+    (every deny and ask pattern matches it). ``source`` is the text it came from.
+    """
+    if words and not _is_wild(words[0]):  # "$d"/rm: only "rm" says what runs
+        out.add(" ".join(words))
     while words and _ASSIGNMENT_RE.match(words[0]):
         words = words[1:]
     for unwrapped in _unwrappings(words):
         if not unwrapped:
             continue
+        if _uncertain_name(unwrapped[0]):
+            out.unsure(source)
+            continue
         head = unwrapped[0]
         base = head.rsplit("/", 1)[-1].lstrip("\\") or head
         rest = " ".join(unwrapped[1:])
-        out.add(" ".join(unwrapped))
+        if not _is_wild(head):
+            out.add(" ".join(unwrapped))
         out.add(f"{base} {rest}")
-        if set(base) & _GLOB_CHARS:
-            out.glob_heads.setdefault((base, rest))
         for text in _nested_texts(base, unwrapped[1:], stdin or []):
-            _nested(text, out, depth)
+            _nested(text, out, depth, source=source)
         for inner in _exec_operands(base, unwrapped[1:]):
-            _deny_words(inner, out, depth)
+            _deny_words(inner, out, depth, source=source)
 
 
 def _unwrappings(words: list[str]) -> list[list[str]]:
-    """``words``, then each command a wrapper in front of it would run."""
+    """``words``, then each command a wrapper in front of it would run (``[WILD]`` when
+    a word that decides it is not certain; ``xargs`` adds its input, :data:`WILD`)."""
     out = [words]
     for _ in range(16):
         if not words:
@@ -362,35 +499,75 @@ def _unwrappings(words: list[str]) -> list[list[str]]:
         base = words[0].rsplit("/", 1)[-1]
         if base not in _WRAPPERS:
             break
-        valued, operands = _WRAPPERS[base]
-        words = words[1:]
-        while words:
-            word = words[0]
-            if word == "--":
-                words = words[1:]
-                break
-            if word in valued:
-                words = words[2:]
-            elif word.startswith("-") or _ASSIGNMENT_RE.match(word):
-                words = words[1:]
-            else:
-                break
-        words = words[operands:]
+        unwrapped = _unwrap(base, words[1:])
+        if unwrapped is None:
+            out.append([WILD])
+            break
+        words, replace = unwrapped
+        if base in _FEEDERS and words:
+            replace = replace or _FEEDERS[base]
+            words = [w.replace(replace, WILD) for w in words] if replace else [*words, WILD]
+            if base == "parallel":
+                words.append(WILD)  # without {} it appends; ::: lists are input too
         out.append(words)
     return out
 
 
+def _unwrap(base: str, words: list[str]) -> tuple[list[str], str | None] | None:
+    """The command wrapper ``base`` runs from its arguments ``words``, with ``xargs``'s
+    replace string; ``None`` when a word that decides it is not certain: any unquoted
+    expansion, or a quoted one where an option or the command is read (a quoted
+    assignment value or option value is data)."""
+    valued, operands = _WRAPPERS[base]
+    replace: str | None = None
+    while words:
+        word = words[0]
+        if word == "--":
+            words = words[1:]
+            break
+        if WILD in word or (QUOTED_WILD in word and not _ASSIGNMENT_RE.match(word)):
+            return None
+        if word in valued:
+            if len(words) > 1 and WILD in words[1]:
+                return None
+            replace = words[1] if word == "-I" and len(words) > 1 else replace
+            words = words[2:]
+        elif word.startswith("-") or _ASSIGNMENT_RE.match(word):
+            replace = (_xargs_replace(word) if base in _FEEDERS else None) or replace
+            words = words[1:]
+        else:
+            break  # the first operand or the command: checked above
+    return words[operands:], replace
+
+
+def _xargs_replace(option: str) -> str | None:
+    """The replace string an ``xargs`` option sets (``-I{}``, ``-i``, ``--replace=R``)."""
+    if option.startswith("-I") and len(option) > 2:
+        return option[2:]
+    if option in ("-i", "--replace"):
+        return "{}"
+    if option.startswith("--replace="):
+        return option.split("=", 1)[1]
+    if option.startswith("-i") and not option.startswith("--"):
+        return option[2:]
+    return None
+
+
 def _nested_texts(base: str, args: list[str], stdin: list[str]) -> list[str]:
-    """Text that ``base args`` would run as shell commands."""
+    """Text that ``base args`` would run as shell commands (:data:`WILD` when a word
+    that decides it is not certain)."""
     if base == "eval":
         return [" ".join(args)]
     if base == "trap" and args:
         return [args[0]]
     if base == "alias":
         return [arg.split("=", 1)[1] for arg in args if "=" in arg]
-    if base in ("su", "runuser", "flock", "env"):
+    if base in (".", "source"):
+        return [WILD] if args and _is_wild(args[0]) else []  # a file named literally: not read
+    if base in ("su", "runuser", "flock", "env", "script"):
         flags = {"su": ("-c", "--command"), "runuser": ("-c", "--command"),
-                 "flock": ("-c", "--command"), "env": ("-S", "--split-string")}[base]
+                 "flock": ("-c", "--command"), "env": ("-S", "--split-string"),
+                 "script": ("-c", "--command")}[base]
         texts = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in flags]
         texts += [arg[2:] for arg in args if base == "env" and arg.startswith("-S") and arg != "-S"]
         return texts
@@ -398,6 +575,11 @@ def _nested_texts(base: str, args: list[str], stdin: list[str]) -> list[str]:
         return [" ".join(arg for arg in args if not arg.startswith("-"))]
     if base not in _SHELLS:
         return []
+    for arg in args:
+        if _is_wild(arg):
+            return [WILD]  # an option, the script or the text expands
+        if not arg.startswith(("-", "+")):
+            break
     operands = [arg for arg in args if not arg.startswith(("-", "+"))]
     if any(arg.startswith("-") and not arg.startswith("--") and "c" in arg for arg in args):
         return operands  # sh -c TEXT (and, broadly, every operand after it)
@@ -425,7 +607,10 @@ def _exec_operands(base: str, args: list[str]) -> list[list[str]]:
     return out
 
 
-def _nested(text: str, out: _Collector, depth: int) -> None:
+def _nested(text: str, out: _Collector, depth: int, *, source: str) -> None:
+    if _is_wild(text):
+        out.unsure(source)
+        return
     if text in out.nested or not out.spend(len(text.split())):
         return
     out.nested.add(text)
@@ -440,63 +625,29 @@ def _crude(text: str, out: _Collector, depth: int) -> None:
     every word of a segment may start a command.
 
     Three variants: quotes and backslashes removed, replaced by spaces, and
-    removed with commas read as spaces (bash brace expansion, ``{rm,x}``).
+    removed with commas read as spaces (bash brace expansion, ``{rm,x}``). A ``$``
+    and what follows it, a ``~name`` prefix and a word that may glob are not certain.
     """
     unquoted = re.sub(r"\\\n", "", text)
     bare = re.sub(r"[\\'\"]", "", unquoted)
     for variant in (bare, re.sub(r"[\\'\"]", " ", unquoted), bare.replace(",", " ")):
-        for segment in _CRUDE_SPLIT_RE.split(variant):
-            words = segment.split()
+        for segment in _CRUDE_SPLIT_RE.split(_CRUDE_OPEN_RE.sub(WILD, variant)):
+            words = [WILD if _CRUDE_GLOB_RE.search(word)
+                     else _TILDE_RE.sub(QUOTED_WILD, _CRUDE_WILD_RE.sub(WILD, word))
+                     for word in segment.split()]
             if words and " ".join(words) not in out.segments:
                 out.segments.add(" ".join(words))
-                _deny_words_crude(words, out, depth)
+                _deny_words_crude(words, out, depth, source=segment)
 
 
-def _deny_words_crude(words: list[str], out: _Collector, depth: int) -> None:
+def _deny_words_crude(words: list[str], out: _Collector, depth: int, *, source: str) -> None:
     """Every word sequence of a segment: any word may start a command in some reading."""
     for start in range(len(words)):
         if not out.spend(len(words) - start):
             return
         if depth >= _MAX_DEPTH:
             out.add(" ".join(words[start:]))
+            if _uncertain_name(words[start]):
+                out.unsure(source)
         else:
-            _deny_words(words[start:], out, depth + 1)
-
-
-def _brace_expand(words: tuple[Word, ...]) -> list[str]:
-    """Bash brace expansion of unquoted ``{a,b}`` lists (one level), for deny."""
-    out: list[str] = []
-    for word in words:
-        expanded = _expand_braces(word)
-        if len(out) + len(expanded) > _MAX_BRACE_WORDS:
-            return [w.text for w in words]
-        out.extend(expanded)
-    return out
-
-
-def _expand_braces(word: Word) -> list[str]:
-    # Unquoted characters may be brace syntax; mark quoted ones so they never are.
-    chars: list[tuple[str, bool]] = []
-    for part in word.parts:
-        text = part.text if isinstance(part, Literal) else part.raw
-        quoted = part.quoted if isinstance(part, Literal) else True
-        chars.extend((char, quoted) for char in text)
-    open_at = next((i for i, (c, q) in enumerate(chars) if c == "{" and not q), None)
-    if open_at is None:
-        return [word.text]
-    close_at = next((i for i in range(open_at + 1, len(chars))
-                     if chars[i] == ("}", False)), None)
-    if close_at is None:
-        return [word.text]
-    inner = chars[open_at + 1:close_at]
-    if not any(char == (",", False) for char in inner):
-        return [word.text]
-    options: list[str] = [""]
-    for char, quoted in inner:
-        if char == "," and not quoted:
-            options.append("")
-        else:
-            options[-1] += char
-    prefix = "".join(c for c, _ in chars[:open_at])
-    suffix = "".join(c for c, _ in chars[close_at + 1:])
-    return ["".join(parts) for parts in product([prefix], options, [suffix])]
+            _deny_words(words[start:], out, depth + 1, source=source)

@@ -498,6 +498,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         '    if False:\n        reasons.append(f"{where}: assigns variables")\n',
         [f"{SHELL}::test_table"],
         "`PATH=/tmp/evil git diff` is allowed: the assignment changes which git runs"),
+    mutation(
+        "shell-uncertain-name", "shell patterns", "policies/permissions.py",
+        "    if reading.uncertain or not reading.exhaustive:",
+        "    if not reading.exhaustive:",
+        [f"{SHELL}::test_an_uncertain_name_matches_every_deny_and_ask_pattern",
+         "tests/executor/test_shell_pattern_attack.py::"
+         "test_deny_pattern_sees_an_expanded_command[host]"],
+        "with Bash(rm:*) denied, `x=rm; $x f`, `r$()m f` and `sh -c \"$x\"` run rm: a "
+        "command name that expands no longer matches every deny pattern"),
+    mutation(
+        "shell-uncertain-argument", "shell patterns", "policies/permissions.py",
+        "if rule.pattern is not None and _may_match(rule.pattern, subject,\n"
+        "                                                                       wilds)}",
+        "if rule.pattern is not None and glob_matches(rule.pattern, subject)}",
+        [f"{SHELL}::test_an_uncertain_word_a_pattern_tests_matches"],
+        "`git $x origin` and `git pu$()sh` pass `git push *`: an expanding argument is "
+        "matched as its text instead of as any value"),
     # -- the parent's .git, the workspace, the state dir, the terminal ---------------------
     mutation(
         "parent-git-freshened", "git hardening", "sandbox/workspaces/privategit.py",

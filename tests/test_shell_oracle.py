@@ -10,7 +10,12 @@ empty bubblewrap sandbox (:mod:`tests.shell_oracle`): bash, and dash, the
 
 * every line an allow pattern (``git diff *``, ``ls *``, ``echo *``) allows
   ran only commands the pattern matches, and nothing unrecorded;
-* every line that ran a command ``rm *`` names is denied by that pattern.
+* every line that ran a command ``rm *`` names is denied by that pattern,
+  including lines where an expansion (``$x``, ``"$@"``, ``$(..)``, ``$'..'``,
+  ``~``, a glob, a brace list, ``eval``) decides what runs.
+
+A fixed table of such spellings (:data:`EXPANSIONS`) shows each one really
+runs ``rm`` (or ``git push``) in bash and/or dash, and is denied.
 """
 
 from __future__ import annotations
@@ -36,7 +41,11 @@ VOCABULARY = ("git", "ls", "echo", "rm", "id", "cat", "touch", "sudo", "env", "x
 _COMMANDS = ["git diff", "git diff", "git diff", "git", "git status", "ls", "ls -l", "echo hi",
              "echo", "id", "rm x", "rm -rf x", "cat", "touch f", "x=1", "PATH=/x git diff",
              "sudo rm x", "env rm x", "eval id", "eval 'rm x'", "exec id", "sh -c 'rm x'", "f",
-             "{rm,x}", "r\\m x", "'rm' x", "true", "exit"]
+             "{rm,x}", "r\\m x", "'rm' x", "true", "exit",
+             # expansions that decide what runs
+             "x=rm", "$x x", "r$()m x", "rm$IFS x", "rm${u} x", "${x:-rm} x", "set -- rm x",
+             '"$@"', "$*", "$'\\x72m' x", "{r..r}m x", "r{m,} x", "HOME=rm", "~ x",
+             'eval "$x x"', "r`printf ''`m x", 'f(){ "$@"; }; f rm x', "$1"]
 _ARGS = ["HEAD", "--stat", "a#b", "#c", "'#'", '"#"', "'a;b'", '"x y"', "\\;", "\\#", "\\'",
          '\\"', "$'\\n'id", "$'\\''", '$"x"', "$HOME", "${HOME}", '"$HOME"', "$(id)", "`id`",
          "\"$(rm x)\"", "<(id)", "{a,b}", "{", "}", "*", "'", '"', "$", "a\\\nb", "x=1", "--",
@@ -84,6 +93,8 @@ def _policy(pattern: str, action: Action) -> PermissionPolicy:
 
 _ALLOWS = {p: _policy(p, Action.ALLOW) for p in ALLOW_PATTERNS}
 _DENY = _policy("rm *", Action.DENY)
+_ASK = _policy("rm *", Action.ASK)
+_NO_PUSH = _policy("git push *", Action.DENY)
 
 
 def _check(runs: list[OracleRun], shell: str) -> None:
@@ -128,3 +139,64 @@ def test_the_check_sees_real_runs(oracle: ShellOracle) -> None:
     assert [_ALLOWS["git diff *"].decide("shell", line) for line in lines[:5]] == [
         Action.ALLOW, Action.DENY, Action.DENY, Action.ALLOW, Action.DENY]
     _check(runs, oracle.shell)
+
+
+#: (line, pattern, the shells it runs a command ``pattern`` names in): an expansion, a
+#: glob, a brace list or ``eval`` decides what runs. The oracle runs every line in one
+#: sandbox, in order: ``>rm`` and ``>push`` make the files later globs match.
+EXPANSIONS = [
+    ("r$()m -f f", "rm *", "bash sh"),
+    ("rm${u} -f f", "rm *", "bash sh"),
+    ("x=rm; $x f", "rm *", "bash sh"),
+    ("rm$IFS f", "rm *", "bash sh"),
+    ('set -- rm f; "$@"', "rm *", "sh"),  # bash: 'set' is disabled by the recorder
+    ("set -- rm f; $*", "rm *", "sh"),
+    ('set -- rm; "$1" f', "rm *", "sh"),
+    ("$'\\x72m' f", "rm *", "bash"),
+    ("${x:-rm} f", "rm *", "bash sh"),
+    ("x=rmz; ${x%z} f", "rm *", "bash sh"),
+    ("y=rm; x=y; ${!x} f", "rm *", "bash"),
+    ("r`printf ''`m f", "rm *", "bash sh"),
+    ("$(printf rm) f", "rm *", "bash"),  # sh: the recorder's printf prints nothing
+    ("a=r b=m; $a$b f", "rm *", "bash sh"),
+    ("x='rm f'; $x", "rm *", "bash sh"),
+    ("for c in rm; do $c f; done", "rm *", "bash sh"),
+    ("x=rm; git diff | $x f", "rm *", "bash sh"),
+    ('f(){ "$@"; }; f rm f', "rm *", "bash sh"),
+    ("HOME=rm; ~ f", "rm *", "bash sh"),
+    (">rm; r? f", "rm *", "bash sh"),
+    (">rm; r[m] f", "rm *", "bash sh"),
+    ("{rm,f}", "rm *", "bash"),
+    ("{r..r}m f", "rm *", "bash"),
+    ("r{m,} f", "rm *", "bash"),
+    ('x="rm f"; eval "$x"', "rm *", "sh"),  # bash: 'eval' is disabled by the recorder
+    ("x=rm; eval $x f", "rm *", "sh"),
+    ("x=rm; eval echo hi\\; $x f", "rm *", "sh"),
+    ("x=rm; exec $x f", "rm *", "sh"),
+    ('x=rm; trap "$x f" EXIT', "rm *", "sh"),
+    ("trap '$x f' EXIT; x=rm", "rm *", "sh"),
+    ("x=push; git $x origin", "git push *", "bash sh"),
+    ("git pu$()sh origin", "git push *", "bash sh"),
+    ("git push$u origin", "git push *", "bash sh"),
+    ('x=push; git "$x" origin', "git push *", "bash sh"),
+    (">push; git pu?h origin", "git push *", "bash sh"),
+    ("git {p..p}ush origin", "git push *", "bash"),
+    ("git {push,origin}", "git push *", "bash"),
+    ("git $'push' origin", "git push *", "bash"),
+]
+
+
+def test_expansions_that_decide_what_runs_are_denied(oracle: ShellOracle) -> None:
+    """Each spelling runs what the pattern names in the shells listed, and the pattern,
+    as a deny or an ask, catches it."""
+    runs = oracle.run([line for line, _, _ in EXPANSIONS])
+    for run, (line, pattern, shells) in zip(runs, EXPANSIONS, strict=True):
+        ran = [c for c in run.rendered() if glob_matches(pattern, c)]
+        if oracle.shell in shells.split():
+            assert ran, (line, run.commands, run.stderr)
+        if ran:
+            deny = _policy(pattern, Action.DENY)
+            assert deny.decide("shell", line) is Action.DENY, (line, ran)
+            assert _policy(pattern, Action.ASK).decide("shell", line) is Action.ASK, line
+    assert _ASK.decide("shell", "x=rm; $x f") is Action.ASK
+    assert _NO_PUSH.decide("shell", "x=rm; $x f") is Action.DENY  # $x may be 'git push'

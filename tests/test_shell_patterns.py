@@ -160,8 +160,8 @@ TABLE = [
     ("git diff $HOME \"$HOME\" ${HOME}", True, False),
     ("git diff ${HOME%/*}", False, False),
     ("git diff $((1+2))", False, False),
-    ("$X diff", False, False),
-    ("gi? diff", False, False),
+    ("$X diff", False, True),  # $X may be rm: every deny pattern matches
+    ("gi? diff", False, True),
     ("/bin/r? -rf x", False, True),
     ("{rm,-rf,x}", False, True),
     ("git diff {a,b} *.py", True, False),
@@ -270,7 +270,9 @@ def test_a_pattern_free_allow_still_allows_what_no_pattern_may() -> None:
     everything = PermissionPolicy(mode=PermissionMode.STRICT, rules=(
         PermissionRule(tool="shell", action=Action.ALLOW),
         PermissionRule(tool="shell", pattern="rm *", action=Action.DENY)))
-    assert everything.decide("shell", "echo $(date) 'unterminated") is Action.ALLOW
+    assert everything.decide("shell", "echo date 'unterminated") is Action.ALLOW
+    # unreadable, with an expansion: any word may run anything, so every deny matches
+    assert everything.decide("shell", "echo $(date) 'unterminated") is Action.DENY
     assert everything.decide("shell", "echo $(rm x)") is Action.DENY
     asking = PermissionPolicy(rules=(
         PermissionRule(tool="shell", action=Action.ALLOW),
@@ -307,3 +309,137 @@ def test_bash_locale_strings_show_their_substitutions() -> None:
     assert GIT_DIFF.decide("shell", 'git diff $"$(id)"') is Action.DENY
     assert NO_RM.decide("shell", 'git diff $"$(rm x)"') is Action.DENY
     assert GIT_DIFF.decide("shell", 'git diff $"plain"') is Action.ALLOW
+
+
+# --- expansions in what runs (issue 16, item 4) -----------------------------------------------
+
+ASK_RM = _policy("rm *", Action.ASK, PermissionMode.STANDARD)
+NO_PUSH = _policy("git push *", Action.DENY, PermissionMode.STANDARD)
+NO_CURL = _policy("curl", Action.DENY, PermissionMode.STANDARD)
+
+#: Lines whose command name, or a word that decides what runs, is not a literal the parser can
+#: read with certainty: any value may be ``rm`` (or ``sh -c '..'``, which runs anything).
+UNCERTAIN = [
+    # the command name expands
+    "r$()m -f a.txt", "rm${u} -rf src", "x=rm; $x f", "rm$IFS f", 'set -- rm f; "$@"',
+    "$'\\x72m' f", "$'rm' f", '$"rm" f', "${x:-rm} f", "${!x} f", "rm$((0)) f", "r`true`m f",
+    "$(printf rm) f", '"$(printf rm)" f', "`printf rm` f", "a=r b=m; $a$b f", "$* f", "$1 f",
+    '"$x" f', "$0 f", "for c in rm; do $c f; done", "read c; $c f", "cat f | $x f",
+    "$SHELL -c 'rm f'", "x=rm && $x f", "x=rm || $x f", "! $x f", "( $x f )", "{ $x f; }",
+    "if true; then $x f; fi", "case a in a) $x f;; esac", "echo $($x f)", 'f(){ "$@"; }; f rm x',
+    # tilde, globs and braces in the command name
+    "HOME=rm; ~ f", "~user f", "r? f", "/bin/r? f", "r[m] f", "* f", "{rm,f}", "{r..r}m f",
+    "{{rm,x},f}", "r{m,} f",
+    # a wrapper's command, or a word where it reads options, expands
+    "exec $x f", "command $x f", "command -p $x f", "builtin $x f", "env $x f", "env -i $x f",
+    "env -- $x f", "env A=$x ls", 'env "$x" ls', 'env -"$x" ls', "nice $x f", "nice -n $n ls",
+    "nohup $x f", "timeout 5 $x f", "timeout $t ls", 'timeout "$t" ls', "stdbuf -o0 $x f",
+    "sudo $x f", 'sudo "$x" ls', "sudo -u $u ls", "time $x f", "busybox $x f",
+    "xargs $x < list", "echo f | xargs $x",
+    "xargs sh -c < list", "echo rm f | xargs env", "xargs -I{} {} f < list",
+    "xargs -i sh -c '{}' < list", "find . -exec $x {} \\;", 'find . -execdir "$x" {} +',
+    "fakeroot $x f", "pkexec $x f", "unshare -r $x f", "nsenter -t 1 -m $x f", "chrt 1 $x f",
+    "runuser -u u $x f", "systemd-run --user $x f", "parallel {} f ::: rm", "parallel $x ::: f",
+    "script -c \"$x\"",
+    # text a shell runs expands
+    'sh -c "$x"', 'bash -c "$x"', 'sh -c "echo $x"', 'sh -c "$x" sh', "sh $x", 'sh "$x" f',
+    "bash -c $'rm f'", 'eval "$x"', "eval $x", 'eval echo "$x"', 'trap "$x" EXIT',
+    'alias r="$x"', 'su -c "$x"', 'env -S "$x"', 'watch "$x"', 'echo "$x" | sh',
+    "echo $x | bash -s", "sh <<E\n$x\nE", "sh <<E\necho $x\nE", 'sh <<<"$x"', "sh < $x",
+    "sh < <(printf 'rm f')", "bash <(printf 'rm f')", ". <(printf 'rm f')", "source $x",
+    # a line a reading refuses: every word with an expansion may start a command (dash
+    # cannot read <(..), so it counts as one like $(..) and backticks)
+    "[[ -n x ]]; $x f", "function g { $x f; }", "[[ x ]]; r`printf ''`m f", "cat <(rm f)",
+    "bash -c '[[ 1 ]]; bash <(printf \"r%sm f\" \"\")'",
+]
+
+#: Quoting the parser resolves with certainty, and names it reads through: these are ``rm``,
+#: denied by ``rm *`` and by no other pattern.
+LITERAL_RM = [
+    "'rm' f", '"rm" f', "\\rm f", 'r""m f', "r''m f", "r\\\nm f", "/bin/rm f", "./rm f",
+    "~/rm f", "HOME=/bin; ~/rm f", "exec rm f", "command -p rm f", "env -i rm f",
+    'env A="$x" rm f', "nice rm f", 'nice -n "$n" rm f', 'sudo -u "$u" rm f',
+    "stdbuf -o0 rm f", "xargs rm < list", "find . -exec rm {} \\;", "sh -c 'rm f'",
+    "eval rm f", "busybox rm f", 'f(){ rm "$@"; }; f x', "alias r=rm", "trap 'rm f' EXIT",
+    "PATH=/x rm f", "rm", "rm $x", "rm -rf *", "sh <<'E'\nrm \"$x\"\nE",
+    "echo rm f | sh", "x=$(rm f)", "fakeroot rm f", "pkexec rm f", "unshare -r rm f",
+    "nsenter -t 1 -m rm f", "firejail rm f", "chrt 1 rm f", "ltrace -o x rm f",
+    "valgrind rm f", "systemd-run --user rm f", "setpriv --reuid 1 rm f", "runuser -u u rm f",
+    "parallel rm ::: f", "script -c 'rm f'",
+]
+
+#: The pattern ``git push *`` tests the word after ``git``: where that word is not certain
+#: (an expansion, a glob a file may match, a brace list) the deny matches.
+UNCERTAIN_PUSH = [
+    "git $x origin", "git pu$()sh origin", "git push$x origin", 'git "$x" origin',
+    "git pu?h origin", "git {push,x}", "git {p..p}ush origin", "git $'push' origin", "git $x",
+    "git `printf push`", "nice git $x", "xargs git < list", "echo push | xargs git",
+    "git push", "git \"push\" origin", "git p\\ush origin", "sudo git push",
+]
+
+#: Commands whose deciding words are all literal keep today's matching: no pattern here names
+#: what they run.
+CERTAIN = [
+    "ls -la", "git status", "echo $HOME", "echo \"$x\" > /dev/null", "printf '%s\\n' \"$@\"",
+    "cat $f | grep x", "ls *.py", "git add *.py", "[ -f x ] && echo y", 'test -n "$x"',
+    "x=$(pwd); echo $x", "for f in *.py; do echo $f; done", 'cd "$dir" && ls',
+    "~/bin/tool x", "echo {a,b}", "FOO=$x make", 'env FOO="$x" make', "git status $x",
+    "git log --format=$f", "git commit -m \"$msg\"", "git diff {a,b}", "eval 'echo $x'",
+    "sh -c 'echo $1' sh", "trap 'echo $x' EXIT", "echo $'\\n'", "echo $((1+2))",
+    "sh <<'E'\necho $x\nE", "git -C \"$dir\" status", "timeout 5 ls $x", "xargs -I{} ls {} < f",
+    "echo ~", "cat <<E\n$x\nE", "sh ./script.sh", ". ./env.sh", "grep -r \"$pattern\" src",
+]
+
+
+@pytest.mark.parametrize("line", UNCERTAIN, ids=repr)
+def test_an_uncertain_name_matches_every_deny_and_ask_pattern(line: str) -> None:
+    reading = read_command_line(line)
+    assert NO_RM.decide("shell", line) is Action.DENY, reading
+    assert ASK_RM.decide("shell", line) is Action.ASK, reading
+    assert NO_PUSH.decide("shell", line) is Action.DENY, reading
+    assert NO_CURL.decide("shell", line) is Action.DENY, reading
+    assert not reading.certain or reading.uncertain, reading
+
+
+@pytest.mark.parametrize("line", LITERAL_RM, ids=repr)
+def test_quoting_read_with_certainty_is_the_literal_name(line: str) -> None:
+    assert NO_RM.decide("shell", line) is Action.DENY, read_command_line(line)
+    assert ASK_RM.decide("shell", line) is Action.ASK
+    assert NO_PUSH.decide("shell", line) is Action.ALLOW, read_command_line(line)
+
+
+@pytest.mark.parametrize("line", UNCERTAIN_PUSH, ids=repr)
+def test_an_uncertain_word_a_pattern_tests_matches(line: str) -> None:
+    assert NO_PUSH.decide("shell", line) is Action.DENY, read_command_line(line)
+    assert NO_RM.decide("shell", line) is Action.ALLOW, read_command_line(line)
+
+
+@pytest.mark.parametrize("line", CERTAIN, ids=repr)
+def test_certain_commands_keep_their_matching(line: str) -> None:
+    reading = read_command_line(line)
+    assert not reading.uncertain, reading.uncertain
+    for policy in (NO_RM, ASK_RM, NO_PUSH, NO_CURL):
+        assert policy.decide("shell", line) is Action.ALLOW, (policy, reading)
+
+
+def test_an_allow_never_covers_an_uncertain_name() -> None:
+    """Not a pattern that would match the value (``r*``), not one that matches the text
+    as written (``$x *``); a pattern-free allow still decides, and a deny beats it."""
+    for pattern in ("r*", "$x *", "*", "**"):
+        policy = _policy(pattern, Action.ALLOW, PermissionMode.STRICT)
+        expected = Action.ALLOW if pattern in ("*", "**") else Action.DENY
+        assert policy.decide("shell", "$x f") is expected, pattern
+    both = PermissionPolicy(rules=(
+        PermissionRule(tool="shell", pattern="ls *", action=Action.ALLOW),
+        PermissionRule(tool="shell", pattern="rm *", action=Action.DENY),
+        PermissionRule(tool="shell", pattern="ls *", action=Action.ALLOW)))
+    assert both.decide("shell", "ls -la") is Action.ALLOW
+    assert both.decide("shell", "l$()s -la") is Action.DENY
+    assert both.decide("shell", "ls $x") is Action.ALLOW  # the name is certain
+
+
+def test_the_reading_says_what_is_uncertain() -> None:
+    reading = read_command_line("x=rm; $x f")
+    assert reading.uncertain and "$x f" in reading.uncertain[0], reading.uncertain
+    assert read_command_line('sh -c "$x"').uncertain
+    assert not read_command_line("git push $x").uncertain  # an argument: patterns decide
