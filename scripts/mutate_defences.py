@@ -105,6 +105,11 @@ SPEC = "tests/spec/test_discovery_spec.py"
 OVERLAY = "tests/sandbox/test_overlay_attacks.py"
 OVERLAY_CONF = "tests/sandbox/test_overlay_conformance.py"
 WARM = "tests/sandbox/test_warm_sandbox.py"
+SURVIVE = "tests/sandbox/test_survival_tricks.py"
+REPLAY = "tests/sandbox/test_replay.py"
+CHECKS = "tests/executor/test_check_on_record.py"
+TRUTH = "tests/executor/test_workspace_write_truth.py"
+CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -847,6 +852,73 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/sandbox/test_owner_reuse.py::test_a_running_run_or_fanout_whose_owner_pid_was_"
          "reused_has_crashed"],
         "a reused pid keeps a dead owner's sandbox, snapshot and 'running' run alive forever"),
+    # -- issue 16: nothing outlives its command; checks and reviewers on the record ------
+    mutation(
+        "supervisor-live-threads", "warm", "sandbox/backends/warm_init.py",
+        "            if live:\n", "            if live and stat.rpartition(b')')[2][1:2] != b'Z':\n",
+        [f"{SURVIVE}::test_nothing_survives_the_command[bubblewrap-zombie-leader-supervisor-alone]",
+         f"{SURVIVE}::test_nothing_survives_the_command[docker-zombie-leader-supervisor-alone]"],
+        "a zombie leader whose other thread runs on is skipped by the supervisor's listing: "
+        "the thread outlives its command and keeps writing"),
+    mutation(
+        "host-leftovers-bwrap", "warm", "sandbox/backends/bwrap.py",
+        "        found = namespace_leftovers(live.supervisor, live.namespace, self._cgroup)\n",
+        "        found = []\n",
+        [f"{SURVIVE}::test_host_does_not_take_the_supervisors_word[bubblewrap]"],
+        "the host takes a lying supervisor's 'clean' for the truth (bubblewrap)"),
+    mutation(
+        "host-leftovers-docker", "warm", "sandbox/backends/docker.py",
+        "        return uid_members(self._cgroup_dir, self._uid[0], exclude=exclude) or []\n",
+        "        return []\n",
+        [f"{SURVIVE}::test_host_does_not_take_the_supervisors_word[docker]"],
+        "the host takes a lying supervisor's 'clean' for the truth (docker)"),
+    mutation(
+        "docker-host-kill", "warm", "sandbox/backends/docker.py",
+        "        if str(pid) in members:\n", "        if False:\n",
+        [f"{SURVIVE}::test_host_does_not_take_the_supervisors_word[docker]"],
+        "the host finds a leftover in the container's cgroup but cannot kill it: the whole "
+        "container goes, and the child's next command fails"),
+    mutation(
+        "freeze-verify-empty", "warm", "sandbox/base.py",
+        "            sb._verify_empty()  # and the kernel agrees that nothing is left\n", "",
+        [f"{SURVIVE}::test_freeze_before_a_diff_empties_the_sandbox[bubblewrap]",
+         f"{SURVIVE}::test_freeze_before_a_diff_empties_the_sandbox[docker]"],
+        "a diff is read while a process of the child still writes the workspace"),
+    mutation(
+        "warm-unclean-report", "warm", "sandbox/backends/warm.py",
+        ' or not self.report.get("clean", False)\n', "\n",
+        [f"{SURVIVE}::test_an_unclean_report_stops_the_sandbox[bubblewrap]",
+         f"{SURVIVE}::test_an_unclean_report_stops_the_sandbox[docker]"],
+        "a supervisor that says it could not kill everything is left running with the survivor"),
+    mutation(
+        "warm-frame-bound", "warm", "sandbox/backends/warm.py",
+        "                if size > _MAX_FRAME:\n", "                if False:\n",
+        [f"{SURVIVE}::test_an_oversized_frame_is_a_lost_supervisor[bubblewrap]",
+         f"{SURVIVE}::test_an_oversized_frame_is_a_lost_supervisor[docker]"],
+        "a supervisor announcing a 1 GiB frame makes the host wait for it past the deadline"),
+    mutation(
+        "check-on-recorded-diff", "fanout", "executor/fanout.py",
+        '    patch = run.patch if settings.snapshot is not None else b""\n',
+        '    patch = b""\n',
+        [f"{CHECKS}::test_a_survivor_cannot_pass_the_check_for_a_diff_that_fails_it[bubblewrap]",
+         f"{REPLAY}::test_a_replay_holds_exactly_the_recorded_diff[host]"],
+        "the check runs on the base without the child's diff"),
+    mutation(
+        "replay-applies", "fanout", "sandbox/replay.py",
+        "            _apply(sandbox, patch)\n", "            pass\n",
+        [f"{REPLAY}::test_a_replay_holds_exactly_the_recorded_diff[bubblewrap]",
+         f"{REPLAY}::test_a_patch_that_does_not_apply_is_an_error_and_leaves_nothing[host]"],
+        "a replay without the recorded diff: every check judges the base"),
+    mutation(
+        "replay-disposable", "gc", "sandbox/gc.py",
+        " and not meta.disposable:", ":",
+        [f"{REPLAY}::test_an_abandoned_replay_is_removed_by_gc_without_a_diff[bubblewrap]"],
+        "gc keeps a crashed check's output as if it were a child's diff"),
+    mutation(
+        "review-on-record", "review", "executor/runner.py",
+        "            yield replay.root\n", "            yield self.sandbox.root\n",
+        [f"{CATALOG_RUN}::test_reviewers_read_the_recorded_diff_not_the_agents_workspace"],
+        "a reviewer reads an ignored file the agent left (in no diff) that approves its work"),
 )
 
 

@@ -78,6 +78,9 @@ elif trick == "pidns":
     if os.fork():
         os._exit(0)
     tick_forever(note)
+elif trick == "non-dumpable":   # /proc/PID now belongs to root: a listing by owner misses it
+    libc.prctl(4, 0, 0, 0, 0)
+    tick_forever()
 elif trick == "fifo":
     os.mkfifo("/tmp/survivor-fifo")
     with open(ticks, "w") as handle:
@@ -101,6 +104,7 @@ TRICKS = {
     "refork": "setsid $S refork >/dev/null 2>&1 &",
     "pidns": "setsid $S pidns >/dev/null 2>&1 &",
     "fifo": "setsid $S fifo >/dev/null 2>&1 &",
+    "non-dumpable": "setsid $S non-dumpable >/dev/null 2>&1 &",
 }
 
 _PROLOGUE = """cat > /tmp/survivor.py <<'PY'
@@ -151,7 +155,8 @@ def test_nothing_survives_the_command(open_sb: OpenSandbox, survivor_name: str,
     said, killed = _start(sb, trick, survivor_name)
     assert said.startswith((b"ready", b"unshared", b"refused")), said
     assert host_tasks_named(survivor_name) == []
-    assert killed, "the result must say what the command left and was killed"
+    assert any(k.endswith(" " + survivor_name) for k in killed), (
+        f"the result must name what the command left and was killed: {killed}")
     before = sb.files.read_bytes("ticks")
     assert before
     again = sb.exec(["sh", "-c", "sleep 0.2; cat ticks"])
@@ -176,6 +181,49 @@ def test_host_does_not_take_the_supervisors_word(open_sb: OpenSandbox, survivor_
     assert said.startswith(b"ready")
     assert host_tasks_named(survivor_name) == []
     assert killed
+    # The leftover was killed, not the sandbox with it: the child's next command runs.
+    again = sb.exec(["cat", "ticks"])
+    assert again.ok and again.stdout
+
+
+def _patched(source: bytes, anchor: bytes, replacement: bytes) -> bytes:
+    assert source.count(anchor) == 1
+    return source.replace(anchor, replacement)
+
+
+@pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
+def test_an_unclean_report_stops_the_sandbox(open_sb: OpenSandbox, survivor_name: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A supervisor that says it could not kill everything (``clean: false``) is taken at
+    its word: the host stops the whole sandbox, and the survivor dies with it (here the
+    supervisor kills nothing, and the host's own look is turned off, so only the report
+    can save the day)."""
+    monkeypatch.setattr(warm, "_SOURCE", _patched(
+        warm._SOURCE, b"    def reap_survivors(self) -> tuple[list[str], bool]:\n",
+        b"    def reap_survivors(self) -> tuple[list[str], bool]:\n"
+        b"        self.reap()\n        return ['?'], False\n"))
+    sb = open_sb()
+    monkeypatch.setattr(type(sb), "_leftovers", lambda self, live: [])
+    said, _ = _start(sb, "setsid", survivor_name)
+    assert said.startswith(b"ready")
+    assert host_tasks_named(survivor_name) == []
+
+
+@pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
+def test_an_oversized_frame_is_a_lost_supervisor(open_sb: OpenSandbox,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A supervisor that announces a 1 GiB frame (what a subverted one could send to make
+    the host allocate and wait) is lost at once: the host does not wait for the bytes, the
+    command is not reported as timed out, and the next command gets a new supervisor."""
+    monkeypatch.setattr(warm, "_SOURCE", _patched(
+        warm._SOURCE, b"    def run(self, command: dict[str, object]) -> None:\n",
+        b"    def run(self, command: dict[str, object]) -> None:\n"
+        b"        os.write(1, b'o' + (1 << 30).to_bytes(4, 'big'))\n"
+        b"        time.sleep(3600)\n"))
+    sb = open_sb()
+    result = sb.exec(["true"], timeout=30)
+    assert not result.timed_out and result.duration_seconds < 30
+    assert not result.ok
 
 
 @pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
