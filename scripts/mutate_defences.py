@@ -855,8 +855,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- issue 16: nothing outlives its command; checks and reviewers on the record ------
     mutation(
         "supervisor-live-threads", "warm", "sandbox/backends/warm_init.py",
-        "            if live:\n", "            if live and stat.rpartition(b')')[2][1:2] != b'Z':\n",
-        [f"{SURVIVE}::test_nothing_survives_the_command[bubblewrap-zombie-leader-supervisor-alone]",
+        "            if live:\n",
+        "            if live and stat.rpartition(b')')[2][1:2] != b'Z':\n",
+        [f"{SURVIVE}::test_nothing_survives_the_command"
+         "[bubblewrap-zombie-leader-supervisor-alone]",
          f"{SURVIVE}::test_nothing_survives_the_command[docker-zombie-leader-supervisor-alone]"],
         "a zombie leader whose other thread runs on is skipped by the supervisor's listing: "
         "the thread outlives its command and keeps writing"),
