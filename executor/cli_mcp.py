@@ -36,9 +36,12 @@ __all__ = ["mcp_command"]
               "of stdio; clients must send the bearer token printed at start "
               "($CORRAL_MCP_TOKEN when set).")
 @click.option("--allow-apply", is_flag=True, help="Let apply_run merge diffs whose review "
-              "list is empty into the checkout, and run_agent use mode workspace-write "
-              "(without it, apply_run only validates and returns the command to run; flagged "
-              "files, symlinks and binaries are always a person's `corral apply`).")
+              "list is empty into the checkout (without it, apply_run only validates and "
+              "returns the command to run; flagged files, symlinks and binaries are always a "
+              "person's `corral apply`).")
+@click.option("--allow-workspace-write", is_flag=True, help="Let run_agent use mode "
+              "workspace-write: the child writes the checkout itself, flagged files included, "
+              "with no review before they land.")
 @click.option("--backend", type=click.Choice(sorted(USER_BACKENDS)), default="auto",
               show_default=True,
               help="Where children run unless a call names bubblewrap or docker; 'host' (no "
@@ -53,7 +56,8 @@ __all__ = ["mcp_command"]
               default=DEFAULT_MAX_TIMEOUT, show_default=True, metavar="SECONDS",
               help="The longest timeout a call may ask for; a call that gives none gets it.")
 def mcp_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                no_personal: bool, http_port: int | None, allow_apply: bool, backend: str,
+                no_personal: bool, http_port: int | None, allow_apply: bool,
+                allow_workspace_write: bool, backend: str,
                 approve: str | None, max_jobs: int, max_children: int,
                 max_timeout: float) -> None:
     """Serve corral over MCP so another harness (Claude Code, Codex, OpenCode, Cursor, ...)
@@ -76,6 +80,7 @@ def mcp_command(root: Path, trust_project: bool, config_file: Path | None, stric
     options = ServerOptions(root=root.resolve(), trust_project=trust_project,
                             config_file=config_file.resolve() if config_file else None,
                             strict=strict, no_personal=no_personal, allow_apply=allow_apply,
+                            allow_workspace_write=allow_workspace_write,
                             backend=backend, approve=approve, max_jobs=max_jobs,
                             max_children=max_children, max_timeout=max_timeout)
     if backend == "host":

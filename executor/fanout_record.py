@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from executor.results import RecordError, now_iso
+from executor.results import RecordError, check_id_prefix, now_iso
 from sandbox.state import owner_alive
 
 __all__ = [
@@ -141,10 +141,12 @@ def find_fanout(ledger: Path, fanout_id: str) -> FanoutRecord:
     """The fanout whose id is ``fanout_id`` or starts with it (unambiguously)."""
     from executor.errors import ExecutorError  # noqa: PLC0415 - the error family of lookups
 
-    if not fanout_id.startswith("f-") or "/" in fanout_id:
+    check_id_prefix(fanout_id, "fanout id")
+    if not fanout_id.startswith("f-"):
         raise ExecutorError(f"invalid fanout id {fanout_id!r}", code="unknown_run")
     directory = ledger / FANOUTS
-    matches = sorted(directory.glob(f"{fanout_id}*.json")) if directory.is_dir() else []
+    matches = sorted(p for p in directory.iterdir() if p.name.startswith(fanout_id)
+                     and p.suffix == ".json") if directory.is_dir() else []
     if len(matches) != 1:
         why = "is ambiguous" if matches else "is not recorded"
         raise ExecutorError(f"fanout {fanout_id!r} {why} in {ledger}", code="unknown_run",

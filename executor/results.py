@@ -43,10 +43,12 @@ from executor.models.base import Message
 from sandbox.state import check_state_dir, default_state_root, owner_alive, owner_token
 
 __all__ = [
+    "ID_PREFIX",
     "RecordError",
     "RunRecord",
     "RunState",
     "RunStatus",
+    "check_id_prefix",
     "discard_run",
     "finalize_crashed",
     "find_run",
@@ -330,12 +332,23 @@ def load_patch(ledger: Path, run_id: str) -> bytes:
     return path.read_bytes() if path.is_file() else b""
 
 
+#: What a run or fanout id (or a prefix of one) may hold: never a glob, a path or a dot file.
+ID_PREFIX = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
+
+
+def check_id_prefix(value: str, what: str = "run id") -> None:
+    """Refuse anything but an id or a prefix of one (``*``, ``?``, ``[``, ``/``, ``..``)."""
+    if not ID_PREFIX.fullmatch(value):
+        raise ExecutorError(f"invalid {what} {value!r}: ids hold letters, digits, '-' and '_'",
+                            code="unknown_run",
+                            hint="give the id `corral runs` shows, or an unambiguous start of it")
+
+
 def find_run(ledger: Path, run_id: str) -> RunRecord:
-    """The record whose id is ``run_id`` or starts with it (unambiguously)."""
-    if not run_id or "/" in run_id or run_id.startswith("."):
-        raise ExecutorError(f"invalid run id {run_id!r}", code="unknown_run")
-    matches = [e for e in ledger.glob(f"{run_id}*") if (e / "record.json").is_file()] \
-        if ledger.is_dir() else []
+    """The record whose id is ``run_id`` or starts with it (unambiguously); never a pattern."""
+    check_id_prefix(run_id)
+    matches = [e for e in ledger.iterdir() if e.name.startswith(run_id)
+               and (e / "record.json").is_file()] if ledger.is_dir() else []
     if not matches:
         raise ExecutorError(f"no run {run_id!r} in {ledger}", code="unknown_run",
                             hint="`corral runs` lists the recorded runs")

@@ -20,9 +20,10 @@ widened by an argument:
   record) is refused (``needs_a_person``, ``review_required``, ...) with the
   plain command a person runs, and that command never carries a flag the
   client asked for: the person adds flags after reading the review list;
-- ``mode: workspace-write`` (a child writing the checkout) needs
-  ``--allow-apply`` too; ``backend: host`` (no process isolation) needs the
-  server to have been started with ``--backend host``;
+- ``mode: workspace-write`` (a child writing the checkout, with no review list
+  between it and your files) needs ``--allow-workspace-write``, which
+  ``--allow-apply`` does not imply; ``backend: host`` (no process isolation)
+  needs the server to have been started with ``--backend host``;
 - approvals are the server's ``--approve``; an ``ask`` rule is otherwise denied,
   as in a non-interactive ``corral run``;
 - ``jobs``, ``n`` (and the lists that set it) and timeouts are bounded by the
@@ -117,6 +118,7 @@ class ServerOptions:
     strict: bool = False
     no_personal: bool = False
     allow_apply: bool = False
+    allow_workspace_write: bool = False
     backend: str = "auto"
     approve: str | None = None
     #: Ceilings of what one call may ask for (``corral mcp --max-jobs/--max-children/
@@ -258,13 +260,14 @@ def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: Prog
     """``run_agent``: ``corral run --json``, its exit code, and what to do with the diff."""
     _within_ceilings(options, args)
     backend = _backend(options, args.backend)
-    if args.mode == SandboxMode.WORKSPACE_WRITE.value and not options.allow_apply:
+    if args.mode == SandboxMode.WORKSPACE_WRITE.value and not options.allow_workspace_write:
         raise ServerRefused(
-            "mode workspace-write lets the child write the checkout itself; this server "
-            "allows it only when started with --allow-apply", code="mode_not_allowed",
-            operation="check_arguments", context={"mode": args.mode},
+            "mode workspace-write lets the child write the checkout itself, flagged files "
+            "(CI, hooks, agent settings) included, with no review before they land; this "
+            "server allows it only when started with --allow-workspace-write",
+            code="mode_not_allowed", operation="check_arguments", context={"mode": args.mode},
             hint="use mode worktree (the default): you get a diff, and apply_run validates "
-            "it; the user may restart the server with `corral mcp --allow-apply`")
+            "it; the user may restart the server with `corral mcp --allow-workspace-write`")
     if args.script is not None and args.script_text is not None:
         raise _usage("script and script_text are exclusive", "pass a replay file under the "
                      "server's root as script, or the replay itself as script_text")

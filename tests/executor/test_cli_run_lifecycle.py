@@ -231,3 +231,18 @@ def test_a_running_run_is_not_applied(repo: Path, tmp_path: Path) -> None:
     assert code == 2, err
     assert f"run {run_id} is still running: its diff is not final yet" in err
     assert not (repo / "a.txt").exists()
+
+
+@pytest.mark.parametrize("given", ["*", "**", "?", "2*", "[0-9]*", "../x", "..", "a/b", "."])
+def test_a_run_id_is_an_id_never_a_pattern(repo: Path, tmp_path: Path, given: str) -> None:
+    """Issue 16: run ids were glob patterns (``**`` was an internal error): ``show``, ``diff``,
+    ``apply`` and ``discard`` take an id or an unambiguous start of one, nothing else."""
+    agent_file(repo, "w", "tools: [write_file]")
+    run_id = run(repo, tmp_path, "w", [call("write_file", path="a.txt", content="a\n"),
+                                        {"text": "a"}])["run_id"]
+    for command in ("show", "diff", "apply", "discard"):
+        code, _, err = entry(command, given, "--root", str(repo))
+        assert code == 2, (command, given, err)
+        assert "invalid run id" in err and "Traceback" not in err
+    code, out, _ = entry("diff", run_id[:15], "--root", str(repo))
+    assert code == 0 and "+a" in out

@@ -159,7 +159,10 @@ def test_a_script_path_outside_the_root_is_refused_before_it_is_read(project: Pa
     assert tree_digest(project) == before
 
 
-def test_workspace_write_needs_allow_apply(project: Path) -> None:
+def test_workspace_write_needs_its_own_flag(project: Path) -> None:
+    """A workspace-write child writes flagged files (CI, hooks) straight into the checkout:
+    ``--allow-apply`` (which merges only unflagged diffs) must not allow it; only
+    ``--allow-workspace-write`` does."""
     before = tree_digest(project)
 
     async def main(*options: str) -> dict[str, object]:
@@ -169,14 +172,15 @@ def test_workspace_write_needs_allow_apply(project: Path) -> None:
                 "mode": "workspace-write"})
             return error(result) if result.is_error else data(result)
 
-    refused: list[dict[str, object]] = []
-    run(lambda: _keep(refused, main()))
-    assert refused[0]["code"] == "mode_not_allowed" and refused[0]["exit_code"] == 4
-    assert "--allow-apply" in str(refused[0]["hint"])
-    assert tree_digest(project) == before and not (project / "n.txt").exists()
+    for options in ((), ("--allow-apply",)):
+        refused: list[dict[str, object]] = []
+        run(lambda options=options, refused=refused: _keep(refused, main(*options)))
+        assert refused[0]["code"] == "mode_not_allowed" and refused[0]["exit_code"] == 4
+        assert "--allow-workspace-write" in str(refused[0]["hint"])
+        assert tree_digest(project) == before and not (project / "n.txt").exists()
 
     allowed: list[dict[str, object]] = []  # control: the user allowed it
-    run(lambda: _keep(allowed, main("--allow-apply")))
+    run(lambda: _keep(allowed, main("--allow-workspace-write")))
     assert allowed[0]["status"] == "completed" and allowed[0]["mode"] == "workspace-write"
     assert (project / "n.txt").read_text() == "n\n"
 
