@@ -108,12 +108,14 @@ def _clean(
     layers = workspace.overlay
     try:
         stale = patch_path is None or meta.status != "captured"
-        if layers is not None and not is_mountpoint(layers.merged):
+        if meta.disposable:  # a replay: nothing to sweep or capture, only to remove
+            stale = writable = False
+        elif layers is not None and not is_mountpoint(layers.merged):
             mount_overlay(layers)  # unmounted by a reboot or a failed teardown: sweep, diff
         if writable:
             cleared = workspace.sweep_setid()
         diffable = baseline.is_file() or layers is not None
-        if stale and writable and meta.base_commit and diffable and not meta.disposable:
+        if stale and writable and meta.base_commit and diffable:
             patch_path = persist_diff(workspace, state, setid_cleared=cleared)
     except SandboxError as exc:
         if not force:

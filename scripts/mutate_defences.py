@@ -913,7 +913,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a replay without the recorded diff: every check judges the base"),
     mutation(
         "replay-disposable", "gc", "sandbox/gc.py",
-        " and not meta.disposable:", ":",
+        "        if meta.disposable:  # a replay: nothing to sweep or capture, only to remove\n",
+        "        if False:\n",
         [f"{REPLAY}::test_an_abandoned_replay_is_removed_by_gc_without_a_diff[bubblewrap]"],
         "gc keeps a crashed check's output as if it were a child's diff"),
     mutation(

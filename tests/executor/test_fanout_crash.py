@@ -137,7 +137,7 @@ def test_killing_a_fanout_then_gc_loses_no_diff_and_leaves_nothing(
     done_id, victim_id = (child.run_id for child in fanout.children)
     code, out = corral("gc")
     assert code == 0, out
-    assert leftovers(state, backend) == []
+    assert leftovers(state, backend) == [], out
     assert scan_fanouts(ledger)[0][0].status == "crashed"
     code, listed = corral("runs", "--root", str(repo))
     assert code == 0 and f"fanout {fanout.fanout_id}  crashed" in listed
