@@ -11,12 +11,13 @@ FROM ${BASE_IMAGE}
 # ARG, not ENV: only affects this build, not the agent's environment.
 ARG DEBIAN_FRONTEND=noninteractive
 
-# Tools the agent needs; one layer, no recommends, no apt lists left behind.
+# Tools the agent needs, and what a project's environment setup most often runs (a Python
+# venv with pip, Node with npm); one layer, no recommends, no apt lists left behind.
 # upgrade: a debootstrapped base has only the point release, not security updates.
 # A fixed uid/gid 1000 lets the executor match ownership of bind-mounted worktrees.
 RUN apt-get update \
     && apt-get upgrade -y \
-    && apt-get install -y --no-install-recommends ca-certificates git python3 ripgrep \
+    && apt-get install -y --no-install-recommends ca-certificates git python3 python3-venv nodejs npm ripgrep \
     && apt-get clean \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --gid 1000 corral \

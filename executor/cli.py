@@ -41,6 +41,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
                "format."),
     "apply": ("executor.cli_apply", "Validate a run's diff and merge it into the checkout."),
     "diff": ("executor.cli_runs", "Print a run's unified diff."),
+    "env": ("executor.cli_env", "Build, list or remove the project's cached environments."),
     "discard": ("executor.cli_runs", "Mark a run's diff as discarded (it stays readable)."),
     "fanout": ("executor.cli_fanout", "Run PROMPT in several children at once and compare."),
     "gc": ("executor.cli_runs", "Clean up what crashed or (--older-than) finished runs left."),
@@ -114,6 +115,21 @@ def loader_options(func: F) -> F:
         click.option("--strict", is_flag=True, help="Treat every warning as a rejection."),
         click.option("--no-personal", is_flag=True,
                      help="Skip personal definitions (~/.claude/agents, ...)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def environment_options(func: F) -> F:
+    """The options every command that runs children takes: the project's environment."""
+    options = [
+        click.option("--no-env", is_flag=True,
+                     help="Run without the project's environment (setup, carried paths, "
+                     "image, variables)."),
+        click.option("--setup-network", is_flag=True,
+                     help="Let the environment's setup reach the network (to install "
+                     "dependencies); children never can."),
     ]
     for option in reversed(options):
         func = option(func)

@@ -17,8 +17,10 @@ from pathlib import Path
 import click
 import yaml
 
-from executor.cli import cli, echo, loader_options
+from executor.cli import cli, echo, environment_options, loader_options
 from executor.cli_agents import find_agent, load
+from executor.cli_env import setup_output, warn_diagnostic
+from executor.environments import with_environment
 from executor.errors import (
     EXIT_DENIED,
     EXIT_FAILURE,
@@ -107,13 +109,14 @@ def _label(plan: ChildPlan, count: int) -> str:
 @click.option("--approve", help="Approvals (nobody is asked during a fanout): never, or "
               "always-for=TOOL,TOOL.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@environment_options
 @click.argument("prompt")
 def fanout_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
                    no_personal: bool, agents: tuple[str, ...], count: int | None,
                    scripts: tuple[Path, ...], models: tuple[str, ...],
                    check_command: str | None, check_timeout: float, backend: str, jobs: int,
                    timeout: float | None, approve: str | None, as_json: bool,
-                   prompt: str) -> None:
+                   no_env: bool, setup_network: bool, prompt: str) -> None:
     """Run PROMPT in several children at once, each in its own sandbox, all from one
     snapshot of your current checkout; run the check command in each; print one row per
     child and which diffs conflict. Nothing is applied: `corral apply RUN` merges the one
@@ -134,6 +137,9 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
         root=root.resolve(), backend=USER_BACKENDS[backend](), config=load_user_config(),
         registry=registry, ledger=ledger, env=Environment.from_env(),
         trust_project=trust_project, config_file=config_path())
+    settings = with_environment(settings, no_env=no_env,
+                                network=True if setup_network else None,
+                                on_output=setup_output(as_json), warn=warn_diagnostic)
     request = FanoutRequest(settings=settings, prompt=prompt, plans=plans, approve=approve,
                             check_command=check_command, check_timeout=check_timeout,
                             jobs=jobs, timeout_seconds=timeout, replays=replays)

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from executor.approval import parse_approve
-from executor.cli import cli, echo, loader_options
+from executor.cli import cli, echo, environment_options, loader_options
 from executor.cli_agents import load
 from executor.mcpserver.arguments import (
     DEFAULT_MAX_CHILDREN,
@@ -39,6 +39,7 @@ __all__ = ["mcp_command"]
               "list is empty into the checkout (without it, apply_run only validates and "
               "returns the command to run; flagged files, symlinks and binaries are always a "
               "person's `corral apply`).")
+@environment_options
 @click.option("--allow-workspace-write", is_flag=True, help="Let run_agent use mode "
               "workspace-write: the child writes the checkout itself, flagged files included, "
               "with no review before they land.")
@@ -57,7 +58,7 @@ __all__ = ["mcp_command"]
               help="The longest timeout a call may ask for; a call that gives none gets it.")
 def mcp_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
                 no_personal: bool, http_port: int | None, allow_apply: bool,
-                allow_workspace_write: bool, backend: str,
+                allow_workspace_write: bool, no_env: bool, setup_network: bool, backend: str,
                 approve: str | None, max_jobs: int, max_children: int,
                 max_timeout: float) -> None:
     """Serve corral over MCP so another harness (Claude Code, Codex, OpenCode, Cursor, ...)
@@ -80,7 +81,8 @@ def mcp_command(root: Path, trust_project: bool, config_file: Path | None, stric
     options = ServerOptions(root=root.resolve(), trust_project=trust_project,
                             config_file=config_file.resolve() if config_file else None,
                             strict=strict, no_personal=no_personal, allow_apply=allow_apply,
-                            allow_workspace_write=allow_workspace_write,
+                            allow_workspace_write=allow_workspace_write, no_env=no_env,
+                            setup_network=setup_network,
                             backend=backend, approve=approve, max_jobs=max_jobs,
                             max_children=max_children, max_timeout=max_timeout)
     if backend == "host":

@@ -14,9 +14,11 @@ from typing import Any
 import click
 
 from executor.approval import parse_approve, policy_handler, prompt_handler
-from executor.cli import cli, echo, loader_options, render_error
+from executor.cli import cli, echo, environment_options, loader_options, render_error
 from executor.cli_agents import find_agent, load
+from executor.cli_env import setup_output, warn_diagnostic
 from executor.dispatch import ApprovalHandler
+from executor.environments import with_environment
 from executor.errors import (
     EXIT_DENIED,
     EXIT_FAILURE,
@@ -145,12 +147,13 @@ def _script(path: Path) -> ScriptedModel:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
               help="Wall-clock limit of the run, in seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@environment_options
 @click.argument("prompt")
 def run_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
                 no_personal: bool, agent: str | None, backend: str, mode: str,
                 script: Path | None,
                 model: str | None, approve: str | None, timeout: float | None, as_json: bool,
-                prompt: str) -> None:
+                no_env: bool, setup_network: bool, prompt: str) -> None:
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff.
 
     Exit codes: 0 completed, 2 a user error (nothing ran), 3 the run failed or timed
@@ -177,6 +180,9 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
         config_file=config_path(),
         welcome=None if as_json else _welcome,
     )
+    settings = with_environment(settings, no_env=no_env,
+                                network=True if setup_network else None,
+                                on_output=setup_output(as_json), warn=warn_diagnostic)
     with progress:
         record = run_agent(settings, agent, prompt)
     if as_json:
@@ -373,8 +379,10 @@ def discard_command(root: Path, run_id: str) -> None:
 def gc_command(older_than: str | None, as_json: bool) -> None:
     """Clean sandboxes left behind by crashed runs; their diffs are saved first and handed
     to the runs' records, so `corral show/diff/apply RUN` work on them. Crashed fanouts
-    are marked. With --older-than, also what finished runs left."""
+    are marked. Environments no run used for your config's environment.prune_after_days
+    (default 14) are removed. With --older-than, also what finished runs left."""
     from executor.crashes import finalize_crashed_runs  # noqa: PLC0415 - needs sandbox.gc
+    from sandbox.environment import prune_environments  # noqa: PLC0415
     from sandbox.gc import gc  # noqa: PLC0415 - keeps docker out of the other commands
 
     age = parse_duration(older_than) if older_than is not None else None
@@ -384,6 +392,9 @@ def gc_command(older_than: str | None, as_json: bool) -> None:
     crashed = finalize_crashed_runs(state_root)
     fanouts = finalize_crashed_fanouts(state_root)
     pruned = prune_finished(state_root, age) if age is not None else []
+    environment = load_user_config().environment
+    days = environment.prune_after_days if environment is not None else 14.0
+    environments = prune_environments(state_root, older_than=days * 86400)
     if as_json:  # ASCII JSON: a directory name cannot put raw controls on a terminal
         click.echo(json.dumps(report.model_dump(mode="json") | {"runs": [
             {"run_id": c.record.run_id, "agent": c.record.agent, "status": "crashed",
@@ -391,7 +402,9 @@ def gc_command(older_than: str | None, as_json: bool) -> None:
              "patch_path": str(c.patch) if c.patch else None} for c in crashed],
             "fanouts": [{"fanout_id": f.fanout_id, "status": f.status} for f in fanouts],
             "pruned": [{"path": str(p.path), "action": p.action, "run_id": p.run_id,
-                        "detail": p.detail} for p in pruned]}, indent=2))
+                        "detail": p.detail} for p in pruned],
+            "environments": [{"key": e.key, "repo": e.repo, "size_bytes": e.size_bytes}
+                             for e in environments]}, indent=2))
         return
     for entry in report.entries:
         saved = f"  diff saved to {entry.patch_path}" if entry.patch_path else ""
@@ -409,5 +422,8 @@ def gc_command(older_than: str | None, as_json: bool) -> None:
     for item in pruned:
         owner = f"run {one_line(item.run_id)}: " if item.run_id else ""
         echo(f"{item.action:14} {one_line(str(item.path))}  {owner}{one_line(item.detail)}")
-    if not report.entries and not crashed and not fanouts and not pruned:
+    for env in environments:
+        echo(f"{'env removed':14} {one_line(env.key)}  unused for over {days:g} day(s), "
+             f"{one_line(env.repo)}")
+    if not report.entries and not crashed and not fanouts and not pruned and not environments:
         echo("nothing to clean")

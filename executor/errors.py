@@ -15,6 +15,7 @@ The exit codes are one table (the README's "Exit codes" section says the same):
 4  a denial: the sandbox refused the run (its status is ``denied``), or the run
    completed and at least one tool call was denied (its answer and diff are
    recorded as usual; ``denied_calls`` lists them)
+5  the project's environment could not be set up (its setup failed): no child ran
 130 interrupted (Ctrl-C), or a run cancelled
 == ==========================================================================
 """

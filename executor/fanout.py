@@ -50,6 +50,7 @@ from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import Environment, LoadResult
 from sandbox.config import BackendConfig
+from sandbox.environment import EnvironmentRef
 from sandbox.errors import SandboxError
 from sandbox.replay import open_replay
 from sandbox.workspaces.snapshot import SnapshotRef, acquire_snapshot, release_snapshot
@@ -106,6 +107,7 @@ class FanoutShared:
     check_timeout: float
     replays: Mapping[str, list[object]]
     snapshot: SnapshotRef | None = None
+    environment: EnvironmentRef | None = None
 
     def settings(self, plan: ChildPlan, *, progress: Callable[[ProgressEvent], None] | None,
                  context: JobContext | None) -> RunSettings:
@@ -121,7 +123,8 @@ class FanoutShared:
             approval=policy_handler(allowed) if allowed is not None else None,
             progress=progress, state_root=self.state_root, use_ripgrep=self.use_ripgrep,
             config_file=self.config_file, snapshot=self.snapshot, fanout=self.fanout_id,
-            cancellation=context.cancellation if context is not None else None)
+            cancellation=context.cancellation if context is not None else None,
+            environment=self.environment)
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,8 @@ def _check(run: AgentRun, shared: FanoutShared, context: JobContext) -> dict[str
     patch = run.patch if settings.snapshot is not None else b""
     try:
         replay = open_replay(settings.backend, repo=settings.root, snapshot=settings.snapshot,
-                             patch=patch, state_root=settings.state_root)
+                             patch=patch, state_root=settings.state_root,
+                             environment=settings.environment)
     except SandboxError as exc:
         return skipped_check(command, f"it could not run ({exc.code}): {exc.message}")
     forget = context.cancellation.on_cancel(replay.cancel)
@@ -279,7 +283,7 @@ def run_fanout(request: FanoutRequest, *, scheduler: Scheduler,
         trust_project=base.trust_project, state_root=base.state_root,
         use_ripgrep=base.use_ripgrep, config_file=base.config_file, approve=request.approve,
         check_command=request.check_command, check_timeout=request.check_timeout,
-        replays=dict(request.replays))
+        replays=dict(request.replays), environment=base.environment)
     _validate(request, shared)
     record = FanoutRecord(
         fanout_id=shared.fanout_id, prompt=request.prompt, created_at=now_iso(),

@@ -134,6 +134,8 @@ class RunRecord(BaseModel):
     state_changed_at: str = ""
     #: The fanout that started it (``corral fanout``), if any.
     fanout: str | None = None
+    #: The key of the environment it ran in (``corral env show KEY``), if any.
+    environment: str | None = None
     #: The snapshot commit its diff is relative to (the same for every child of a fanout
     #: that started from one state of the checkout).
     base_commit: str | None = None

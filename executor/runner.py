@@ -84,6 +84,7 @@ from policies.loader import Environment, LoadResult
 from policies.scoping import delegation_targets, local_name, namespace_of, resolve_agent
 from policies.templates import render as render_template
 from sandbox.config import BackendConfig
+from sandbox.environment import EnvironmentRef
 from sandbox.errors import SandboxConfigError, SandboxDenied, SandboxError
 from sandbox.factory import open_sandbox
 from sandbox.protocol import Sandbox
@@ -146,6 +147,9 @@ class RunSettings:
     scheduler: SchedulerFactory = local_scheduler
     #: How many tasks of one parallel delegate call run at once (pi: 4).
     parallel_jobs: int = 4
+    #: The project's environment under every sandbox of the run (children, checks,
+    #: reviewers), prepared before anything ran (:mod:`executor.environments`).
+    environment: EnvironmentRef | None = None
 
 
 def _runnable(contract: AgentContract) -> str | None:
@@ -297,6 +301,7 @@ class AgentRun:
             contract_digest=contract.digest(), prompt="", model=model.name,
             backend=settings.backend.type, mode=capability.sandbox.value,
             status=RunStatus.FAILED, started_at=self.started_at, fanout=settings.fanout,
+            environment=settings.environment.key if settings.environment else None,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -319,7 +324,7 @@ class AgentRun:
         self.sandbox = open_sandbox(self.settings.backend, repo=self.repo,
                                     mode=self.capability.sandbox,
                                     state_root=self.settings.state_root,
-                                    snapshot=snapshot)
+                                    snapshot=snapshot, environment=self.settings.environment)
         self.opened = True
         self.record = self.record.model_copy(update={"backend": self.sandbox.backend,
                                                      "sandbox_id": self.sandbox.id,
@@ -707,7 +712,8 @@ class AgentRun:
         diff = self.sandbox.collect_diff()  # frozen: nothing of this agent runs any more
         replay = open_replay(self.settings.backend, repo=self.repo,
                              snapshot=self.settings.snapshot or self.base, patch=diff.patch,
-                             state_root=self.settings.state_root)
+                             state_root=self.settings.state_root,
+                             environment=self.settings.environment)
         try:
             yield replay.root
         finally:

@@ -164,6 +164,9 @@ def show_lines(record: RunRecord, transcript: list[dict[str, Any]], *,
              *summary_lines(record)]
     if record.state != "pending":
         lines.append(f"state:     {record.state} {one_line(record.state_changed_at)}")
+    if record.environment:
+        lines.append(f"environment: {one_line(record.environment)} "
+                     f"(`corral env show {one_line(record.environment)}`)")
     if record.changed_files:
         lines += ["", "changed files:"]
         for change in record.changed_files:

@@ -34,6 +34,19 @@ MCP servers you installed become tools of children (:mod:`policies.mcp`):
     read_only_tools = ["search_issues"]   # tools you vouch never change anything
     provides = { github_search = "search_issues" }   # custom_tools names it implements
     confine = true                        # false: runs on the host, as you
+
+The environment every child, check and reviewer runs in (:mod:`policies.environment`):
+
+.. code-block:: toml
+
+    [environment]
+    setup = ["python3 -m venv .venv", ".venv/bin/pip install -e '.[test]'"]
+    inputs = ["pyproject.toml"]           # their content keys the cache
+    carry = []                            # ignored paths of your checkout to show children
+    env = { PIP_DISABLE_PIP_VERSION_CHECK = "1" }
+    setup_network = true                  # setup may download; children never can
+    secrets = ["PIP_INDEX_URL"]           # your variables, passed to setup only
+    ro_paths = ["/opt/toolchain"]         # host paths children may read (bubblewrap)
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from policies.capability import DEFAULT_SUBAGENT_DEPTH
+from policies.environment import EnvironmentConfig
 from policies.errors import PolicyError
 from policies.mcp import McpServerConfig, check_provided, check_server_name
 from policies.tools import check_tool_name
@@ -82,6 +96,9 @@ class UserConfig(BaseModel):
     default_model: str | None = None
     #: MCP servers whose tools children may be given (``[mcp_servers.NAME]``).
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    #: The environment under every child (:mod:`policies.environment`): setup, carry,
+    #: env, image; and the grants only you give (network for setup, secrets, host paths).
+    environment: EnvironmentConfig | None = None
 
     @field_validator("mcp_servers")
     @classmethod

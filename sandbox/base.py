@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
@@ -55,6 +55,8 @@ class ExecSpec:
     env: dict[str, str]
     timeout: float
     output_cap: int
+    #: Sees each chunk of output as it arrives: ``("stdout" | "stderr", bytes)``.
+    on_output: Callable[[str, bytes], None] | None = None
 
 
 class BaseSandbox(ABC):
@@ -91,6 +93,8 @@ class BaseSandbox(ABC):
         #: Long-lived processes (MCP servers) started in this sandbox: they are the child's
         #: processes, so whatever stops the child's processes stops them too.
         self._streams: list[StreamProcess] = []
+        #: Variables every command sees (an environment's ``env``), under a call's own.
+        self._env_vars: dict[str, str] = {}
 
     # -- backend hooks ----------------------------------------------------------
 
@@ -198,10 +202,13 @@ class BaseSandbox(ABC):
         output_cap: int | None = None,
         cwd: str = ".",
         env: Mapping[str, str] | None = None,
+        on_output: Callable[[str, bytes], None] | None = None,
     ) -> ExecResult:
         """See :class:`sandbox.protocol.Sandbox`."""
         self._check_open()
         spec = self._spec(argv, timeout, output_cap, cwd, env)
+        if on_output is not None:
+            spec = replace(spec, on_output=on_output)
         with self._cond:
             while self._busy or self._freezing:
                 self._cond.wait()
@@ -236,7 +243,7 @@ class BaseSandbox(ABC):
                                      operation="exec")
         merged = {"PATH": SANDBOX_PATH, "HOME": self._home(), "LANG": "C.UTF-8",
                   "TERM": "dumb", "TMPDIR": "/tmp"}  # noqa: S108 - the sandbox's own tmpfs
-        for key, value in (env or {}).items():
+        for key, value in {**self._env_vars, **(env or {})}.items():
             if not key or "=" in key or "\0" in key or "\0" in value:
                 raise SandboxConfigError(f"invalid environment variable {key!r}",
                                          code="invalid_env", operation="exec")
@@ -356,13 +363,15 @@ class BaseSandbox(ABC):
             self._set_status("captured")
         return diff
 
-    def teardown(self, *, discard: bool = False) -> TeardownReport:
-        """See :class:`sandbox.protocol.Sandbox`."""
+    def teardown(self, *, discard: bool = False, keep: Path | None = None) -> TeardownReport:
+        """See :class:`sandbox.protocol.Sandbox`. ``keep``: move what the child wrote (an
+        overlay's upper layer, or a worktree without its ``.git``) there instead of removing
+        it (an environment's setup layer, :mod:`sandbox.environment`)."""
         if self._report is not None:
             return self._report
         try:
             with self._frozen():
-                return self._teardown_frozen(discard)
+                return self._teardown_frozen(discard, keep)
         except BaseException:
             # Whatever failed (even stopping the child), nothing that runs the child
             # stays, the user's checkout is swept, and what is kept goes to gc.
@@ -376,7 +385,7 @@ class BaseSandbox(ABC):
             self._state.write_meta(self._meta)
             raise
 
-    def _teardown_frozen(self, discard: bool) -> TeardownReport:
+    def _teardown_frozen(self, discard: bool, keep: Path | None = None) -> TeardownReport:
         if self._report is not None:
             return self._report
         stale = self._diff is None or self._dirty
@@ -388,6 +397,8 @@ class BaseSandbox(ABC):
         removed = [f"state:{self._state.dir}"]
         if self._unmount():
             removed.insert(0, f"overlay:{self._ws.root}")
+        if keep is not None:
+            self._keep(keep)
         if self._ws.worktree is not None:
             if is_mountpoint(self._ws.worktree):  # never delete through a mount
                 raise SandboxError(f"{self._ws.worktree} is still mounted", code="unmount_failed",
@@ -404,6 +415,18 @@ class BaseSandbox(ABC):
             removed=tuple(removed), setid_cleared=tuple(sorted(self._setid_cleared)),
         )
         return self._report
+
+    def _keep(self, keep: Path) -> None:
+        """Move what the child wrote to ``keep`` (processes stopped, overlay unmounted)."""
+        layers = self._ws.overlay
+        if layers is not None:
+            layers.upper.rename(keep)
+        elif self._ws.worktree is not None:
+            (self._ws.worktree / ".git").unlink(missing_ok=True)
+            self._ws.worktree.rename(keep)
+        else:
+            raise SandboxStateError("only a worktree or an overlay can be kept",
+                                    operation="teardown")
 
     def __enter__(self) -> BaseSandbox:
         return self

@@ -99,6 +99,9 @@ class BubblewrapConfig(_Base):
     #: Where a ``pids`` limit comes from: ``auto`` tries a cgroup, then (when not
     #: root) ``RLIMIT_NPROC`` inside the user namespace.
     pids_mechanism: Literal["auto", "cgroup", "rlimit"] = "auto"
+    #: Share the host's network. Only an environment's setup, when you granted it network
+    #: (:mod:`sandbox.environment`), runs so; a child never does.
+    network: bool = False
 
 
 class DockerConfig(_Base):
@@ -117,6 +120,10 @@ class DockerConfig(_Base):
     allow_root_user: bool | None = None
     #: Seconds allowed for engine API calls (not for the child's commands).
     api_timeout_seconds: float = Field(default=60.0, gt=0)
+    #: The host's network instead of none (as bubblewrap's setup shares it). Only an
+    #: environment's setup, when you granted it network (:mod:`sandbox.environment`),
+    #: runs so; a child never does.
+    network: bool = False
 
 
 class AutoConfig(_Base):

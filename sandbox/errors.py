@@ -26,6 +26,7 @@ __all__ = [
     "BackendUnavailable",
     "CommandTimeout",
     "DiffTooLarge",
+    "EnvironmentSetupFailed",
     "OverlayUnavailable",
     "PathDenied",
     "SandboxConfigError",
@@ -69,6 +70,14 @@ class OverlayUnavailable(SandboxError):
     """
 
     code = "overlay_unavailable"
+
+
+class EnvironmentSetupFailed(SandboxError):
+    """An environment's setup failed (:mod:`sandbox.environment`): its own exit code (5), its
+    log kept, never blamed on a child (no child ran)."""
+
+    code = "environment_setup_failed"
+    exit_code = 5
 
 
 class CommandTimeout(SandboxError):

@@ -28,6 +28,7 @@ from sandbox.config import (
     FakeConfig,
     HostConfig,
 )
+from sandbox.environment import EnvironmentRef, environment_mounts
 from sandbox.errors import BackendUnavailable, OverlayUnavailable, SandboxConfigError, SandboxError
 from sandbox.state import (
     SandboxMeta,
@@ -152,6 +153,7 @@ def open_sandbox(
     snapshot: SnapshotRef | None = None,
     workspace: WorkspaceRequest = "auto",
     disposable: bool = False,
+    environment: EnvironmentRef | None = None,
 ) -> BaseSandbox:
     """Create a child's sandbox for ``repo`` in ``mode`` from the parent's current state.
 
@@ -174,8 +176,11 @@ def open_sandbox(
     mounts. Other modes work on the parent's checkout and ignore both. ``disposable``:
     nothing in the sandbox is anyone's work (a check's or a reviewer's replay,
     :mod:`sandbox.replay`): ``gc`` removes it without capturing a diff.
+    ``environment`` (:func:`sandbox.environment.prepare_environment`) puts a project's
+    environment under the child: its variables in every command, its docker image or
+    read-only host paths, and in worktree mode its setup layer and carried paths.
     """
-    chosen = resolve_backend(config)
+    chosen = _with_environment(resolve_backend(config), environment)
     info = inspect_repo(repo)
     root = state_root or default_state_root()
     # A state dir the child could write would let it rewrite other runs' diffs: refused
@@ -201,9 +206,11 @@ def open_sandbox(
         common_dir=info.common_dir, workspace=worktree or info.top, worktree=worktree,
         private_git=state.private_git if mode is not SandboxMode.READ_ONLY else None,
         workspace_kind=kind, workspace_fallback=fallback, disposable=disposable,
+        environment=environment.key if environment is not None else None,
     )
     state.write_meta(meta)
-    opening = _Opening(chosen, info, mode, state, meta, forced=workspace == "overlay")
+    opening = _Opening(chosen, info, mode, state, meta, forced=workspace == "overlay",
+                       environment=environment)
     own: SnapshotRef | None = None
     try:
         opening.plan_users()
@@ -235,10 +242,12 @@ class _Opening:
     """One sandbox being opened: what it made so far, so a failure undoes all of it."""
 
     def __init__(self, config: ConcreteConfig, info: RepoInfo, mode: SandboxMode,
-                 state: SandboxState, meta: SandboxMeta, *, forced: bool) -> None:
+                 state: SandboxState, meta: SandboxMeta, *, forced: bool,
+                 environment: EnvironmentRef | None = None) -> None:
         self.config, self.info, self.mode, self.state, self.meta = (
             config, info, mode, state, meta)
         self.forced = forced
+        self.environment = environment
         self.sandbox: BaseSandbox | None = None
         self.layers: OverlayLayers | None = None
         self.user: tuple[int, int] | None = None
@@ -277,19 +286,30 @@ class _Opening:
 
     def _overlay(self, ref: SnapshotRef) -> Workspace:
         checkout = snapshot_checkout(ref, self.chown or (os.geteuid(), os.getegid()))
-        self.layers = overlay_layers(checkout, self.state)
+        env = self.environment
+        below = (env.layer,) if env is not None and env.layer is not None else ()
+        self.layers = overlay_layers(checkout, self.state, below)
         self.record(overlay_lower=self.layers.lower, overlay_upper=self.layers.upper,
-                    overlay_work=self.layers.work)
+                    overlay_work=self.layers.work, overlay_below=below)
         return overlay_workspace(ref, self.state, checkout, self.layers)
 
     def _start(self, workspace: Workspace) -> BaseSandbox:
+        env = self.environment
+        if env is not None and workspace.kind in ("worktree", "overlay"):
+            if env.alias is not None and self.config.type != "host":
+                workspace.aliases = (env.alias,)
+            if self.config.type != "host":
+                workspace.extra_mounts = tuple(environment_mounts(
+                    env, root=workspace.root, overlay=workspace.overlay is not None))
         check_state_dir(self.state.root,
-                        workspaces=[m.path for m in workspace.mounts() if m.writable])
+                        workspaces=[m.origin for m in workspace.mounts() if m.writable])
         self.record(base_commit=workspace.base_commit, git_files=workspace.git_files,
                     worktree_owner=self.chown, shared_objects=workspace.shared_objects,
                     attributes=workspace.attributes, status="active")
         self.sandbox = _build(self.config, workspace=workspace, state=self.state,
                               meta=self.meta, user=self.user)
+        if env is not None:
+            self.sandbox._env_vars = env.env
         self.sandbox._start()
         return self.sandbox
 
@@ -320,6 +340,20 @@ class _Opening:
         snapshot, lease = self.meta.snapshot_id, self.meta.snapshot_lease
         if snapshot and lease:
             drop_lease(self.state.root, snapshot, lease)
+
+
+def _with_environment(config: ConcreteConfig, environment: EnvironmentRef | None
+                      ) -> ConcreteConfig:
+    """The backend config a child of ``environment`` runs with: its image (docker), its
+    read-only host paths (bubblewrap)."""
+    if environment is None:
+        return config
+    if isinstance(config, DockerConfig) and environment.image:
+        return config.model_copy(update={"image": environment.image})
+    if isinstance(config, BubblewrapConfig) and environment.ro_paths:
+        return config.model_copy(update={
+            "extra_ro_paths": (*config.extra_ro_paths, *environment.ro_paths)})
+    return config
 
 
 def _build(

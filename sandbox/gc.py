@@ -145,7 +145,8 @@ def _workspace(meta: SandboxMeta, baseline: Path) -> Workspace:
     if (meta.workspace_kind == "overlay" and meta.worktree and meta.overlay_lower
             and meta.overlay_upper and meta.overlay_work):
         layers = OverlayLayers(lower=meta.overlay_lower, upper=meta.overlay_upper,
-                               work=meta.overlay_work, merged=meta.worktree)
+                               work=meta.overlay_work, merged=meta.worktree,
+                               below=tuple(p for p in meta.overlay_below if p.is_dir()))
     return Workspace(
         repo=RepoInfo(top=meta.repo_top, git_dir=meta.git_dir, common_dir=meta.common_dir,
                       head=None),

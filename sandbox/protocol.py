@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, Protocol, runtime_checkable
@@ -86,8 +86,10 @@ class Sandbox(Protocol):
         output_cap: int | None = None,
         cwd: str = ".",
         env: Mapping[str, str] | None = None,
+        on_output: Callable[[str, bytes], None] | None = None,
     ) -> ExecResult:
-        """Run ``argv`` (no shell) in the sandbox; ``cwd`` is relative to :attr:`root`.
+        """Run ``argv`` (no shell) in the sandbox; ``cwd`` is relative to :attr:`root`;
+        ``on_output(stream, chunk)`` sees the output as it arrives.
 
         ``env`` is added to a fixed allowlist (``PATH``, ``HOME``, ``LANG``,
         ``TERM``, ``TMPDIR``); nothing else of the parent's environment is seen.

@@ -24,6 +24,7 @@ from pathlib import Path
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
 from sandbox.config import BackendConfig, FakeConfig
+from sandbox.environment import EnvironmentRef
 from sandbox.errors import SandboxError
 from sandbox.factory import open_sandbox
 from sandbox.workspaces.snapshot import SnapshotRef
@@ -41,11 +42,13 @@ def open_replay(
     snapshot: SnapshotRef | None,
     patch: bytes,
     state_root: Path | None = None,
+    environment: EnvironmentRef | None = None,
 ) -> BaseSandbox:
     """A new worktree-mode sandbox of ``repo``'s ``snapshot`` (``None``: the repository's
-    current state) with ``patch`` applied; the caller tears it down."""
+    current state) with ``patch`` applied, in ``environment`` (the child's); the caller tears
+    it down."""
     sandbox = open_sandbox(config, repo=repo, mode=SandboxMode.WORKTREE, state_root=state_root,
-                           snapshot=snapshot, disposable=True)
+                           snapshot=snapshot, disposable=True, environment=environment)
     try:
         if patch:
             _apply(sandbox, patch)

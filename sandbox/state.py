@@ -239,6 +239,10 @@ class SandboxMeta(BaseModel):
     overlay_lower: Path | None = None
     overlay_upper: Path | None = None
     overlay_work: Path | None = None
+    #: Layers under the snapshot checkout (an environment's); gc mounts those still there.
+    overlay_below: tuple[Path, ...] = ()
+    #: The environment this sandbox runs in (:mod:`sandbox.environment`), by key.
+    environment: str | None = None
     #: Object dirs the private git borrows from (the snapshot's store).
     shared_objects: tuple[Path, ...] = ()
     #: Whether the snapshot holds ``.gitattributes`` files.

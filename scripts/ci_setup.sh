@@ -45,6 +45,8 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v git >/dev/null || missing+=(git)
 command -v rg >/dev/null || missing+=(ripgrep)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+# The host's own Python venv (tests build a venv on the host and carry it into children).
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 # A docker CLI alone (e.g. /usr/local/bin/docker) is not an engine: look for dockerd.
 if ! { command -v dockerd >/dev/null && dockerd --version >/dev/null 2>&1; }; then
     missing+=(docker.io)

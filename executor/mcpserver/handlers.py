@@ -49,6 +49,7 @@ from executor.approval import parse_approve, policy_handler
 from executor.cli_agents import find_agent, load
 from executor.cli_fanout import fanout_exit_code
 from executor.cli_runs import exit_code, run_json
+from executor.environments import with_environment
 from executor.errors import ExecutorError, ModelError
 from executor.fanout import FanoutRequest, run_fanout
 from executor.fanout_plan import plan_children
@@ -119,6 +120,9 @@ class ServerOptions:
     no_personal: bool = False
     allow_apply: bool = False
     allow_workspace_write: bool = False
+    #: The project's environment (``corral mcp --no-env``, ``--setup-network``).
+    no_env: bool = False
+    setup_network: bool = False
     backend: str = "auto"
     approve: str | None = None
     #: Ceilings of what one call may ask for (``corral mcp --max-jobs/--max-children/
@@ -248,11 +252,14 @@ def list_agents_tool(options: ServerOptions, args: ListAgentsArgs) -> dict[str, 
 def _settings(options: ServerOptions, registry: LoadResult, backend: str, *,
               ledger: Path, **extra: Any) -> RunSettings:
     allowed = parse_approve(options.approve)
-    return RunSettings(
+    settings = RunSettings(
         root=options.root, backend=USER_BACKENDS[backend](), config=load_user_config(),
         registry=registry, ledger=ledger, env=Environment.from_env(),
         trust_project=options.trust_project, config_file=config_path(),
         approval=policy_handler(allowed) if allowed is not None else None, **extra)
+    # The project's environment: the server owner's grants only (no client asks for them).
+    return with_environment(settings, no_env=options.no_env,
+                            network=True if options.setup_network else None)
 
 
 def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: ProgressSink,

@@ -79,16 +79,20 @@ _NAMESPACE_FLAGS = (
 )
 
 
-def bwrap_base_argv(bwrap: str, *, tmp_size: int, extra_ro: tuple[Path, ...] = ()) -> list[str]:
-    """The namespace flags and the read-only system view shared by probe and commands."""
+def bwrap_base_argv(bwrap: str, *, tmp_size: int, extra_ro: tuple[Path, ...] = (),
+                    network: bool = False) -> list[str]:
+    """The namespace flags and the read-only system view shared by probe and commands
+    (``network``: an environment's setup that was granted it shares the host's)."""
     args = [bwrap, *_NAMESPACE_FLAGS, "--ro-bind", "/usr", "/usr"]
+    if network:
+        args.insert(args.index("--unshare-all") + 1, "--share-net")
     for name in _SYSTEM_DIRS:
         path = Path("/", name)
         if path.is_symlink():
             args += ["--symlink", str(path.readlink()), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
-    for etc in ETC_FILES:
+    for etc in (*ETC_FILES, *(("/etc/resolv.conf",) if network else ())):
         args += ["--ro-bind-try", etc, etc]
     # The sandbox's own size-capped tmpfs mounts, not the host's /tmp.
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", _SHM,
@@ -170,11 +174,13 @@ class BubblewrapSandbox(BaseSandbox):
         """A ``bwrap`` of this sandbox (namespaces, mounts, cgroup, rlimits) whose PID 1 is
         ``command``: the warm supervisor, or a long-lived process (:meth:`_open_stream`)."""
         args = [*self._prefix, *bwrap_base_argv(self._bwrap, tmp_size=self.limits.tmp_size_bytes,
-                                                extra_ro=self.config.extra_ro_paths)]
+                                                extra_ro=self.config.extra_ro_paths,
+                                                network=self.config.network)]
         for key, value in (env or {}).items():
             args += ["--setenv", key, value]
         for mount in self.workspace.mounts():
-            args += ["--bind" if mount.writable else "--ro-bind", str(mount.path), str(mount.path)]
+            args += ["--bind" if mount.writable else "--ro-bind", str(mount.origin),
+                     str(mount.path)]
         args += ["--chdir", cwd, "--remount-ro", "/", "--as-pid-1", "--", *command]
         return args
 

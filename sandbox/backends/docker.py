@@ -44,6 +44,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -69,8 +70,8 @@ from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState
 from sandbox.workspaces.model import Workspace
 
-__all__ = ["LABEL", "DockerSandbox", "list_corral_containers", "plan_users", "probe_docker",
-           "remove_container"]
+__all__ = ["LABEL", "DockerSandbox", "build_image", "image_id", "list_corral_containers",
+           "plan_users", "probe_docker", "pull_image", "remove_container", "remove_image"]
 
 LABEL = "org.corral.sandbox"
 STATE_LABEL = "org.corral.state-root"
@@ -108,6 +109,7 @@ while :; do
 done"""]
 _TMP, _HOME = "/tmp", "/tmp/home"  # noqa: S108 - the container's own tmpfs mounts
 _KEEPALIVE_UID = 65534
+_HOST_CERTS = "/etc/ssl/certs"
 _DEFAULT_UID = 1000
 _ENGINE_ERRORS = (docker.errors.DockerException, OSError)
 _BUILD_HINT = "build it with scripts/build_sandbox_image.sh (corral never pulls images)"
@@ -191,6 +193,75 @@ def remove_container(config: DockerConfig, name: str) -> bool:
 
 #: How long the processes a host-side kill hit may take to leave the container's cgroup.
 _HOST_KILL_SETTLE_SECONDS = 5.0
+
+
+def image_id(config: DockerConfig, name: str) -> str | None:
+    """The id of the local image ``name``, ``None`` when it is not here."""
+    client = _client(config)
+    try:
+        return str(client.images.get(name).id)
+    except docker.errors.ImageNotFound:
+        return None
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"docker cannot inspect image {name}: {exc}", code="docker_failed",
+                           operation="image") from exc
+    finally:
+        client.close()
+
+
+def build_image(config: DockerConfig, *, context: Path, dockerfile: Path, tag: str,
+                build_args: dict[str, str], network: bool,
+                on_output: Callable[[str], None] | None = None) -> str:
+    """``docker build`` ``dockerfile`` in ``context`` as ``tag`` (never pulling a base image
+    unless ``network``; with no network at all unless ``network``); the image id."""
+    client = _client(config)
+    try:
+        stream = client.api.build(
+            path=str(context), dockerfile=str(dockerfile), tag=tag, buildargs=build_args,
+            network_mode="default" if network else "none", pull=network, rm=True,
+            forcerm=True, decode=True, labels={LABEL: "environment"})
+        for chunk in stream:
+            if "error" in chunk:
+                raise SandboxError(f"docker build of {dockerfile} failed: {chunk['error']}",
+                                   code="docker_build_failed", operation="build_image",
+                                   context={"dockerfile": str(dockerfile)})
+            text = chunk.get("stream") or chunk.get("status")
+            if text and on_output is not None:
+                on_output(str(text))
+        return str(client.images.get(tag).id)
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"docker build of {dockerfile} failed: {exc}",
+                           code="docker_build_failed", operation="build_image",
+                           context={"dockerfile": str(dockerfile)}) from exc
+    finally:
+        client.close()
+
+
+def pull_image(config: DockerConfig, name: str) -> str:
+    """Pull ``name`` (only where you granted the environment network); its id."""
+    client = _client(config)
+    try:
+        return str(client.images.pull(name).id)
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"docker cannot pull {name}: {exc}", code="docker_failed",
+                           operation="pull_image") from exc
+    finally:
+        client.close()
+
+
+def remove_image(config: DockerConfig, name: str) -> bool:
+    """Remove a local image; ``False`` when it was not there."""
+    client = _client(config)
+    try:
+        client.images.remove(name, force=True)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"docker cannot remove image {name}: {exc}", code="docker_failed",
+                           operation="remove_image") from exc
+    finally:
+        client.close()
 
 
 @dataclass(eq=False)
@@ -307,11 +378,12 @@ class DockerSandbox(BaseSandbox):
         options: dict[str, Any] = {
             "command": ["sleep", "infinity"], "name": self.id, "init": True,
             "labels": {LABEL: self.id, STATE_LABEL: str(self.state.root)},
-            "network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
+            "network_mode": "host" if self.config.network else "none",
+            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
             "read_only": True, "user": f"{keepalive}:{keepalive}", "hostname": "sandbox",
             "tmpfs": {_TMP: tmp, _HOME: f"{tmp},uid={self._uid[0]},gid={self._uid[1]},mode=700"},
             "shm_size": limits.tmp_size_bytes, "environment": {},
-            "mounts": [Mount(target=str(m.path), source=str(m.path), type="bind",
+            "mounts": [Mount(target=str(m.path), source=str(m.origin), type="bind",
                              read_only=not m.writable) for m in self.workspace.mounts()],
         }
         if limits.pids is not None:
@@ -321,6 +393,11 @@ class DockerSandbox(BaseSandbox):
         if limits.file_size_bytes is not None:
             size = limits.file_size_bytes
             options["ulimits"] = [Ulimit(name="fsize", soft=size, hard=size)]
+        if self.config.network and Path(_HOST_CERTS).is_dir():
+            # An environment's setup reaches the network as this machine does: with its
+            # trust store too (a proxy's own CA), read-only.
+            options["mounts"].append(Mount(target=_HOST_CERTS, source=_HOST_CERTS, type="bind",
+                                           read_only=True))
         container = self._create(options)
         targets = [mount.path for mount in self.workspace.mounts()]
         masks = closed_ancestors(targets, image_mode=self._image_mode, uid=self._uid[0],

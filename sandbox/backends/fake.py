@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from sandbox.base import BaseSandbox, ExecSpec
@@ -101,6 +102,10 @@ class FakeSandbox(BaseSandbox):
                 exit_code = 1
                 stderr += f"{exc.message}\n".encode()
         cap = spec.output_cap
+        if spec.on_output is not None:
+            for stream, data in (("stdout", step.stdout), ("stderr", stderr)):
+                if data:
+                    spec.on_output(stream, data)
         return ExecResult(
             argv=spec.argv, exit_code=exit_code, stdout=step.stdout[:cap], stderr=stderr[:cap],
             stdout_bytes=len(step.stdout), stderr_bytes=len(stderr), timed_out=timed_out,
@@ -113,9 +118,9 @@ class FakeSandbox(BaseSandbox):
     def _close(self) -> None:
         return None
 
-    def teardown(self, *, discard: bool = False) -> TeardownReport:
+    def teardown(self, *, discard: bool = False, keep: Path | None = None) -> TeardownReport:
         """Tear down as every backend does, then fail if the script was not consumed."""
-        report = super().teardown(discard=discard)
+        report = super().teardown(discard=discard, keep=keep)
         if self._steps:
             left = [list(step.argv) for step in self._steps]
             self._steps.clear()

@@ -57,6 +57,7 @@ class HostSandbox(BaseSandbox):
         outcome = self._runner.run(
             [*EXEC_WRAPPER, *spec.argv], env=env, cwd=spec.cwd, timeout=spec.timeout,
             output_cap=spec.output_cap, kill=kill_process_tree, after_exit=kill_process_tree,
+            on_output=spec.on_output,
         )
         return outcome.result(spec.argv)
 

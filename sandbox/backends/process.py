@@ -32,7 +32,8 @@ from sandbox.errors import SandboxError
 from sandbox.results import ExecResult
 
 __all__ = [
-    "LocalOutcome", "LocalRunner", "OutputCapture", "RunningProcess", "kill_process_tree",
+    "LocalOutcome", "LocalRunner", "OutputCapture", "RunningProcess", "captures",
+    "kill_process_tree",
 ]
 
 _READ_SIZE = 1 << 16
@@ -41,15 +42,19 @@ DRAIN_GRACE_SECONDS = 1.0
 
 
 class OutputCapture:
-    """Keeps the first ``cap`` bytes of a stream and counts the rest."""
+    """Keeps the first ``cap`` bytes of a stream and counts the rest; ``listener`` sees
+    every chunk as it arrives (a terminal showing setup output live)."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, listener: Callable[[bytes], None] | None = None) -> None:
         self.cap = cap
         self.buffer = bytearray()
         self.total = 0
+        self.listener = listener
 
     def feed(self, data: bytes) -> None:
         """Take one chunk."""
+        if self.listener is not None and data:
+            self.listener(data)
         self.total += len(data)
         room = self.cap - len(self.buffer)
         if room > 0:
@@ -105,6 +110,15 @@ class RunningProcess:
         self.kill(self)
 
 
+def captures(cap: int, on_output: Callable[[str, bytes], None] | None
+             ) -> tuple[OutputCapture, OutputCapture]:
+    """stdout's and stderr's captures, each telling ``on_output`` which stream it is."""
+    if on_output is None:
+        return OutputCapture(cap), OutputCapture(cap)
+    return (OutputCapture(cap, lambda data: on_output("stdout", data)),
+            OutputCapture(cap, lambda data: on_output("stderr", data)))
+
+
 def kill_process_tree(running: RunningProcess) -> None:
     """Kill the process group and every descendant psutil can still see."""
     pid = running.popen.pid
@@ -151,8 +165,10 @@ class LocalRunner:
         kill: Callable[[RunningProcess], None] = kill_process_tree,
         after_exit: Callable[[RunningProcess], None] | None = None,
         status_fd: tuple[int, int] | None = None,
+        on_output: Callable[[str, bytes], None] | None = None,
     ) -> LocalOutcome:
-        """Run ``argv``; ``status_fd`` is a (read, write) pipe the child reports on."""
+        """Run ``argv``; ``status_fd`` is a (read, write) pipe the child reports on;
+        ``on_output(stream, chunk)`` sees the output as it arrives."""
         start = time.monotonic()
         try:
             popen = subprocess.Popen(  # noqa: S603 - argv built by the backend, never a shell
@@ -173,7 +189,7 @@ class LocalRunner:
             self._running.add(running)
         try:
             return self._supervise(running, start, timeout, output_cap, after_exit,
-                                   status_fd[0] if status_fd else None)
+                                   status_fd[0] if status_fd else None, on_output)
         finally:
             with self._mutex:
                 self._running.discard(running)
@@ -192,11 +208,12 @@ class LocalRunner:
         output_cap: int,
         after_exit: Callable[[RunningProcess], None] | None,
         status_read: int | None,
+        on_output: Callable[[str, bytes], None] | None = None,
     ) -> LocalOutcome:
         popen = running.popen
         if popen.stdout is None or popen.stderr is None:  # pragma: no cover - PIPE above
             raise RuntimeError("subprocess pipes missing")
-        out, err = OutputCapture(output_cap), OutputCapture(output_cap)
+        out, err = captures(output_cap, on_output)
         status = OutputCapture(1 << 16)
         sinks = {popen.stdout.fileno(): out, popen.stderr.fileno(): err}
         if status_read is not None:

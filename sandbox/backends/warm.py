@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.backends import warm_init
-from sandbox.backends.process import OutputCapture
+from sandbox.backends.process import OutputCapture, captures
 from sandbox.base import ExecSpec
 from sandbox.errors import SandboxError
 from sandbox.results import ExecResult
@@ -280,7 +280,7 @@ class Warm:
 
     def run(self, spec: ExecSpec) -> WarmOutcome:
         """Run one command; never raises for the child's own failures or a lost supervisor."""
-        outcome = WarmOutcome(OutputCapture(spec.output_cap), OutputCapture(spec.output_cap))
+        outcome = WarmOutcome(*captures(spec.output_cap, spec.on_output))
         command = {"argv": list(spec.argv), "cwd": str(spec.cwd), "env": spec.env,
                    "timeout": spec.timeout, "cap": spec.output_cap}
         start = time.monotonic()

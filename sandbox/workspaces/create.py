@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from pathlib import Path
 
 from policies.contract import SandboxMode
 from sandbox.gitsafe import check_repository_config
@@ -93,10 +94,13 @@ def worktree_from_snapshot(ref: SnapshotRef, state: SandboxState, *,
                      snapshot_id=ref.id, shared_objects=(ref.store,), attributes=ref.attributes)
 
 
-def overlay_layers(checkout: Checkout, state: SandboxState) -> OverlayLayers:
-    """Where a child's overlay over ``checkout`` lives (nothing is made)."""
+def overlay_layers(checkout: Checkout, state: SandboxState,
+                   below: tuple[Path, ...] = ()) -> OverlayLayers:
+    """Where a child's overlay over ``checkout`` (and ``below`` it: an environment's layer)
+    lives (nothing is made)."""
     return OverlayLayers(lower=checkout.tree, upper=state.dir / "overlay" / "upper",
-                         work=state.dir / "overlay" / "work", merged=state.worktree)
+                         work=state.dir / "overlay" / "work", merged=state.worktree,
+                         below=below)
 
 
 def overlay_workspace(ref: SnapshotRef, state: SandboxState, checkout: Checkout,

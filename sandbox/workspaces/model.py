@@ -28,10 +28,17 @@ WorkspaceKind = Literal["checkout", "worktree", "overlay"]
 
 @dataclass(frozen=True)
 class Mount:
-    """One host path made visible at the same path inside a sandbox."""
+    """One host path made visible inside a sandbox: at ``path``, from ``source`` (by default
+    the same path)."""
 
     path: Path
     writable: bool
+    source: Path | None = None
+
+    @property
+    def origin(self) -> Path:
+        """The host path bound."""
+        return self.source or self.path
 
 
 @dataclass
@@ -66,6 +73,11 @@ class Workspace:
     shared_objects: tuple[Path, ...] = ()
     #: Whether the snapshot holds ``.gitattributes`` files (overlay diffs seed blobs then).
     attributes: bool = False
+    #: More paths (inside the sandbox) where the workspace is mounted too, with the same
+    #: sub-mounts: an environment's setup path, so absolute paths its setup wrote hold.
+    aliases: tuple[Path, ...] = ()
+    #: Read-only binds from elsewhere (an environment's carried paths and layer entries).
+    extra_mounts: tuple[Mount, ...] = ()
 
     @property
     def writable(self) -> bool:
@@ -101,6 +113,10 @@ class Workspace:
         for git_path in git_paths:
             if not any(git_path.is_relative_to(m.path) and not m.writable for m in mounts):
                 mounts.append(Mount(git_path, False))
+        for alias in self.aliases:
+            mounts += [Mount(alias / m.path.relative_to(self.root), m.writable, m.origin)
+                       for m in list(mounts) if m.path.is_relative_to(self.root)]
+        mounts += self.extra_mounts
         unique = {mount.path: mount for mount in mounts}
         return sorted(unique.values(), key=lambda mount: len(mount.path.parts))
 

@@ -70,10 +70,15 @@ class OverlayLayers:
     work: Path
     #: Where the merged view is mounted: the child's workspace.
     merged: Path
+    #: Read-only layers under the snapshot checkout (an environment's setup layer): they add
+    #: what the snapshot lacks and never change a file of it. A child's diff is against
+    #: ``lower`` alone.
+    below: tuple[Path, ...] = ()
 
     def options(self) -> str:
         """The mount data string."""
-        return ",".join([f"lowerdir={self.lower}", f"upperdir={self.upper}",
+        lowers = ":".join(str(path) for path in (self.lower, *self.below))
+        return ",".join([f"lowerdir={lowers}", f"upperdir={self.upper}",
                          f"workdir={self.work}", *MOUNT_OPTIONS])
 
 
@@ -112,7 +117,8 @@ def overlay_unsupported(*paths: Path) -> str | None:
 def mount_overlay(layers: OverlayLayers) -> None:
     """Mount ``layers`` at ``layers.merged`` (``nosuid,nodev``); :class:`OverlayUnavailable`
     when the kernel refuses (the reason is its error)."""
-    reason = overlay_unsupported(layers.lower, layers.upper, layers.work, layers.merged)
+    reason = overlay_unsupported(layers.lower, layers.upper, layers.work, layers.merged,
+                                 *layers.below)
     if reason is not None:
         raise OverlayUnavailable(reason, operation="mount_overlay")
     done = _libc().mount(b"overlay", os.fsencode(layers.merged), b"overlay",
