@@ -110,6 +110,10 @@ def _clean(
         stale = patch_path is None or meta.status != "captured"
         if meta.disposable:  # a replay: nothing to sweep or capture, only to remove
             stale = writable = False
+        elif layers is not None and not layers.upper.is_dir():
+            # Killed before its overlay was made: the child never ran, nothing to capture.
+            stale = writable = False
+            layers = None
         elif layers is not None and not is_mountpoint(layers.merged):
             mount_overlay(layers)  # unmounted by a reboot or a failed teardown: sweep, diff
         if writable:

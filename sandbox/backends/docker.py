@@ -184,11 +184,33 @@ def remove_container(config: DockerConfig, name: str) -> bool:
         return True
     except docker.errors.NotFound:
         return False
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409 and "already in progress" in str(exc):
+            # A removal a killed corral started goes on in the engine: wait for it to end.
+            return _wait_removed(client, name, config.api_timeout_seconds)
+        raise SandboxError(f"cannot remove container {name}: {exc}", code="docker_failed",
+                           operation="remove_container") from exc
     except _ENGINE_ERRORS as exc:
         raise SandboxError(f"cannot remove container {name}: {exc}", code="docker_failed",
                            operation="remove_container") from exc
     finally:
         client.close()
+
+
+def _wait_removed(client: Any, name: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.api.inspect_container(name)
+        except docker.errors.NotFound:
+            return True
+        except _ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot remove container {name}: {exc}", code="docker_failed",
+                               operation="remove_container") from exc
+        time.sleep(0.05)  # the engine's own removal: no event to wait on here
+    raise SandboxError(f"the container {name} is still being removed after {timeout:.0f}s",
+                       code="docker_failed", operation="remove_container",
+                       hint="run `corral gc` again")
 
 
 #: How long the processes a host-side kill hit may take to leave the container's cgroup.
