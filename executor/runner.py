@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -316,9 +316,14 @@ class AgentRun:
         # A fanout's one snapshot, when it took one: an overlay (or, where overlays are
         # unavailable, a worktree) over it; None: this run snapshots the checkout itself.
         snapshot = self.settings.snapshot
-        if (snapshot is None and self.contract.response_reviewers and not self.reviewing
-                and self.capability.sandbox is not SandboxMode.READ_ONLY):
-            # Its reviewers will read its recorded diff over the state it starts from.
+        environment = self.settings.environment
+        layered = (environment is not None and environment.layer is not None
+                   and self.capability.sandbox is SandboxMode.WORKTREE)
+        reviewed = (self.contract.response_reviewers and not self.reviewing
+                    and self.capability.sandbox is not SandboxMode.READ_ONLY)
+        if snapshot is None and (reviewed or layered):
+            # Its reviewers will read its recorded diff over the state it starts from; and an
+            # environment's layer goes under an overlay of that state (copy-on-write).
             self.base = snapshot = acquire_snapshot(self.repo,
                                                     state_root=self.settings.state_root)
         self.sandbox = open_sandbox(self.settings.backend, repo=self.repo,
@@ -660,7 +665,9 @@ class AgentRun:
         if self.sandbox is None:
             raise ToolDenied("this agent has no workspace to delegate from")
         remaining = self.deadline - time.monotonic() if self.deadline is not None else None
-        child = AgentRun(settings or self.settings, contract,
+        # A child works on this agent's workspace, not on the checkout a fanout's snapshot
+        # was taken of: it snapshots that workspace itself (never the fanout's snapshot).
+        child = AgentRun(replace(settings or self.settings, snapshot=None), contract,
                          derive_child(self.capability, contract), model,
                          repo=self.sandbox.root, depth=self.depth + 1, parent_run=self.run_id,
                          deadline=_deadline(remaining, contract.timeout_seconds),

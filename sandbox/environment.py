@@ -283,6 +283,11 @@ def prepare_environment(
     with _locked(root / f"{key}.lock"):
         info = _read_info(directory)
         layer = directory / "layer"
+        if rebuild and key in _in_use(state_root):
+            raise SandboxConfigError(
+                f"environment {key} is in use by a running sandbox: its layer cannot be "
+                "built again under it", operation="prepare_environment",
+                hint="rebuild it once those runs ended (`corral runs` shows them)")
         if info is not None and info.status == "ready" and layer.is_dir() and not rebuild:
             _write_info(directory, info.model_copy(update={"last_used": time.time()}))
             if on_output is not None:

@@ -110,6 +110,8 @@ REPLAY = "tests/sandbox/test_replay.py"
 CHECKS = "tests/executor/test_check_on_record.py"
 TRUTH = "tests/executor/test_workspace_write_truth.py"
 CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
+ENV = "tests/executor/test_environment.py"
+ENV_SPEC = "tests/test_environment_spec.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -158,9 +160,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a root child writes the host's /usr"),
     mutation(
         "bwrap-workspace-ro-bind", "bubblewrap", "sandbox/backends/bwrap.py",
-        'args += ["--bind" if mount.writable else "--ro-bind", str(mount.path), '
-        'str(mount.path)]',
-        'args += ["--bind", str(mount.path), str(mount.path)]',
+        'args += ["--bind" if mount.writable else "--ro-bind", str(mount.origin),',
+        'args += ["--bind", str(mount.origin),',
         [f"{CONF}::test_read_only_stays_read_only[bubblewrap]"],
         "read-only mode and the git dirs become writable"),
     mutation(
@@ -193,7 +194,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "docker's default capabilities stay in the bounding set (CapBnd 00000000a80425fb)"),
     mutation(
         "docker-network-none", "docker", "sandbox/backends/docker.py",
-        '"network_mode": "none", ', "",
+        '"network_mode": "host" if self.config.network else "none",',
+        '"network_mode": "bridge",',
         [f"{NET}::test_container_is_on_network_none[docker-worktree]",
          f"{NET}::test_child_cannot_reach_the_host[docker-worktree]"],
         "the container joins the engine's default bridge and reaches the host"),
@@ -922,6 +924,42 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            yield replay.root\n", "            yield self.sandbox.root\n",
         [f"{CATALOG_RUN}::test_reviewers_read_the_recorded_diff_not_the_agents_workspace"],
         "a reviewer reads an ignored file the agent left (in no diff) that approves its work"),
+    # -- issue 17: the project's environment --------------------------------------------
+    mutation(
+        "env-repository-grants", "environment", "policies/environment.py",
+        "            diagnostics.append(_ignored(display, key, data.pop(key)))\n",
+        "            diagnostics.append(_ignored(display, key, data[key]))\n",
+        [f"{ENV}::test_setup_has_network_only_when_granted_and_a_child_never[bubblewrap]",
+         f"{ENV_SPEC}::test_a_repository_cannot_grant_itself_anything"],
+        "a repository grants its own setup network (or your secrets, or host paths)"),
+    mutation(
+        "env-child-network", "environment", "sandbox/factory.py",
+        "    if isinstance(config, DockerConfig) and environment.image:\n",
+        "    config = config.model_copy(update={'network': True})\n"
+        "    if isinstance(config, DockerConfig) and environment.image:\n",
+        [f"{ENV}::test_setup_has_network_only_when_granted_and_a_child_never[bubblewrap]",
+         f"{ENV}::test_setup_has_network_only_when_granted_and_a_child_never[docker]"],
+        "a child of an environment whose setup had network has it too"),
+    mutation(
+        "env-secrets-setup-only", "environment", "sandbox/factory.py",
+        "            self.sandbox._env_vars = env.env\n",
+        "            self.sandbox._env_vars = {**env.env, **{n: os.environ.get(n, '') for n in "
+        "env.spec.secrets}}\n",
+        [f"{ENV}::test_a_secret_reaches_setup_and_no_child[bubblewrap]"],
+        "a secret meant for setup reaches every child's commands"),
+    mutation(
+        "env-carry-read-only", "environment", "sandbox/environment.py",
+        "        mounts.append(Mount(root / rel, False, source))\n",
+        "        mounts.append(Mount(root / rel, True, source))\n",
+        [f"{ENV}::test_a_carried_venv_checks_candidates_and_stays_untouched[bubblewrap]"],
+        "a child writes through a carried path into your checkout's venv"),
+    mutation(
+        "env-layer-under-snapshot", "environment", "sandbox/workspaces/overlay.py",
+        '        lowers = ":".join(str(path) for path in (self.lower, *self.below))\n',
+        '        lowers = ":".join(str(path) for path in (*self.below, self.lower))\n',
+        [f"{ENV}::test_the_layer_adds_what_the_snapshot_lacks_and_changes_nothing_of_it"
+         "[bubblewrap]"],
+        "setup's rewrite of a tracked file replaces the snapshot's in every child"),
 )
 
 

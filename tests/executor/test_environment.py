@@ -467,3 +467,27 @@ def test_env_build_show_prune_and_gc(pyproject: Path) -> None:
     corral("env", "build", "--root", str(pyproject), "--backend", "host")
     code, out, _ = corral("env", "prune", "--all")
     assert code == 0 and "removed" in out and environments() == []
+
+
+@pytest.mark.parametrize("backend", ISOLATING, indirect=True)
+def test_the_layer_adds_what_the_snapshot_lacks_and_changes_nothing_of_it(
+        pyproject: Path, tmp_path: Path, backend: str) -> None:
+    """Setup that rewrites a tracked file and adds an ignored one: every child sees the
+    snapshot's file as it is (the layer is under the snapshot: an overlay child, as a
+    fanout's; bound only where the worktree lacks a path: a plain run's worktree) and the
+    added one; its diff has neither (the layer is the base, not the child's work)."""
+    write_config('[environment]\nsetup = ["echo from-setup > calc.py", "mkdir -p .venv && '
+                 'echo dep > .venv/marker"]\n')
+    child = script(tmp_path, "child", call("shell", command="cat calc.py .venv/marker"),
+                   {"text": "done"})
+    code, out, err = run_in(pyproject, backend, "--agent", "w", "--script", child, "--json",
+                            "go")
+    assert code == 0, err
+    text = audit_of(pyproject, out)
+    assert "return a - b" in text and "from-setup" not in text and "dep" in text
+    assert json.loads(out)["diff"] == ""
+    _, result, err = fanout(pyproject, backend, [script(tmp_path, "idle", {"text": "ok"})],
+                            "cat calc.py .venv/marker", "-n", "1")
+    [row] = result["runs"]
+    tail = row["check"]["output_tail"]
+    assert "return a - b" in tail and "from-setup" not in tail and "dep" in tail, err

@@ -307,3 +307,23 @@ def test_every_child_starts_from_the_one_snapshot_taken_before_the_first(
     assert (project / "README.md").read_text().endswith("edited\n")  # the user's edit
     seen = find_run(ledger_dir(project), second).audit[0]["result"]
     assert "edited" not in seen  # the second child read the snapshot, not the edit
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap"], indirect=True)
+def test_a_fanout_child_can_delegate(project: Path, tmp_path: Path, backend: str) -> None:
+    """A child that delegates works on its own workspace: its own child must snapshot that
+    workspace, not the fanout's snapshot of your checkout (which failed: snapshot_mismatch)."""
+    agent_file(project, "lead", "tools: [delegate, read_file, write_file]")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "lead")
+    turns = script(tmp_path, "lead", call("delegate", agent="w", prompt="write b"),
+                   call("write_file", path="b.txt", content="b\n"), {"text": "child done"},
+                   {"text": "lead done"})
+    _, result, err = fanout(project, backend, "--agent", "lead", "--script", turns, "-n",
+                               "1", "go")
+    [row] = result["runs"]
+    assert row["status"] == "completed", err
+    [child_id] = find_run(ledger_dir(project), row["run_id"]).children
+    child = find_run(ledger_dir(project), child_id)
+    assert child.status.value == "completed", child.error
+    assert "+b" in child.diff
