@@ -647,21 +647,16 @@ class DockerSandbox(BaseSandbox):
         if not members:
             return True  # nothing of the uid (or the container is gone)
         try:
-            api.pause(self.id)
-        except docker.errors.NotFound:
-            return True
-        except _ENGINE_ERRORS:
-            return False
-        try:
-            for pid in uid_members(directory, self._uid[0], exclude={self._init_pid or 0}) or []:
-                _kill_member(pid, directory)
-        finally:
             try:
-                api.unpause(self.id)
+                api.pause(self.id)
             except docker.errors.NotFound:
                 return True
             except _ENGINE_ERRORS:
-                return False
+                pass  # paused or not (an answer lost to a timeout): kill all the same, thaw below
+            for pid in uid_members(directory, self._uid[0], exclude={self._init_pid or 0}) or []:
+                _kill_member(pid, directory)
+        finally:
+            self._thaw(api)
         deadline = time.monotonic() + _HOST_KILL_SETTLE_SECONDS
         while time.monotonic() < deadline:
             if not uid_members(directory, self._uid[0], exclude={self._init_pid or 0}):
@@ -669,9 +664,21 @@ class DockerSandbox(BaseSandbox):
             time.sleep(0.005)  # killed processes leave the cgroup as they are reaped
         return False
 
+    def _thaw(self, api: Any) -> None:
+        """Unpause the container if it is paused; a container that is not, or is gone, is
+        fine (a pause must never outlive the kill it was for: the next exec would fail)."""
+        try:
+            if (api.inspect_container(self.id).get("State") or {}).get("Paused"):
+                api.unpause(self.id)
+        except docker.errors.NotFound:
+            return
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "unpause") from exc
+
     def _kill_container(self, api: Any) -> None:
         """SIGKILL the container's init from the engine and wait until it is down; the
         sandbox runs no command any more (its workspace and diff stay usable)."""
+        self._thaw(api)  # a paused container refuses the kill (409)
         try:
             api.kill(self.id, signal="SIGKILL")
             api.wait(self.id, timeout=30)

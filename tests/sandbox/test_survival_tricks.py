@@ -254,3 +254,31 @@ def test_freeze_before_a_diff_empties_the_sandbox(open_sb: OpenSandbox, survivor
     again = sb.exec(["cat", "ticks"])
     assert again.stdout == on_disk
 
+
+
+@pytest.mark.parametrize("backend", backends(only=("docker",), fake=False), indirect=True)
+def test_a_pause_whose_answer_is_lost_never_leaves_the_container_paused(
+        open_sb: OpenSandbox, survivor_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host freezes the container (the engine's pause) to kill a leftover; an answer
+    lost on the way (a client timeout under load: the engine paused it all the same) must
+    not leave it paused, or every later command of the child fails ("is paused")."""
+    import requests
+
+    monkeypatch.setattr(warm, "_SOURCE", warm._SOURCE.replace(
+        b"    def reap_survivors(self) -> tuple[list[str], bool]:\n",
+        b"    def reap_survivors(self) -> tuple[list[str], bool]:\n"
+        b"        self.reap()\n        return [], True\n"))
+    sb = open_sb()
+    api = sb._client.api  # type: ignore[attr-defined]
+    real_pause = api.pause
+
+    def pause_then_lose_the_answer(container: str) -> None:
+        real_pause(container)
+        raise requests.exceptions.ReadTimeout("the answer was lost")
+
+    monkeypatch.setattr(api, "pause", pause_then_lose_the_answer)
+    said, killed = _start(sb, "setsid", survivor_name)
+    assert said.startswith(b"ready") and killed
+    assert host_tasks_named(survivor_name) == []
+    again = sb.exec(["echo", "still usable"])
+    assert again.ok and again.stdout == b"still usable\n"
