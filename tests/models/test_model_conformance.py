@@ -49,7 +49,7 @@ EXPECTED_ROUND_TRIP = {
     "openai": [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Read the README."},
-        {"role": "assistant", "content": None, "tool_calls": [
+        {"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_1", "type": "function",
              "function": {"name": "read", "arguments": '{"path": "README.md"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "# Hi"},
