@@ -87,7 +87,8 @@ def test_tool_call_round_trip(harness: Harness) -> None:
     assert sent["tools"] == EXPECTED_TOOLS[harness.protocol]
     if harness.protocol == "openai":
         assert sent["tool_choice"] == "auto"
-    else:
+    else:  # explicit: a translating proxy passes it on (LiteLLM to llama-cpp-python)
+        assert sent["tool_choice"] == {"type": "auto"}
         assert sent["system"] == "Be brief."
 
 
