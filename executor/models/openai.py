@@ -130,7 +130,7 @@ def _message(message: Message) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     if message.role == "assistant" and message.tool_calls:
         # "" rather than null or no key: llama-cpp-python's server refuses both (README:
-        # "A local model"); OpenAI, vLLM, Ollama, LM Studio and LiteLLM take "".
+        # "A local model"), and "" is valid in the OpenAI chat format everywhere.
         return {"role": "assistant", "content": message.content,
                 "tool_calls": [{"id": call.id, "type": "function",
                                 "function": {"name": call.name,
