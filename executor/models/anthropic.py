@@ -12,7 +12,11 @@ configured) and ``anthropic-version: 2023-06-01``. The conversation maps as:
   blocks (``{tool_use_id, content, is_error}``), placed before any text that
   follows them, as the API requires;
 - consecutive messages of the same role merge (the API wants alternation),
-  and empty text blocks are dropped (the API refuses them).
+  and empty text blocks are dropped (the API refuses them);
+- a message of text alone is sent as a plain string, the shape every reader
+  of the protocol takes: LiteLLM's proxy passes a list of blocks on as content
+  parts, which llama-cpp-python's server renders into the prompt as a Python
+  list (measured: the model then answers its repr).
 
 Tools are ``{name, description, input_schema}`` with an explicit ``tool_choice``
 (``{type: auto}`` or ``{type: none}``: a translating proxy such as LiteLLM's passes
@@ -162,6 +166,9 @@ def _conversation(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 merged.extend(blocks)
         else:
             out.append({"role": role, "content": blocks})
+    for entry in out:  # text alone goes as a string: see the module docstring
+        if all(block["type"] == "text" for block in entry["content"]):
+            entry["content"] = "\n\n".join(block["text"] for block in entry["content"])
     return out
 
 

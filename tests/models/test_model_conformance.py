@@ -41,8 +41,7 @@ def test_plain_text_answer(harness: Harness) -> None:
                                     {"role": "user", "content": "Say hello."}]
     else:
         assert body["system"] == "Be brief."
-        assert body["messages"] == [{"role": "user",
-                                     "content": [{"type": "text", "text": "Say hello."}]}]
+        assert body["messages"] == [{"role": "user", "content": "Say hello."}]
 
 
 EXPECTED_ROUND_TRIP = {
@@ -55,7 +54,7 @@ EXPECTED_ROUND_TRIP = {
         {"role": "tool", "tool_call_id": "call_1", "content": "# Hi"},
     ],
     "anthropic": [
-        {"role": "user", "content": [{"type": "text", "text": "Read the README."}]},
+        {"role": "user", "content": "Read the README."},  # text alone: a plain string
         {"role": "assistant", "content": [
             {"type": "tool_use", "id": "call_1", "name": "read",
              "input": {"path": "README.md"}}]},
