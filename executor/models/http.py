@@ -9,8 +9,15 @@ status, the provider's error type, a short excerpt of the body, attempts):
 - 401, 403: ``auth``, not retryable;
 - 429: ``rate_limited``, retryable;
 - 408, connect/read/write timeouts: ``timeout``, retryable;
-- 5xx (Anthropic's 529 ``overloaded_error`` included): ``server``, retryable;
-- any other 4xx: ``bad_request``, not retryable;
+- 5xx (Anthropic's 529 ``overloaded_error`` included): ``server``, retryable, unless
+  its body says the request was invalid (llama-cpp-python's server answers 500 to a
+  request its validation refuses): then ``bad_request``, not retryable;
+- any other 4xx: ``bad_request``, not retryable.
+
+A ``bad_request`` names what the server refused: ``context["field"]`` (``messages[2].content``,
+from OpenAI's ``param``, FastAPI's or pydantic's ``loc``, or the path that leads an
+Anthropic message) when the server named one, and ``context["reason"]``
+(:mod:`executor.models._rejection`). Other failures:
 - refused, reset or dropped connections: ``connection``, retryable;
 - a 3xx, or a 2xx whose body is not a JSON object: ``protocol``, not retryable;
 - a URL httpx cannot use: ``config``, not retryable.
@@ -40,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from executor.errors import ModelError
+from executor.models._rejection import rejection
 
 if TYPE_CHECKING:
     import httpx
@@ -161,9 +169,20 @@ class HttpClient:
         detail, error_type = _error_detail(text)
         reason = response.reason_phrase or "error"
         message = f"HTTP {status} {reason}" + (f": {detail}" if detail else "")
+        refused = rejection(status, text) if code in ("bad_request", "server") else None
+        if refused is not None:  # the same request would fail the same way: never retried
+            code, retryable = "bad_request", False
+            named = f"{refused.field}: " if refused.field else ""
+            message = (f"HTTP {status} {reason}: the server refused the request as invalid: "
+                       f"{named}{refused.reason}")
         wait = _retry_after(response.headers, self._retry.retry_after_max) if retryable else None
-        raise _Failure(self._error(code, message, url, status=status, body=text,
-                                   error_type=error_type, retryable=retryable), wait)
+        error = self._error(code, message, url, status=status, body=text,
+                            error_type=error_type, retryable=retryable)
+        if refused is not None:
+            if refused.field:
+                error.context["field"] = refused.field
+            error.context["reason"] = self._scrub(refused.reason)
+        raise _Failure(error, wait)
 
     def _error(self, code: str, message: str, url: str, *, status: int | None = None,
                body: str | None = None, error_type: str | None = None,
@@ -188,7 +207,9 @@ class HttpClient:
 
 _HINTS = {
     "auth": "check the API key variable (api_key_env) of this provider in your corral config",
-    "bad_request": "the provider refused the request: check the model name and the base_url",
+    "bad_request": "the server refused the request, so a retry cannot help: check the model "
+                   "name and the base_url; a local server that refuses a field corral sends: "
+                   "see the README's 'A local model' for the servers and flags that work",
     "rate_limited": "the provider is rate limiting; wait, or raise max_retries",
     "server": "the provider failed; retry later or fall back to another model",
     "timeout": "the provider is slow; raise timeout_seconds in your corral config",

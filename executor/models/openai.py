@@ -5,7 +5,9 @@ One request is ``POST {base_url}/chat/completions`` (``base_url`` ends in
 with ``Authorization: Bearer KEY`` only when a key is configured (local
 servers need none). Messages map to the chat format: ``system``, ``user``,
 ``assistant`` with ``tool_calls`` (``{id, type: function, function: {name,
-arguments: JSON text}}``), and one ``tool`` message per result with its
+arguments: JSON text}}``) and always a string ``content``, ``""`` when the model
+said nothing (the widest accepted shape: llama-cpp-python's server refuses
+``null`` and a missing key, measured), and one ``tool`` message per result with its
 ``tool_call_id`` (the chat format has no error flag: a failed tool's content
 says so itself). Tools become ``{type: function, function: {name,
 description, parameters}}`` with ``tool_choice: auto``; without tools
@@ -127,7 +129,9 @@ def _message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     if message.role == "assistant" and message.tool_calls:
-        return {"role": "assistant", "content": message.content or None,
+        # "" rather than null or no key: llama-cpp-python's server refuses both (README:
+        # "A local model"), and "" is valid in the OpenAI chat format everywhere.
+        return {"role": "assistant", "content": message.content,
                 "tool_calls": [{"id": call.id, "type": "function",
                                 "function": {"name": call.name,
                                              "arguments": _arguments_text(call)}}
