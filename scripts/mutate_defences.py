@@ -960,6 +960,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{ENV}::test_the_layer_adds_what_the_snapshot_lacks_and_changes_nothing_of_it"
          "[bubblewrap]"],
         "setup's rewrite of a tracked file replaces the snapshot's in every child"),
+    # -- issue 24: real model servers ---------------------------------------------------
+    mutation(
+        "openai-empty-content", "models", "executor/models/openai.py",
+        '        return {"role": "assistant", "content": message.content,\n',
+        '        return {"role": "assistant", "content": message.content or None,\n',
+        ["tests/models/test_model_conformance.py::test_tool_call_round_trip[openai]"],
+        "an assistant tool-call turn goes with content null: llama.cpp's server refuses "
+        "the second request of every child (HTTP 500)"),
+    mutation(
+        "invalid-request-not-retried", "models", "executor/models/http.py",
+        '        refused = rejection(status, text) if code in ("bad_request", "server") '
+        'else None\n',
+        "        refused = None\n",
+        ["tests/models/test_model_rejections.py::test_an_invalid_request_is_reported_once_with_"
+         "the_field"],
+        "a request the server refused as invalid is retried four times and blamed on the "
+        "server"),
 )
 
 
