@@ -240,7 +240,7 @@ def build_image(config: DockerConfig, *, context: Path, dockerfile: Path, tag: s
     try:
         stream = client.api.build(
             path=str(context), dockerfile=str(dockerfile), tag=tag, buildargs=build_args,
-            network_mode="default" if network else "none", pull=network, rm=True,
+            network_mode="host" if network else "none", pull=network, rm=True,
             forcerm=True, decode=True, labels={LABEL: "environment"})
         for chunk in stream:
             if "error" in chunk:
