@@ -1,4 +1,4 @@
-"""``corral apply``: merge a recorded run's diff into the checkout (see executor.merge_run).
+"""``corral apply``: merge a recorded run's diff into the checkout (see executor.apply.recorded).
 
 Exit codes: 0 applied (or would apply, or was already applied), 1 a
 three-way merge left conflict markers (listed), 2 a user error, 3 a step
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
+from executor.apply import ApplyOptions, PatchPlan, apply_run, recover_run
 from executor.cli import cli
-from executor.merge import ApplyOptions, PatchPlan, apply_run, recover_run
 from executor.results import RunRecord, ledger_dir
 from executor.text import one_line
 

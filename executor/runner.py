@@ -42,10 +42,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from executor.apply.preimages import capture_preimages
 from executor.dispatch import ApprovalHandler, Dispatcher, Tool, ToolDenied
 from executor.errors import ModelError, RunError
 from executor.mcpclient import McpServers
-from executor.merge_preimages import capture_preimages
 from executor.models import Model, Sampling, ScriptedModel
 from executor.offer import make_offer, root_capability, servers_to_start
 from executor.prepare import agent_model, settings_apply, task_contract, usable_reviewers

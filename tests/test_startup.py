@@ -42,7 +42,7 @@ ENGINES = {"docker", "watchdog"}
 #: What reading definitions needs.
 LOADER = {"pydantic", "yaml", "policies.loader"}
 #: The run machinery: sandboxes, the agent loop, the tools, merges.
-RUNS = {"sandbox", "executor.runner", "executor.session", "executor.tools", "executor.merge"}
+RUNS = {"sandbox", "executor.runner", "executor.session", "executor.tools", "executor.apply"}
 #: One module per definition format, imported when a file of that format is loaded.
 FORMATS = {f"policies.loader.formats.{module}" for module, _ in ADAPTER_CLASSES.values()}
 #: Loaded only for what a repository holds: zuno layers, ngn JSON configs; close names

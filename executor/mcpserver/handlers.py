@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from executor.apply import ApplyOptions, MergeRefused, PatchPlan, apply_run
 from executor.approval import parse_approve, policy_handler
 from executor.cli_agents import find_agent, load
 from executor.cli_fanout import fanout_exit_code
@@ -69,7 +70,6 @@ from executor.mcpserver.arguments import (
     ShowRunArgs,
 )
 from executor.mcpserver.bridge import ProgressSink
-from executor.merge import ApplyOptions, MergeRefused, PatchPlan, apply_run
 from executor.models import ScriptedModel
 from executor.results import (
     discard_run,

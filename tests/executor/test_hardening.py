@@ -278,7 +278,7 @@ def test_deeply_nested_tool_arguments_are_kept_raw() -> None:
 
 
 def test_a_renamed_symlink_needs_allow_symlinks(repo: Path) -> None:
-    from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
+    from executor.apply import MergeRefused, apply_to_checkout, inspect_patch
 
     (repo / "d1").mkdir()
     (repo / "d1" / "lnk").symlink_to("../src")

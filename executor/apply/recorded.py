@@ -23,13 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from executor.apply.backup import INTERRUPTED, Backup, fingerprint
+from executor.apply.checkout import open_checkout
+from executor.apply.errors import MergeRefused
+from executor.apply.merge import ApplyResult, apply_to_checkout
+from executor.apply.patch import PatchPlan, inspect_patch
+from executor.apply.preimages import PREIMAGE_DIR, load_preimages
 from executor.errors import ExecutorError
-from executor.merge_apply import ApplyResult, apply_to_checkout
-from executor.merge_backup import INTERRUPTED, Backup, fingerprint
-from executor.merge_checkout import open_checkout
-from executor.merge_errors import MergeRefused
-from executor.merge_patch import PatchPlan, inspect_patch
-from executor.merge_preimages import PREIMAGE_DIR, load_preimages
 from executor.results import RunRecord, RunStatus, find_run, load_patch, set_run_state
 
 __all__ = ["ApplyOptions", "apply_run", "backup_root", "recover_run", "verified_patch"]

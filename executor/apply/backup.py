@@ -10,7 +10,7 @@ the manifest's ``state`` set to ``applying``. On any failure,
 apply created: files it wrote and directories that are empty again, never a
 tree), then verifies the fingerprint is the one taken before; a step that
 fails is retried once, and a restore that cannot be verified raises
-:class:`executor.merge_errors.RestoreFailed` naming the backup, which stays.
+:class:`executor.apply.errors.RestoreFailed` naming the backup, which stays.
 
 The fingerprint covers what the apply may change and what it must not: each
 saved path (kind, mode, sha256 of its bytes or its target), the index file
@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from executor.merge_checkout import Checkout
-from executor.merge_errors import RestoreFailed
-from executor.merge_steps import git, step
+from executor.apply.checkout import Checkout
+from executor.apply.errors import RestoreFailed
+from executor.apply.steps import git, step
 from policies.errors import CorralError
 
 __all__ = ["INTERRUPTED", "Backup", "Saved", "backed_paths", "fingerprint"]

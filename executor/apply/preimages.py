@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from executor.merge_patch import PatchFile, PatchPlan, inspect_patch
+from executor.apply.patch import PatchFile, PatchPlan, inspect_patch
 from policies.errors import CorralError
 from sandbox.gitsafe import git_env, run_git
 

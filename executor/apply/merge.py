@@ -2,9 +2,9 @@
 
 :func:`apply_to_checkout` runs, in order:
 
-1. :func:`executor.merge_patch.inspect_patch` (unless a judged plan is given);
-2. :func:`executor.merge_checkout.open_checkout` (a repository whose config
-   names a program is refused) and :func:`~executor.merge_checkout.check_checkout`:
+1. :func:`executor.apply.patch.inspect_patch` (unless a judged plan is given);
+2. :func:`executor.apply.checkout.open_checkout` (a repository whose config
+   names a program is refused) and :func:`~executor.apply.checkout.check_checkout`:
    every path the patch touches, and every parent of those, in the real checkout;
 3. ``git apply --check``. When it or step 2 finds a problem: an already
    applied run (the reverse patch applies) says so and changes nothing;
@@ -13,7 +13,7 @@
    blob id, or git's own reason), and the apply is refused with every path
    named, unless ``three_way`` is asked for and every file that needs a
    merge has its preimage (in the repository, or kept with the record);
-4. a fingerprint and a backup (:mod:`executor.merge_backup`) of every path,
+4. a fingerprint and a backup (:mod:`executor.apply.backup`) of every path,
    fsynced before anything is written;
 5. ``git apply`` (hardened), or for a three-way merge ``git apply --3way``
    with a private index and object directory, so the user's index is never
@@ -36,18 +36,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from executor.merge_backup import Backup, backed_paths, fingerprint
-from executor.merge_checkout import (
+from executor.apply.backup import Backup, backed_paths, fingerprint
+from executor.apply.checkout import (
     Checkout,
     Conflict,
     check_checkout,
     open_checkout,
     renamed_modes,
 )
-from executor.merge_errors import ApplyFailed, MergeRefused, RestoreFailed
-from executor.merge_patch import PatchFile, PatchPlan, inspect_patch
-from executor.merge_preimages import find_preimage
-from executor.merge_steps import git, step
+from executor.apply.errors import ApplyFailed, MergeRefused, RestoreFailed
+from executor.apply.patch import PatchFile, PatchPlan, inspect_patch
+from executor.apply.preimages import find_preimage
+from executor.apply.steps import git, step
 from policies.errors import CorralError
 from sandbox.gitsafe import git_env
 from sandbox.workspaces.privategit import object_dirs

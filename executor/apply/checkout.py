@@ -12,7 +12,7 @@ at every parent directory of those paths, in the real checkout:
   FIFO or device, or a nested repository (a directory with its own ``.git``,
   a submodule, or a directory git would take for a git directory);
 * a directory must not become a git directory through what the patch adds
-  next to what is already there (:func:`executor.merge_patch.git_dir_problems`).
+  next to what is already there (:func:`executor.apply.patch.git_dir_problems`).
 
 Each conflict names its path and why (tracked, untracked or ignored; what a
 directory in the way holds), so nothing is blamed on "the checkout changed"
@@ -26,9 +26,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor.merge_errors import MergeRefused
-from executor.merge_patch import PatchPlan, git_dir_problems
-from executor.merge_steps import git, step
+from executor.apply.errors import MergeRefused
+from executor.apply.patch import PatchPlan, git_dir_problems
+from executor.apply.steps import git, step
 from sandbox.errors import SandboxError
 from sandbox.gitsafe import check_repository_config, run_git
 from sandbox.names import git_dir_signature, is_git_alias
