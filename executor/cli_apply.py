@@ -16,7 +16,7 @@ import click
 
 from executor.apply import ApplyOptions, PatchPlan, apply_run, recover_run
 from executor.cli import cli
-from executor.results import RunRecord, ledger_dir
+from executor.ledger import RunRecord, ledger_dir
 from executor.text import one_line
 
 __all__ = ["apply_command"]

@@ -20,7 +20,7 @@ import click
 from executor.cli import cli, echo, environment_options, loader_options
 from executor.cli_agents import load
 from executor.environments import describe, with_environment
-from executor.results import ledger_dir
+from executor.ledger import ledger_dir
 from executor.runner import RunSettings
 from executor.text import one_line
 from policies.config import config_path, load_user_config
@@ -172,7 +172,7 @@ def env_prune(keys: tuple[str, ...], older_than: str | None, everything: bool,
               as_json: bool) -> None:
     """Remove cached environments (KEY..., those unused for --older-than, or --all) that
     no live sandbox runs in, with the images built for them."""
-    from executor.fanout_gc import parse_duration  # noqa: PLC0415
+    from executor.ledger import parse_duration  # noqa: PLC0415
 
     if not keys and older_than is None and not everything:
         raise click.UsageError("name environments (KEY...), or give --older-than or --all")

@@ -32,11 +32,10 @@ from executor.errors import (
 )
 from executor.fanout import FanoutRequest, run_fanout
 from executor.fanout_plan import ChildPlan, plan_children
-from executor.fanout_record import FanoutRecord
 from executor.fanout_view import fanout_json, fanout_lines, rows
+from executor.ledger import FanoutRecord, ledger_dir
 from executor.models import ScriptedModel
 from executor.progress import Progress
-from executor.results import ledger_dir
 from executor.runner import RunSettings
 from executor.scheduling import DEFAULT_JOBS, Deadline, LocalScheduler
 from policies.config import config_path, load_user_config

@@ -17,12 +17,12 @@ import click
 from executor.approval import parse_approve
 from executor.cli import cli, echo, environment_options, loader_options
 from executor.cli_agents import load
+from executor.ledger import ledger_dir
 from executor.mcpserver.arguments import (
     DEFAULT_MAX_CHILDREN,
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_TIMEOUT,
 )
-from executor.results import ledger_dir
 from sandbox.config import HOST_WARNING, USER_BACKENDS
 
 __all__ = ["mcp_command"]

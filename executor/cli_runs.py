@@ -1,7 +1,7 @@
 """``corral run``, ``runs``, ``show``, ``diff``, ``discard`` and ``gc``.
 
-``runs`` groups a fanout's children under it (:mod:`executor.fanout_record`);
-``gc --older-than`` also removes what finished runs left (:mod:`executor.fanout_gc`).
+``runs`` groups a fanout's children under it (:mod:`executor.ledger`);
+``gc --older-than`` also removes what finished runs left (:mod:`executor.ledger`).
 """
 
 from __future__ import annotations
@@ -28,27 +28,26 @@ from executor.errors import (
     ExecutorError,
     ModelError,
 )
-from executor.fanout_gc import parse_duration, prune_finished
-from executor.fanout_record import (
-    FanoutRecord,
-    fanout_status,
-    finalize_crashed_fanouts,
-    scan_fanouts,
-)
 from executor.fanout_view import check_lines
-from executor.models import ScriptedModel
-from executor.progress import Progress
-from executor.results import (
+from executor.ledger import (
+    FanoutRecord,
     RunRecord,
     RunStatus,
     discard_run,
+    fanout_status,
+    finalize_crashed_fanouts,
     find_run,
     ledger_dir,
     load_patch,
     load_transcript,
+    parse_duration,
+    prune_finished,
     run_status,
+    scan_fanouts,
     scan_runs,
 )
+from executor.models import ScriptedModel
+from executor.progress import Progress
 from executor.runner import RunSettings, run_agent
 from executor.runview import (
     child_lines,
@@ -381,7 +380,7 @@ def gc_command(older_than: str | None, as_json: bool) -> None:
     to the runs' records, so `corral show/diff/apply RUN` work on them. Crashed fanouts
     are marked. Environments no run used for your config's environment.prune_after_days
     (default 14) are removed. With --older-than, also what finished runs left."""
-    from executor.crashes import finalize_crashed_runs  # noqa: PLC0415 - needs sandbox.gc
+    from executor.ledger import finalize_crashed_runs  # noqa: PLC0415 - needs sandbox.gc
     from sandbox.environment import prune_environments  # noqa: PLC0415
     from sandbox.gc import gc  # noqa: PLC0415 - keeps docker out of the other commands
 

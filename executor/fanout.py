@@ -39,10 +39,20 @@ from executor.approval import parse_approve, policy_handler
 from executor.errors import ExecutorError
 from executor.fanout_check import run_check, skipped_check
 from executor.fanout_plan import ChildPlan
-from executor.fanout_record import FanoutChild, FanoutRecord, new_fanout_id, write_fanout
 from executor.fanout_view import conclude
+from executor.ledger import (
+    FanoutChild,
+    FanoutRecord,
+    RunRecord,
+    RunStatus,
+    find_run,
+    new_fanout_id,
+    now_iso,
+    running_owner,
+    set_run_check,
+    write_fanout,
+)
 from executor.models import ScriptedModel
-from executor.results import RunRecord, RunStatus, find_run, now_iso, running_owner, set_run_check
 from executor.runner import AgentRun, RunSettings, check_top, top_model
 from executor.scheduling import Handle, Job, JobContext, Scheduler
 from executor.session import ProgressEvent

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 
 from executor.dispatch import ApprovalHandler, ApprovalRequest, ToolDenied
 from executor.errors import RunError
+from executor.ledger import RunRecord, RunStatus
 from executor.models import Model, ScriptedModel
-from executor.results import RunRecord, RunStatus
 from executor.scheduling import Cancellation, Deadline, Handle, Job, JobContext
 from executor.tools.agents import DelegateTask
 from policies.contract import AgentContract

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from executor.errors import ExecutorError
-from executor.results import new_run_id
+from executor.ledger import new_run_id
 
 __all__ = ["MAX_CHILDREN", "ChildPlan", "FanoutUsage", "plan_children"]
 

@@ -13,8 +13,17 @@ from typing import Any
 
 from executor.errors import ExecutorError
 from executor.fanout_conflicts import FilePatch, PairResult, matrix, parse_patch
-from executor.fanout_record import FanoutChild, FanoutRecord, FanoutStatus, fanout_status
-from executor.results import RunRecord, find_run, load_patch, now_iso, run_status
+from executor.ledger import (
+    FanoutChild,
+    FanoutRecord,
+    FanoutStatus,
+    RunRecord,
+    fanout_status,
+    find_run,
+    load_patch,
+    now_iso,
+    run_status,
+)
 from executor.runview import human_bytes, human_seconds
 from executor.text import one_line
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from executor.errors import ExecutorError
-from executor.results import RunRecord, RunStatus
+from executor.ledger import RunRecord, RunStatus
 from policies.contract import AgentContract
 
 __all__ = ["REVIEW_PROMPT", "Verdict", "review_prompt", "run_reviews", "verdict_of"]

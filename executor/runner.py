@@ -45,11 +45,7 @@ from typing import Any
 from executor.apply.preimages import capture_preimages
 from executor.dispatch import ApprovalHandler, Dispatcher, Tool, ToolDenied
 from executor.errors import ModelError, RunError
-from executor.mcpclient import McpServers
-from executor.models import Model, Sampling, ScriptedModel
-from executor.offer import make_offer, root_capability, servers_to_start
-from executor.prepare import agent_model, settings_apply, task_contract, usable_reviewers
-from executor.results import (
+from executor.ledger import (
     RunRecord,
     RunStatus,
     new_run_id,
@@ -57,6 +53,10 @@ from executor.results import (
     running_owner,
     write_run,
 )
+from executor.mcpclient import McpServers
+from executor.models import Model, Sampling, ScriptedModel
+from executor.offer import make_offer, root_capability, servers_to_start
+from executor.prepare import agent_model, settings_apply, task_contract, usable_reviewers
 from executor.reviews import run_reviews
 from executor.scheduling import Cancellation, Deadline, LocalScheduler, Scheduler
 from executor.session import (

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from executor.results import RunRecord, RunStatus, run_status
+from executor.ledger import RunRecord, RunStatus, run_status
 from executor.text import one_line, printable
 
 __all__ = [

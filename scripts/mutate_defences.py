@@ -573,9 +573,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if force_escape or sys.stdout.isatty():\n", "    if force_escape:\n",
         [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
         "`corral diff` writes the child's raw bytes to a terminal"),
-    # -- fanout (executor/fanout.py, executor/fanout_gc.py) -------------------------------
+    # -- fanout (executor/fanout.py, executor/ledger/prune.py) -------------------------------
     mutation(
-        "fanout-gc-unverified", "fanout", "executor/fanout_gc.py",
+        "fanout-gc-unverified", "fanout", "executor/ledger/prune.py",
         "    if record.diff_sha256 is None:\n        return False\n",
         "    if True:\n        return True\n",
         ["tests/executor/test_fanout_gc.py::test_a_diff_no_record_holds_is_never_removed"],

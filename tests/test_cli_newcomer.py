@@ -23,7 +23,7 @@ import yaml
 
 from executor import cli_runs
 from executor.cli import main
-from executor.results import ledger_dir
+from executor.ledger import ledger_dir
 from sandbox.config import USER_BACKENDS, AutoConfig, BubblewrapConfig, DockerConfig
 from sandbox.factory import clear_probe_cache
 from tests.backends import git

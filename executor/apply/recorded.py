@@ -1,7 +1,7 @@
 """``corral apply RUN``: a recorded run's diff, verified, judged and applied.
 
 :func:`apply_run` verifies the record before anything else: the sha256 of its
-``diff.patch`` must be the one :func:`executor.results.write_run` stored, and
+``diff.patch`` must be the one :func:`executor.ledger.write_run` stored, and
 the display text (what ``corral show`` prints) must be that patch, or the
 apply is refused (``record_tampered``). A record written before corral kept
 digests is refused too (``record_unverified``): accepting it with a warning
@@ -30,7 +30,7 @@ from executor.apply.merge import ApplyResult, apply_to_checkout
 from executor.apply.patch import PatchPlan, inspect_patch
 from executor.apply.preimages import PREIMAGE_DIR, load_preimages
 from executor.errors import ExecutorError
-from executor.results import RunRecord, RunStatus, find_run, load_patch, set_run_state
+from executor.ledger import RunRecord, RunStatus, find_run, load_patch, set_run_state
 
 __all__ = ["ApplyOptions", "apply_run", "backup_root", "recover_run", "verified_patch"]
 

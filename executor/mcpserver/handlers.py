@@ -54,8 +54,16 @@ from executor.environments import with_environment
 from executor.errors import ExecutorError, ModelError
 from executor.fanout import FanoutRequest, run_fanout
 from executor.fanout_plan import plan_children
-from executor.fanout_record import write_fanout
 from executor.fanout_view import fanout_json
+from executor.ledger import (
+    discard_run,
+    find_run,
+    ledger_dir,
+    load_patch,
+    load_transcript,
+    run_status,
+    write_fanout,
+)
 from executor.mcpserver.arguments import (
     DEFAULT_MAX_CHILDREN,
     DEFAULT_MAX_JOBS,
@@ -71,14 +79,6 @@ from executor.mcpserver.arguments import (
 )
 from executor.mcpserver.bridge import ProgressSink
 from executor.models import ScriptedModel
-from executor.results import (
-    discard_run,
-    find_run,
-    ledger_dir,
-    load_patch,
-    load_transcript,
-    run_status,
-)
 from executor.runner import RunSettings
 from executor.runner import run_agent as run_agent_tree
 from executor.scheduling import Cancellation, Deadline, LocalScheduler

@@ -11,7 +11,7 @@ from exec_support import git
 
 from executor.apply import MergeRefused, apply_to_checkout, inspect_patch
 from executor.cli import cli
-from executor.results import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
+from executor.ledger import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
 
 
 def new_file(path: str, body: str = "x\n", mode: str = "100644") -> str:

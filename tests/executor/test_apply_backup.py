@@ -24,7 +24,7 @@ from exec_support import git
 from executor.apply import ApplyFailed, ApplyOptions, apply_run
 from executor.apply import backup as merge_backup
 from executor.apply import steps as merge_steps
-from executor.results import ledger_dir
+from executor.ledger import ledger_dir
 
 
 def _patched_run(repo: Path) -> str:

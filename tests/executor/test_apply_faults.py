@@ -25,7 +25,7 @@ from exec_support import Runner, agent_file, git
 
 from executor.apply import ApplyFailed, ApplyOptions, apply_run
 from executor.apply import steps as merge_steps
-from executor.results import RunRecord, ledger_dir
+from executor.ledger import RunRecord, ledger_dir
 
 NOTES = "".join(f"line {n}\n" for n in range(1, 13))
 CHILD = ("echo more >> README.md && sed -i 's/^line 9$/line 9 (child)/' notes.txt && "

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from exec_support import agent_file
 
 from executor.cli import cli
-from executor.results import ledger_dir
+from executor.ledger import ledger_dir
 from executor.runview import ITEM_LIMIT
 
 

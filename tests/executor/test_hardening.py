@@ -23,7 +23,7 @@ from executor.approval import prompt_handler
 from executor.cli import cli
 from executor.dispatch import ApprovalRequest
 from executor.errors import RunError
-from executor.results import RunStatus, ledger_dir, load_patch
+from executor.ledger import RunStatus, ledger_dir, load_patch
 from executor.text import printable
 from policies.contract import SandboxMode
 
@@ -164,7 +164,7 @@ def test_terminal_output_and_prompts_show_control_characters() -> None:
 
 def test_apply_command_is_not_fooled_by_the_display_text(repo: Path) -> None:
     """``corral diff`` writes the exact bytes too."""
-    from executor.results import RunRecord, new_run_id, write_run
+    from executor.ledger import RunRecord, new_run_id, write_run
 
     patch = subprocess.run(["git", "diff", "--no-index", "--binary", "/dev/null", "-"],
                            input=b"", capture_output=True, check=False).stdout
@@ -259,7 +259,7 @@ def test_an_unforeseen_error_still_leaves_the_record(run: Runner, repo: Path,
     agent_file(repo, "a", "tools: [list_files]")
     with pytest.raises(RecursionError):
         run("a", [call("list_files"), {"text": "done"}])
-    from executor.results import list_runs
+    from executor.ledger import list_runs
 
     (record,) = list_runs(ledger_dir(repo))
     assert record.status is RunStatus.FAILED and record.error is not None

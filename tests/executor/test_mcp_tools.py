@@ -17,8 +17,8 @@ import pytest
 from exec_support import CONFIGS, LIMITS, agent_file
 
 from executor.dispatch import ApprovalRequest
+from executor.ledger import RunRecord, RunStatus, find_run, ledger_dir
 from executor.models import ScriptedModel
-from executor.results import RunRecord, RunStatus, find_run, ledger_dir
 from executor.runner import RunSettings, run_agent
 from policies.config import UserConfig
 from policies.contract import SandboxMode

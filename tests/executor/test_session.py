@@ -9,8 +9,8 @@ import pytest
 from exec_support import Runner, agent_file
 
 from executor.errors import RunError
+from executor.ledger import RunStatus, ledger_dir, load_transcript
 from executor.models import ScriptedModel
-from executor.results import RunStatus, ledger_dir, load_transcript
 from executor.session import FINALIZE_PROMPT
 
 pytestmark = pytest.mark.parametrize("backend", ["host"], indirect=True)

@@ -11,9 +11,9 @@ import pytest
 from runtime_support import run_in
 
 from executor.errors import ModelError
+from executor.ledger import find_run, ledger_dir
 from executor.models import ScriptedModel, resolve_model
 from executor.models.routing import expand_candidates
-from executor.results import find_run, ledger_dir
 from policies.config import UserConfig, load_user_config
 from policies.contract import AgentFormat, MemoryKind, ModelRef
 

@@ -15,7 +15,7 @@ import pytest
 from runtime_support import run_in
 
 from executor.errors import RunError
-from executor.results import RunStatus
+from executor.ledger import RunStatus
 from executor.session import FINALIZE_PROMPT
 from executor.watch import watch_definitions
 from policies.contract import AgentFormat

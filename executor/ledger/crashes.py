@@ -1,7 +1,7 @@
 """Runs whose process died: found in every ledger of a state dir, finalised by ``corral gc``.
 
 A run writes a ``running`` record naming its owner process and, once it has
-one, its sandbox (:mod:`executor.results`). When the owner is gone,
+one, its sandbox (:mod:`executor.ledger.records`). When the owner is gone,
 :func:`sandbox.gc.gc` cleans the abandoned sandbox and saves its diff under
 ``results/<sandbox id>/``; :func:`finalize_crashed_runs` then turns each such
 record into a ``crashed`` one carrying that diff, so ``corral show``, ``diff``
@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor.results import RunRecord, RunStatus, finalize_crashed, run_status, scan_runs
+from executor.ledger.records import RunRecord, RunStatus, run_status
+from executor.ledger.store import finalize_crashed, scan_runs
 from sandbox.state import SandboxState
 
 __all__ = ["CrashedRun", "finalize_crashed_runs"]

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from executor.results import RecordError, check_id_prefix, now_iso
+from executor.ledger.records import RecordError, check_id_prefix, now_iso
 from sandbox.state import owner_alive
 
 __all__ = [

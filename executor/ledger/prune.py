@@ -1,7 +1,7 @@
 """``corral gc --older-than DURATION``: what finished runs left, removed once it is old.
 
 Plain ``corral gc`` cleans what *crashed* runs left (their sandboxes, with
-their diffs captured first: :mod:`sandbox.gc`, :mod:`executor.crashes`) and
+their diffs captured first: :mod:`sandbox.gc`, :mod:`executor.ledger.crashes`) and
 marks crashed fanouts. ``--older-than`` also removes what *finished* runs
 left behind once they finished longer ago than DURATION:
 
@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Literal
 
 from executor.errors import ExecutorError
-from executor.results import RunRecord, RunStatus, load_patch, run_status, scan_runs
+from executor.ledger.records import RunRecord, RunStatus, run_status
+from executor.ledger.store import load_patch, scan_runs
 
 __all__ = ["Pruned", "parse_duration", "prune_finished"]
 
