@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from executor.dispatch import ApprovalHandler, ApprovalRequest
 from executor.errors import ExecutorError
 from executor.text import one_line, printable
+from executor.tools.dispatch import ApprovalHandler, ApprovalRequest
 from policies.tools import check_tool_name
 
 __all__ = ["parse_approve", "policy_handler", "prompt_handler"]

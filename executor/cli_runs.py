@@ -17,7 +17,6 @@ from executor.approval import parse_approve, policy_handler, prompt_handler
 from executor.cli import cli, echo, environment_options, loader_options, render_error
 from executor.cli_agents import find_agent, load
 from executor.cli_env import setup_output, warn_diagnostic
-from executor.dispatch import ApprovalHandler
 from executor.environments import with_environment
 from executor.errors import (
     EXIT_DENIED,
@@ -58,6 +57,7 @@ from executor.runview import (
     status_line,
 )
 from executor.text import one_line, printable_patch
+from executor.tools.dispatch import ApprovalHandler
 from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Environment

@@ -34,12 +34,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from executor.dispatch import ApprovalHandler, ApprovalRequest, ToolDenied
 from executor.errors import RunError
 from executor.ledger import RunRecord, RunStatus
 from executor.models import Model, ScriptedModel
 from executor.scheduling import Cancellation, Deadline, Handle, Job, JobContext
 from executor.tools.agents import DelegateTask
+from executor.tools.dispatch import ApprovalHandler, ApprovalRequest, ToolDenied
 from policies.contract import AgentContract
 
 if TYPE_CHECKING:

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from executor.apply.preimages import capture_preimages
-from executor.dispatch import ApprovalHandler, Dispatcher, Tool, ToolDenied
 from executor.errors import ModelError, RunError
 from executor.ledger import (
     RunRecord,
@@ -70,6 +69,7 @@ from executor.session import (
 from executor.skills import resolve_skills
 from executor.suggest import unknown_agent
 from executor.tools import ToolContext, native_tools, truncate, with_overrides
+from executor.tools.dispatch import ApprovalHandler, Dispatcher, Tool, ToolDenied
 from executor.tools.mcptool import mcp_tools
 from policies.capability import (
     Capability,

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from executor.dispatch import Dispatcher, render_arguments
 from executor.errors import ExecutorError
 from executor.memory import request_view, text_only_view
 from executor.models.base import Message, Model, Sampling, ToolCall, Usage
+from executor.tools.dispatch import Dispatcher, render_arguments
 from policies.contract import MemoryConfig
 
 __all__ = ["FINALIZE_PROMPT", "Cancelled", "ProgressEvent", "RunCancelled", "RunTimeout",

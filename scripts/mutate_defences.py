@@ -300,19 +300,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{NAMES}::test_disguised_native_names_are_refused"],
         "'Read_File' is taken as read_file (a fuzzy match grants a misspelled deny's tool)"),
     mutation(
-        "dispatch-exact-name", "tool names", "executor/dispatch.py",
+        "dispatch-exact-name", "tool names", "executor/tools/dispatch.py",
         "        name = self.canonical(call.name)\n",
         "        name = self.canonical(call.name.strip().lower())\n",
         [f"{DISPATCH}::test_variants_of_a_real_name_are_denied_and_nothing_runs"],
         "the dispatcher normalizes names: 'SHELL' and 'shell\\n' run the shell"),
     mutation(
-        "dispatch-hidden-tools", "tool names", "executor/dispatch.py",
+        "dispatch-hidden-tools", "tool names", "executor/tools/dispatch.py",
         "self.tools = {name: tool for name, tool in tools.items() if name in visible}",
         "self.tools = dict(tools)",
         [f"{DISPATCH}::test_a_hidden_tool_is_refused_by_every_layer_on_its_own"],
         "tools the child does not hold are offered and reach the permission layer"),
     mutation(
-        "dispatch-deferred", "tool names", "executor/dispatch.py",
+        "dispatch-deferred", "tool names", "executor/tools/dispatch.py",
         "tool = self.tools.get(name) if name is not None and name not in self.deferred else None",
         "tool = self.tools.get(name) if name is not None else None",
         [f"{DISPATCH}::test_deferred_tools_are_uncallable_until_activated"],

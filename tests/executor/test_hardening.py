@@ -21,10 +21,10 @@ from exec_support import BACKENDS, Runner, agent_file, git
 
 from executor.approval import prompt_handler
 from executor.cli import cli
-from executor.dispatch import ApprovalRequest
 from executor.errors import RunError
 from executor.ledger import RunStatus, ledger_dir, load_patch
 from executor.text import printable
+from executor.tools.dispatch import ApprovalRequest
 from policies.contract import SandboxMode
 
 
