@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from executor.agents.views import agent_json, list_json, render_check, render_show
 from executor.cli import cli, echo, loader_options
 from executor.errors import EXIT_FINDINGS, ExecutorError
 from executor.text import one_line
-from executor.views import agent_json, list_json, render_check, render_show
 from policies.config import load_user_config
 from policies.loader import Environment, LoadResult, Options, Severity, discover
 
@@ -59,7 +59,7 @@ def find_agent(name: str, result: LoadResult, *, root: Path, trust_project: bool
     contract = result.get(name)
     if contract is not None:
         return contract
-    from executor.suggest import unknown_agent  # noqa: PLC0415 - difflib only for a miss
+    from executor.agents.suggest import unknown_agent  # noqa: PLC0415 - difflib only for a miss
 
     untrusted = None
     if not trust_project and any(d.code == "untrusted_project" for d in result.diagnostics):
@@ -69,7 +69,7 @@ def find_agent(name: str, result: LoadResult, *, root: Path, trust_project: bool
 
 def _root_capability(registry: LoadResult | None = None) -> Capability:
     # The tool implementations (and their argument models) only for `agents show`.
-    from executor.offer import root_capability  # noqa: PLC0415
+    from executor.agents.offer import root_capability  # noqa: PLC0415
 
     return root_capability(load_user_config(), registry)
 

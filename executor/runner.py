@@ -16,7 +16,7 @@ diff) comes back as the tool result, cut with an explicit marker where too
 long, and the full text stays in the child's run record. Children are
 retained until their parent ends and accept follow-ups (``child=<run id>``).
 
-Each session's tools come from :func:`executor.offer.make_offer`, the same
+Each session's tools come from :func:`executor.agents.offer.make_offer`, the same
 computation ``agents show`` prints. A run that names no agent runs the
 zuno ``default_agent``; a catalog agent's response reviewers check its answer
 (:mod:`executor.reviews`), and its welcome message is shown when its
@@ -42,6 +42,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from executor.agents.offer import make_offer, root_capability, servers_to_start
+from executor.agents.suggest import unknown_agent
 from executor.apply.preimages import capture_preimages
 from executor.errors import ModelError, RunError
 from executor.ledger import (
@@ -54,7 +56,6 @@ from executor.ledger import (
 )
 from executor.mcpclient import McpServers
 from executor.models import Model, Sampling, ScriptedModel
-from executor.offer import make_offer, root_capability, servers_to_start
 from executor.prepare import agent_model, settings_apply, task_contract, usable_reviewers
 from executor.reviews import run_reviews
 from executor.scheduling import Cancellation, Deadline, LocalScheduler, Scheduler
@@ -67,7 +68,6 @@ from executor.session import (
     SharedLimits,
 )
 from executor.skills import resolve_skills
-from executor.suggest import unknown_agent
 from executor.tools import ToolContext, native_tools, truncate, with_overrides
 from executor.tools.dispatch import ApprovalHandler, Dispatcher, Tool, ToolDenied
 from executor.tools.mcptool import mcp_tools

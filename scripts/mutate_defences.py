@@ -650,7 +650,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{MCP_CONF}::test_confined_server_cannot_read_the_users_home[docker]"],
         "a confine = true server runs on the host: network, home and credentials reachable"),
     mutation(
-        "mcp-start-only-when-holdable", "mcp", "executor/offer.py",
+        "mcp-start-only-when-holdable", "mcp", "executor/agents/offer.py",
         "    wanted = {server for server, _ in providers(servers, held).values()}\n",
         "    wanted = set(servers)\n",
         [f"{MCP}::test_child_without_the_grant_is_denied_and_no_server_starts[host]"],

@@ -47,10 +47,10 @@ RUNS = {"sandbox", "executor.runner", "executor.session", "executor.tools", "exe
 FORMATS = {f"policies.loader.formats.{module}" for module, _ in ADAPTER_CLASSES.values()}
 #: Loaded only for what a repository holds: zuno layers, ngn JSON configs; close names
 #: (difflib) only for a name that matches no agent.
-ON_DEMAND = {"policies.loader.zuno_layers", "policies.loader.ngnjson", "executor.suggest",
+ON_DEMAND = {"policies.loader.zuno_layers", "policies.loader.ngnjson", "executor.agents.suggest",
              "difflib"}
 WATCHED = sorted(HTTP | DISPLAY | ENGINES | LOADER | RUNS | FORMATS | ON_DEMAND
-                 | {"executor.cli_agents", "executor.cli_runs", "executor.offer"})
+                 | {"executor.cli_agents", "executor.cli_runs", "executor.agents.offer"})
 #: Models a clean listing validates none of: their schemas are built on first use
 #: (``defer_build``).
 DEFERRED = {"policies.capability": "Capability", "policies.loader.diagnostics": "Diagnostic"}
@@ -212,7 +212,7 @@ def test_an_unknown_agent_loads_the_close_names_it_suggests(tmp_path: Path) -> N
     code, loaded = _probe(tmp_path, "agents", "show", "reviewr", "--trust-project",
                           "--no-personal", "--root", str(claude))
     assert code == 2
-    assert {"executor.suggest", "difflib"} <= loaded
+    assert {"executor.agents.suggest", "difflib"} <= loaded
 
 
 def test_every_format_has_one_adapter_module_that_adapts_it() -> None:

@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from executor.agents.views import diagnostics_json
 from executor.apply import ApplyOptions, MergeRefused, PatchPlan, apply_run
 from executor.approval import parse_approve, policy_handler
 from executor.cli_agents import find_agent, load
@@ -82,7 +83,6 @@ from executor.models import ScriptedModel
 from executor.runner import RunSettings
 from executor.runner import run_agent as run_agent_tree
 from executor.scheduling import Cancellation, Deadline, LocalScheduler
-from executor.views import diagnostics_json
 from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Environment, LoadResult

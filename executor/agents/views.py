@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from executor.offer import make_offer
+from executor.agents.offer import make_offer
 from executor.text import one_line, printable
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, restrict
 from policies.contract import AgentContract
@@ -32,7 +32,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
                agents: Mapping[str, AgentContract] | None = None,
                servers: Mapping[str, McpServerConfig] | None = None) -> dict[str, Any]:
     """The ``agents show --json`` object; ``effective`` is the root capability, and the
-    ``effective`` tools are exactly what a run's model is offered (:mod:`executor.offer`)."""
+    ``effective`` tools are exactly what a run's model is offered (:mod:`executor.agents.offer`)."""
     route = contract.model
     data: dict[str, Any] = {
         "name": contract.name,
