@@ -19,9 +19,9 @@ import click
 
 from executor.cli import cli, echo, environment_options, loader_options
 from executor.cli_agents import load
-from executor.environments import describe, with_environment
 from executor.ledger import ledger_dir
-from executor.runner import RunSettings
+from executor.run.agent import RunSettings
+from executor.run.environment import describe, with_environment
 from executor.text import one_line
 from policies.config import config_path, load_user_config
 from policies.loader import Diagnostic, Environment

@@ -20,7 +20,6 @@ import yaml
 from executor.cli import cli, echo, environment_options, loader_options
 from executor.cli_agents import find_agent, load
 from executor.cli_env import setup_output, warn_diagnostic
-from executor.environments import with_environment
 from executor.errors import (
     EXIT_DENIED,
     EXIT_FAILURE,
@@ -36,7 +35,8 @@ from executor.fanout_view import fanout_json, fanout_lines, rows
 from executor.ledger import FanoutRecord, ledger_dir
 from executor.models import ScriptedModel
 from executor.progress import Progress
-from executor.runner import RunSettings
+from executor.run.agent import RunSettings
+from executor.run.environment import with_environment
 from executor.scheduling import DEFAULT_JOBS, Deadline, LocalScheduler
 from policies.config import config_path, load_user_config
 from policies.loader import Environment

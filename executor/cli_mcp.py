@@ -14,7 +14,6 @@ from pathlib import Path
 
 import click
 
-from executor.approval import parse_approve
 from executor.cli import cli, echo, environment_options, loader_options
 from executor.cli_agents import load
 from executor.ledger import ledger_dir
@@ -23,6 +22,7 @@ from executor.mcpserver.arguments import (
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_TIMEOUT,
 )
+from executor.run.approval import parse_approve
 from sandbox.config import HOST_WARNING, USER_BACKENDS
 
 __all__ = ["mcp_command"]

@@ -13,11 +13,9 @@ from typing import Any
 
 import click
 
-from executor.approval import parse_approve, policy_handler, prompt_handler
 from executor.cli import cli, echo, environment_options, loader_options, render_error
 from executor.cli_agents import find_agent, load
 from executor.cli_env import setup_output, warn_diagnostic
-from executor.environments import with_environment
 from executor.errors import (
     EXIT_DENIED,
     EXIT_FAILURE,
@@ -47,7 +45,9 @@ from executor.ledger import (
 )
 from executor.models import ScriptedModel
 from executor.progress import Progress
-from executor.runner import RunSettings, run_agent
+from executor.run.agent import RunSettings, run_agent
+from executor.run.approval import parse_approve, policy_handler, prompt_handler
+from executor.run.environment import with_environment
 from executor.runview import (
     child_lines,
     diff_banner,

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from executor.approval import parse_approve, policy_handler
 from executor.errors import ExecutorError
 from executor.fanout_check import run_check, skipped_check
 from executor.fanout_plan import ChildPlan
@@ -53,9 +52,10 @@ from executor.ledger import (
     write_fanout,
 )
 from executor.models import ScriptedModel
-from executor.runner import AgentRun, RunSettings, check_top, top_model
+from executor.run.agent import AgentRun, RunSettings, check_top, top_model
+from executor.run.approval import parse_approve, policy_handler
+from executor.run.session import ProgressEvent
 from executor.scheduling import Handle, Job, JobContext, Scheduler
-from executor.session import ProgressEvent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import Environment, LoadResult

@@ -1,7 +1,7 @@
 """Live progress on a terminal: one line per running agent, updated in place.
 
 Only rendering lives here (rich); sessions and runs emit plain events
-(:class:`executor.session.ProgressEvent`), from any thread: every child of a
+(:class:`executor.run.session.ProgressEvent`), from any thread: every child of a
 fanout or of a parallel delegate call runs in its own, so the state is
 guarded by one lock and the lines are drawn from a snapshot of it. Disabled
 (``--json``, or stderr not a terminal) it does nothing at all: nothing is
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from executor.session import ProgressEvent
+from executor.run.session import ProgressEvent
 from executor.text import one_line
 
 if TYPE_CHECKING:

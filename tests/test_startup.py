@@ -25,7 +25,7 @@ from rich.console import Console
 
 from executor.cli import LAZY_COMMANDS, cli
 from executor.progress import Progress
-from executor.session import ProgressEvent
+from executor.run.session import ProgressEvent
 from policies.contract import AgentFormat
 from policies.loader.formats import ADAPTER_CLASSES, adapter_for
 
@@ -42,7 +42,7 @@ ENGINES = {"docker", "watchdog"}
 #: What reading definitions needs.
 LOADER = {"pydantic", "yaml", "policies.loader"}
 #: The run machinery: sandboxes, the agent loop, the tools, merges.
-RUNS = {"sandbox", "executor.runner", "executor.session", "executor.tools", "executor.apply"}
+RUNS = {"sandbox", "executor.run.agent", "executor.run.session", "executor.tools", "executor.apply"}
 #: One module per definition format, imported when a file of that format is loaded.
 FORMATS = {f"policies.loader.formats.{module}" for module, _ in ADAPTER_CLASSES.values()}
 #: Loaded only for what a repository holds: zuno layers, ngn JSON configs; close names
@@ -241,7 +241,7 @@ def test_scripted_run_loads_no_http_client_and_no_rich_for_json(
                           "--no-personal", "--agent", "w", "--backend", "host", "--json",
                           "--script", str(script), "write n.txt")
     assert code == 0
-    assert {"executor.runner", "sandbox"} <= loaded
+    assert {"executor.run.agent", "sandbox"} <= loaded
     assert loaded & (HTTP | DISPLAY | ENGINES) == set()
 
 

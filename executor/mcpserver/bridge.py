@@ -4,7 +4,7 @@ A child (or a fanout's children) runs the same blocking library call as the
 CLI, in a thread of its own (:func:`run_blocking`), while the request's task
 waits for it. Two things cross between them:
 
-- **progress**: the executor's live events (:class:`executor.session.ProgressEvent`,
+- **progress**: the executor's live events (:class:`executor.run.session.ProgressEvent`,
   from any of the child's threads) become one line each
   (:meth:`ProgressSink.describe`, the same words as the terminal's status line)
   and travel through a memory stream into the event loop, where
@@ -35,8 +35,8 @@ import anyio.from_thread
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 
+from executor.run.session import ProgressEvent
 from executor.scheduling import Cancellation
-from executor.session import ProgressEvent
 from executor.text import one_line
 
 __all__ = ["CANCEL_REASON", "ProgressSink", "run_blocking"]

@@ -47,11 +47,9 @@ import yaml
 
 from executor.agents.views import diagnostics_json
 from executor.apply import ApplyOptions, MergeRefused, PatchPlan, apply_run
-from executor.approval import parse_approve, policy_handler
 from executor.cli_agents import find_agent, load
 from executor.cli_fanout import fanout_exit_code
 from executor.cli_runs import exit_code, run_json
-from executor.environments import with_environment
 from executor.errors import ExecutorError, ModelError
 from executor.fanout import FanoutRequest, run_fanout
 from executor.fanout_plan import plan_children
@@ -80,8 +78,10 @@ from executor.mcpserver.arguments import (
 )
 from executor.mcpserver.bridge import ProgressSink
 from executor.models import ScriptedModel
-from executor.runner import RunSettings
-from executor.runner import run_agent as run_agent_tree
+from executor.run.agent import RunSettings
+from executor.run.agent import run_agent as run_agent_tree
+from executor.run.approval import parse_approve, policy_handler
+from executor.run.environment import with_environment
 from executor.scheduling import Cancellation, Deadline, LocalScheduler
 from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode

@@ -19,10 +19,10 @@ import pytest
 from click.testing import CliRunner
 from exec_support import BACKENDS, Runner, agent_file, git
 
-from executor.approval import prompt_handler
 from executor.cli import cli
 from executor.errors import RunError
 from executor.ledger import RunStatus, ledger_dir, load_patch
+from executor.run.approval import prompt_handler
 from executor.text import printable
 from executor.tools.dispatch import ApprovalRequest
 from policies.contract import SandboxMode
@@ -183,7 +183,7 @@ def test_a_diff_over_the_cap_fails_the_run_and_teardown_says_what_it_left(
     """The child's work is never silently dropped: the run fails with the cap's error, the
     worktree is kept for `corral gc`, and the record says so."""
     from executor.models import ScriptedModel
-    from executor.runner import RunSettings, run_agent
+    from executor.run.agent import RunSettings, run_agent
     from policies.config import UserConfig
     from policies.loader import Environment, discover
     from sandbox.config import HostConfig, Limits

@@ -18,8 +18,8 @@ from executor.ledger import (
     new_run_id,
     write_run,
 )
-from executor.memory import estimate_tokens, request_view
 from executor.models.base import Message, ToolCall
+from executor.run.memory import estimate_tokens, request_view
 from policies.contract import MemoryConfig, MemoryKind, ToolResultEviction
 
 SYSTEM = Message(role="system", content="You are a test agent.")

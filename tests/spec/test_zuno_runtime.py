@@ -16,7 +16,7 @@ from runtime_support import run_in
 
 from executor.errors import RunError
 from executor.ledger import RunStatus
-from executor.session import FINALIZE_PROMPT
+from executor.run.session import FINALIZE_PROMPT
 from executor.watch import watch_definitions
 from policies.contract import AgentFormat
 

@@ -11,10 +11,10 @@ follow-ups), and:
   spent for all new children at once; one bad task refuses the whole call and
   nothing was started or spent;
 - **concurrently, under the tree's budgets**: the tasks go through the
-  scheduling seam (:data:`executor.runner.RunSettings.scheduler`, a thread pool
+  scheduling seam (:data:`executor.run.agent.RunSettings.scheduler`, a thread pool
   by default, ``parallel_jobs`` at once) with the caller's deadline as the
   shared one; the step budget, the children budget and the depth are the
-  tree's, shared and locked (:class:`executor.session.SharedLimits`);
+  tree's, shared and locked (:class:`executor.run.session.SharedLimits`);
 - **each its own replay**: under a scripted model the turn after the call holds
   one replay per task (:meth:`executor.models.ScriptedModel.fork`), so a replay
   is deterministic whatever the threads do;
@@ -43,7 +43,7 @@ from executor.tools.dispatch import ApprovalHandler, ApprovalRequest, ToolDenied
 from policies.contract import AgentContract
 
 if TYPE_CHECKING:
-    from executor.runner import AgentRun
+    from executor.run.agent import AgentRun
 
 __all__ = ["delegate_tasks"]
 

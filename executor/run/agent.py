@@ -19,11 +19,11 @@ retained until their parent ends and accept follow-ups (``child=<run id>``).
 Each session's tools come from :func:`executor.agents.offer.make_offer`, the same
 computation ``agents show`` prints. A run that names no agent runs the
 zuno ``default_agent``; a catalog agent's response reviewers check its answer
-(:mod:`executor.reviews`), and its welcome message is shown when its
+(:mod:`executor.run.reviews`), and its welcome message is shown when its
 top-level session starts.
 
 The ``delegate`` tool's parallel mode (several tasks at once) is
-:mod:`executor.fanout_delegation`: its children run concurrently through the
+:mod:`executor.run.parallel`: its children run concurrently through the
 scheduling seam (:mod:`executor.scheduling`), under the tree's shared budgets.
 A fanout (:mod:`executor.fanout`) runs N top-level runs of this module
 concurrently; :class:`RunSettings` carries what they share: the snapshot they
@@ -56,10 +56,9 @@ from executor.ledger import (
 )
 from executor.mcpclient import McpServers
 from executor.models import Model, Sampling, ScriptedModel
-from executor.prepare import agent_model, settings_apply, task_contract, usable_reviewers
-from executor.reviews import run_reviews
-from executor.scheduling import Cancellation, Deadline, LocalScheduler, Scheduler
-from executor.session import (
+from executor.run.prepare import agent_model, settings_apply, task_contract, usable_reviewers
+from executor.run.reviews import run_reviews
+from executor.run.session import (
     ProgressEvent,
     RunCancelled,
     RunTimeout,
@@ -67,7 +66,8 @@ from executor.session import (
     SessionOutcome,
     SharedLimits,
 )
-from executor.skills import resolve_skills
+from executor.run.skills import resolve_skills
+from executor.scheduling import Cancellation, Deadline, LocalScheduler, Scheduler
 from executor.tools import ToolContext, native_tools, truncate, with_overrides
 from executor.tools.dispatch import ApprovalHandler, Dispatcher, Tool, ToolDenied
 from executor.tools.mcptool import mcp_tools
@@ -148,7 +148,7 @@ class RunSettings:
     #: How many tasks of one parallel delegate call run at once (pi: 4).
     parallel_jobs: int = 4
     #: The project's environment under every sandbox of the run (children, checks,
-    #: reviewers), prepared before anything ran (:mod:`executor.environments`).
+    #: reviewers), prepared before anything ran (:mod:`executor.run.environment`).
     environment: EnvironmentRef | None = None
 
 
@@ -698,8 +698,8 @@ class AgentRun:
         return child
 
     def delegate_tasks(self, tasks: list[Any]) -> str:
-        """The ``delegate`` tool's parallel mode (:mod:`executor.fanout_delegation`)."""
-        from executor.fanout_delegation import delegate_tasks  # noqa: PLC0415 - a cycle
+        """The ``delegate`` tool's parallel mode (:mod:`executor.run.parallel`)."""
+        from executor.run.parallel import delegate_tasks  # noqa: PLC0415 - a cycle
 
         return delegate_tasks(self, tasks)
 

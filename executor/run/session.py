@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from executor.errors import ExecutorError
-from executor.memory import request_view, text_only_view
 from executor.models.base import Message, Model, Sampling, ToolCall, Usage
+from executor.run.memory import request_view, text_only_view
 from executor.tools.dispatch import Dispatcher, render_arguments
 from policies.contract import MemoryConfig
 
