@@ -20,7 +20,7 @@ import click
 from executor.cli import cli, echo, environment_options, loader_options
 from executor.cli_agents import load
 from executor.ledger import ledger_dir
-from executor.run.agent import RunSettings
+from executor.run import RunSettings
 from executor.run.environment import describe, with_environment
 from executor.text import one_line
 from policies.config import config_path, load_user_config

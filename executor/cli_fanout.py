@@ -35,8 +35,7 @@ from executor.fanout_view import fanout_json, fanout_lines, rows
 from executor.ledger import FanoutRecord, ledger_dir
 from executor.models import ScriptedModel
 from executor.progress import Progress
-from executor.run.agent import RunSettings
-from executor.run.environment import with_environment
+from executor.run import RunSettings, with_environment
 from executor.scheduling import DEFAULT_JOBS, Deadline, LocalScheduler
 from policies.config import config_path, load_user_config
 from policies.loader import Environment

@@ -45,9 +45,8 @@ from executor.ledger import (
 )
 from executor.models import ScriptedModel
 from executor.progress import Progress
-from executor.run.agent import RunSettings, run_agent
+from executor.run import RunSettings, run_agent, with_environment
 from executor.run.approval import parse_approve, policy_handler, prompt_handler
-from executor.run.environment import with_environment
 from executor.runview import (
     child_lines,
     diff_banner,

@@ -52,7 +52,7 @@ from executor.ledger import (
     write_fanout,
 )
 from executor.models import ScriptedModel
-from executor.run.agent import AgentRun, RunSettings, check_top, top_model
+from executor.run import AgentRun, RunSettings, check_top, top_model
 from executor.run.approval import parse_approve, policy_handler
 from executor.run.session import ProgressEvent
 from executor.scheduling import Handle, Job, JobContext, Scheduler

@@ -662,8 +662,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{MCP_POLICY}::test_read_only_agent_keeps_a_vouched_tool_only_by_exact_grant"],
         "a pattern such as mcp__s__* opts a read-only agent into a tool"),
     mutation(
-        "mcp-child-schema-bound", "mcp", "executor/run/agent.py",
-        "        if self.mcp_bound is not None:\n", "        if False:\n",
+        "mcp-child-schema-bound", "mcp", "executor/run/opening.py",
+        "    if run.mcp_bound is not None:\n", "    if False:\n",
         [f"{MCP}::test_child_refuses_a_tool_its_server_lists_with_another_schema[host]"],
         "a child is offered a schema its parent was never shown"),
     mutation(
@@ -920,8 +920,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{REPLAY}::test_an_abandoned_replay_is_removed_by_gc_without_a_diff[bubblewrap]"],
         "gc keeps a crashed check's output as if it were a child's diff"),
     mutation(
-        "review-on-record", "review", "executor/run/agent.py",
-        "            yield replay.root\n", "            yield self.sandbox.root\n",
+        "review-on-record", "review", "executor/run/reviews.py",
+        "        yield replay.root\n", "        yield run.sandbox.root\n",
         [f"{CATALOG_RUN}::test_reviewers_read_the_recorded_diff_not_the_agents_workspace"],
         "a reviewer reads an ignored file the agent left (in no diff) that approves its work"),
     # -- issue 17: the project's environment --------------------------------------------

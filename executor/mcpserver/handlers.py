@@ -78,10 +78,9 @@ from executor.mcpserver.arguments import (
 )
 from executor.mcpserver.bridge import ProgressSink
 from executor.models import ScriptedModel
-from executor.run.agent import RunSettings
-from executor.run.agent import run_agent as run_agent_tree
+from executor.run import RunSettings, with_environment
+from executor.run import run_agent as run_agent_tree
 from executor.run.approval import parse_approve, policy_handler
-from executor.run.environment import with_environment
 from executor.scheduling import Cancellation, Deadline, LocalScheduler
 from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from executor.run.agent import RunSettings
+from executor.run.settings import RunSettings
 from policies.environment import EnvironmentSpec, load_environment
 from policies.loader import Diagnostic
 from sandbox.environment import prepare_environment

@@ -11,7 +11,7 @@ follow-ups), and:
   spent for all new children at once; one bad task refuses the whole call and
   nothing was started or spent;
 - **concurrently, under the tree's budgets**: the tasks go through the
-  scheduling seam (:data:`executor.run.agent.RunSettings.scheduler`, a thread pool
+  scheduling seam (:data:`executor.run.settings.RunSettings.scheduler`, a thread pool
   by default, ``parallel_jobs`` at once) with the caller's deadline as the
   shared one; the step budget, the children budget and the depth are the
   tree's, shared and locked (:class:`executor.run.session.SharedLimits`);
@@ -37,6 +37,14 @@ from typing import TYPE_CHECKING
 from executor.errors import RunError
 from executor.ledger import RunRecord, RunStatus
 from executor.models import Model, ScriptedModel
+from executor.run.delegation import (
+    child_model,
+    forget_child,
+    plan_child,
+    result_text,
+    retained,
+    spawn,
+)
 from executor.scheduling import Cancellation, Deadline, Handle, Job, JobContext
 from executor.tools.agents import DelegateTask
 from executor.tools.dispatch import ApprovalHandler, ApprovalRequest, ToolDenied
@@ -86,14 +94,14 @@ def _check(parent: AgentRun, tasks: Sequence[DelegateTask]) -> list[_Task]:
     for number, task in enumerate(tasks, 1):
         try:
             if task.child is not None:
-                child = parent.retained(task.child, task.agent, task.instructions)
+                child = retained(parent, task.child, task.agent, task.instructions)
                 if child.run_id in following:
                     raise ToolDenied(f"child {child.run_id} is named by two tasks; one child "
                                      "takes one follow-up at a time")
                 following.add(child.run_id)
                 checked.append(_Task(number, task.prompt, child=child))
             else:
-                contract, handoff, cut = parent.plan_child(task.agent, task.instructions)
+                contract, handoff, cut = plan_child(parent, task.agent, task.instructions)
                 checked.append(_Task(number, task.prompt, contract=contract, handoff=handoff,
                                      cut=cut))
         except ToolDenied as exc:
@@ -112,7 +120,7 @@ def delegate_tasks(parent: AgentRun, tasks: Sequence[DelegateTask]) -> str:
         for task in checked:
             if task.contract is not None:
                 try:
-                    models[task.number] = parent.child_model(task.contract)
+                    models[task.number] = child_model(parent, task.contract)
                 except ToolDenied as exc:
                     raise ToolDenied(f"task {task.number} of {len(tasks)}: {exc.message}; no "
                                      "task was started") from exc
@@ -134,8 +142,8 @@ def delegate_tasks(parent: AgentRun, tasks: Sequence[DelegateTask]) -> str:
                        approval=_serialized(parent.settings.approval))
     for task in checked:
         if task.contract is not None:
-            task.child = parent.spawn(task.contract, models[task.number], handoff=task.handoff,
-                                      cut=task.cut, settings=settings)
+            task.child = spawn(parent, task.contract, models[task.number],
+                               handoff=task.handoff, cut=task.cut, settings=settings)
         elif task.child is not None and scripted:
             task.child.model = models[task.number]
             if task.child.session is not None:
@@ -222,13 +230,13 @@ def _outcome(parent: AgentRun, task: _Task, handle: Handle[RunRecord],
                "the deadline passed before a slot was free")
         record = child.skip(task.prompt, status, {"code": f"not_started_{outcome}",
                                                   "message": f"never started: {why}"})
-        return parent.result_text(child, record, share=share), None
+        return result_text(record, share=share), None
     try:
         record = handle.result()
     except RunError as exc:  # a user's mistake it could not start with (a missing skill)
         if task.new:
-            parent.forget_child(child)
+            forget_child(parent, child)
         return f"could not start: {exc.message}", None
     except Exception as exc:  # raised again once every task has ended
         return f"failed: internal error ({type(exc).__name__})", exc
-    return parent.result_text(child, record, share=share), None
+    return result_text(record, share=share), None

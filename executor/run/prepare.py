@@ -2,7 +2,8 @@
 
 - :func:`agent_model`: the model that runs it (a replay runs the whole tree;
   otherwise its route, with the user's ``default_model`` as the parent of a
-  top-level agent), with its ``variant`` only where it applies;
+  top-level agent), with its ``variant`` only where it applies; :func:`model_for`
+  picks it for an agent of a run tree (a parent's replay drives its subtree);
 - :func:`settings_apply`: zuno's "reasoning and variant apply only with the
   agent's configured model": not when the model is inherited or overridden;
 - :func:`usable_reviewers`: its response reviewers, resolved in its namespace,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from executor.errors import RunError
 from executor.models import Model, ScriptedModel, resolve_model
+from executor.run.settings import RunSettings
 from executor.tools.agents import MAX_INSTRUCTIONS_BYTES
 from policies.config import UserConfig
 from policies.contract import AgentContract, AgentStatus, ModelRoute
@@ -21,7 +23,7 @@ from policies.loader import LoadResult
 from policies.loader.models import parse_ref
 from policies.scoping import namespace_of, resolve_agent
 
-__all__ = ["agent_model", "settings_apply", "task_contract", "usable_reviewers"]
+__all__ = ["agent_model", "model_for", "settings_apply", "task_contract", "usable_reviewers"]
 
 
 def settings_apply(contract: AgentContract, override: str | None) -> bool:
@@ -43,6 +45,17 @@ def agent_model(contract: AgentContract, *, config: UserConfig, script: Scripted
     variant = contract.variant if settings_apply(contract, override) else None
     return resolve_model(contract.model, config=config, parent=parent, override=override,
                          variant=variant)
+
+
+def model_for(settings: RunSettings, contract: AgentContract, parent: Model | None) -> Model:
+    """The model of ``contract`` in a run tree under ``settings`` (``parent``: the model of
+    the agent that starts it, ``None`` at the top)."""
+    if isinstance(parent, ScriptedModel):
+        # The replay that drives the parent drives its subtree: the tree's own, or the one a
+        # parallel delegate call gave this branch (each task plays its own replay).
+        return parent
+    return agent_model(contract, config=settings.config, script=settings.script,
+                       override=settings.model_override, parent=parent)
 
 
 def usable_reviewers(contract: AgentContract, registry: LoadResult) -> list[AgentContract]:

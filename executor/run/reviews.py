@@ -7,9 +7,11 @@ runs them after an agent's final answer, in order:
 - each reviewer is an agent of the reviewed agent's namespace, resolved
   before the run starts (a missing or unusable reviewer fails the start: an
   answer that was to be checked must not go out unchecked);
-- it runs read-only, on the reviewed agent's workspace (so it can check what
-  the answer claims), with the reviewed agent's capability as its ceiling,
-  no delegation, and its own reviewers not run (no loops);
+- it runs read-only, on a fresh sandbox of the reviewed agent's recorded diff
+  over the state it started from (so it can check what the answer claims, and
+  nothing of the agent's session can sway it: :func:`review_workspace`), with
+  the reviewed agent's capability as its ceiling, no delegation, and its own
+  reviewers not run (no loops: :func:`review_with`);
 - it is sent the task and the answer, and asked to begin its reply with
   ``VERDICT: PASS`` or ``VERDICT: FAIL``; a reply with neither, or a review
   run that fails, counts as a failed check;
@@ -24,14 +26,25 @@ summary, not the answer.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from executor.errors import ExecutorError
+from executor.errors import ExecutorError, ModelError, RunError
 from executor.ledger import RunRecord, RunStatus
-from policies.contract import AgentContract
+from executor.run.prepare import model_for, usable_reviewers
+from executor.run.settings import deadline_after
+from policies.capability import derive_child
+from policies.contract import AgentContract, SandboxMode
+from sandbox.replay import open_replay
 
-__all__ = ["REVIEW_PROMPT", "Verdict", "review_prompt", "run_reviews", "verdict_of"]
+if TYPE_CHECKING:
+    from executor.run.agent import AgentRun
+
+__all__ = ["REVIEW_PROMPT", "Verdict", "review_answer", "review_entry", "review_prompt",
+           "review_with", "review_workspace", "run_reviews", "verdict_of"]
 
 Verdict = Literal["pass", "fail", "unclear", "error"]
 
@@ -101,4 +114,55 @@ def run_reviews(reviewers: Sequence[AgentContract], agent: str, task: str, answe
     return entries
 
 
-__all__ += ["review_entry"]
+def review_answer(run: AgentRun, task: str, answer: str) -> list[dict[str, Any]]:
+    """Every response reviewer of ``run``'s agent on its ``answer`` to ``task``, each
+    reading :func:`review_workspace`; their entries, in order."""
+    with review_workspace(run) as root:
+        return run_reviews(usable_reviewers(run.contract, run.settings.registry),
+                           run.contract.name, task, answer,
+                           lambda reviewer, prompt: review_with(run, reviewer, prompt, root))
+
+
+@contextmanager
+def review_workspace(run: AgentRun) -> Iterator[Path]:
+    """Where ``run``'s reviewers read: its recorded diff over the state it started from, in
+    a fresh sandbox (:func:`sandbox.replay.open_replay`), never its own workspace, so
+    nothing of its session (a process it left, a file its diff does not carry) can sway a
+    verdict. A read-only agent changed nothing: they read what it read."""
+    if run.sandbox is None:
+        raise RunError("the reviewed agent has no workspace", code="review")
+    if run.capability.sandbox is SandboxMode.READ_ONLY:
+        run.sandbox.stop_processes()
+        yield run.sandbox.root
+        return
+    diff = run.sandbox.collect_diff()  # frozen: nothing of this agent runs any more
+    replay = open_replay(run.settings.backend, repo=run.repo,
+                         snapshot=run.settings.snapshot or run.base, patch=diff.patch,
+                         state_root=run.settings.state_root,
+                         environment=run.settings.environment)
+    try:
+        yield replay.root
+    finally:
+        replay.teardown(discard=True)
+
+
+def review_with(run: AgentRun, reviewer: AgentContract, prompt: str, root: Path) -> RunRecord:
+    """One response reviewer, read-only on ``root`` (:func:`review_workspace`), under
+    ``run``'s capability, no delegation; closed as soon as it answered."""
+    ceiling = run.capability.model_copy(update={
+        "sandbox": SandboxMode.READ_ONLY, "read_only": True, "depth": 1,
+        "delegates": frozenset()})
+    try:
+        model = model_for(run.settings, reviewer, run.model)
+    except ModelError as exc:
+        raise RunError(f"no model for reviewer {reviewer.name!r}: {exc.message}",
+                       code="review") from exc
+    remaining = run.deadline - time.monotonic() if run.deadline is not None else None
+    review = run.new_child(run.settings, reviewer, derive_child(ceiling, reviewer), model,
+                           repo=root,
+                           deadline=deadline_after(remaining, reviewer.timeout_seconds),
+                           reviewing=True)
+    try:
+        return review.turn(prompt)
+    finally:
+        review.close()

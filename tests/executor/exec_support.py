@@ -11,7 +11,7 @@ import pytest
 
 from executor.ledger import RunRecord, ledger_dir
 from executor.models import ScriptedModel
-from executor.run.agent import RunSettings, run_agent
+from executor.run import RunSettings, run_agent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import Environment, discover

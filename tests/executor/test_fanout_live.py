@@ -32,7 +32,7 @@ from executor.fanout import FanoutRequest, run_fanout
 from executor.fanout_plan import plan_children
 from executor.ledger import RunStatus, find_run, ledger_dir
 from executor.models import ScriptedModel
-from executor.run.agent import RunSettings
+from executor.run import RunSettings
 from executor.scheduling import Cancellation, Deadline, Job, JobContext, JobNotRun, Outcome
 from policies.config import UserConfig
 from policies.loader import Environment, discover

@@ -183,7 +183,7 @@ def test_a_diff_over_the_cap_fails_the_run_and_teardown_says_what_it_left(
     """The child's work is never silently dropped: the run fails with the cap's error, the
     worktree is kept for `corral gc`, and the record says so."""
     from executor.models import ScriptedModel
-    from executor.run.agent import RunSettings, run_agent
+    from executor.run import RunSettings, run_agent
     from policies.config import UserConfig
     from policies.loader import Environment, discover
     from sandbox.config import HostConfig, Limits

@@ -18,7 +18,7 @@ from exec_support import CONFIGS, LIMITS, agent_file
 
 from executor.ledger import RunRecord, RunStatus, find_run, ledger_dir
 from executor.models import ScriptedModel
-from executor.run.agent import RunSettings, run_agent
+from executor.run import RunSettings, run_agent
 from executor.tools.dispatch import ApprovalRequest
 from policies.config import UserConfig
 from policies.contract import SandboxMode

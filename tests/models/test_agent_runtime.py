@@ -17,7 +17,7 @@ from model_support import Harness
 from servers import KEY
 
 from executor.ledger import RunRecord, RunStatus, ledger_dir
-from executor.run.agent import RunSettings, run_agent
+from executor.run import RunSettings, run_agent
 from policies.config import ProviderConfig, UserConfig
 from policies.loader import Environment, discover
 from sandbox.config import HostConfig, Limits

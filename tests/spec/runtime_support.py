@@ -15,7 +15,7 @@ from typing import Any
 
 from executor.ledger import RunRecord, ledger_dir, load_transcript
 from executor.models import ScriptedModel, ScriptedRequest
-from executor.run.agent import RunSettings, run_agent
+from executor.run import RunSettings, run_agent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import LoadResult, Options, Severity
