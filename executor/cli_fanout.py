@@ -30,8 +30,8 @@ from executor.errors import (
     ModelError,
 )
 from executor.fanout import FanoutRequest, run_fanout
-from executor.fanout_plan import ChildPlan, plan_children
-from executor.fanout_view import fanout_json, fanout_lines, rows
+from executor.fanout.plan import ChildPlan, plan_children
+from executor.fanout.rows import fanout_json, fanout_lines, rows
 from executor.ledger import FanoutRecord, ledger_dir
 from executor.models import ScriptedModel
 from executor.progress import Progress

@@ -25,7 +25,7 @@ from executor.errors import (
     ExecutorError,
     ModelError,
 )
-from executor.fanout_view import check_lines
+from executor.fanout.rows import check_lines
 from executor.ledger import (
     FanoutRecord,
     RunRecord,

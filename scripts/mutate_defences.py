@@ -573,7 +573,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if force_escape or sys.stdout.isatty():\n", "    if force_escape:\n",
         [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
         "`corral diff` writes the child's raw bytes to a terminal"),
-    # -- fanout (executor/fanout.py, executor/ledger/prune.py) -------------------------------
+    # -- fanout (executor/fanout/, executor/ledger/prune.py) -------------------------------
     mutation(
         "fanout-gc-unverified", "fanout", "executor/ledger/prune.py",
         "    if record.diff_sha256 is None:\n        return False\n",
@@ -901,7 +901,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{SURVIVE}::test_an_oversized_frame_is_a_lost_supervisor[docker]"],
         "a supervisor announcing a 1 GiB frame makes the host wait for it past the deadline"),
     mutation(
-        "check-on-recorded-diff", "fanout", "executor/fanout.py",
+        "check-on-recorded-diff", "fanout", "executor/fanout/child.py",
         '    patch = run.patch if settings.snapshot is not None else b""\n',
         '    patch = b""\n',
         [f"{CHECKS}::test_a_survivor_cannot_pass_the_check_for_a_diff_that_fails_it[bubblewrap]",

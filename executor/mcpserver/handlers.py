@@ -52,8 +52,8 @@ from executor.cli_fanout import fanout_exit_code
 from executor.cli_runs import exit_code, run_json
 from executor.errors import ExecutorError, ModelError
 from executor.fanout import FanoutRequest, run_fanout
-from executor.fanout_plan import plan_children
-from executor.fanout_view import fanout_json
+from executor.fanout.plan import plan_children
+from executor.fanout.rows import fanout_json
 from executor.ledger import (
     discard_run,
     find_run,

@@ -29,7 +29,7 @@ from exec_support import agent_file
 from tty_support import on_terminal, raw_controls
 
 from executor.fanout import FanoutRequest, run_fanout
-from executor.fanout_plan import plan_children
+from executor.fanout.plan import plan_children
 from executor.ledger import RunStatus, find_run, ledger_dir
 from executor.models import ScriptedModel
 from executor.run import RunSettings

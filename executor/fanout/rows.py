@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.errors import ExecutorError
-from executor.fanout_conflicts import FilePatch, PairResult, matrix, parse_patch
+from executor.fanout.conflicts import FilePatch, PairResult, matrix, parse_patch
 from executor.ledger import (
     FanoutChild,
     FanoutRecord,
