@@ -67,7 +67,10 @@ if TYPE_CHECKING:
         RunStatus,
         SandboxError,
         error_json,
+        fanout_status,
+        parse_approve,
         prompt_handler,
+        run_status,
     )
 
 __all__ = [
@@ -120,7 +123,10 @@ __all__ = [
     "RunStatus",
     "SandboxError",
     "error_json",
+    "fanout_status",
+    "parse_approve",
     "prompt_handler",
+    "run_status",
 ]
 
 

@@ -569,7 +569,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
         "ESC[2K and CR in a child's Makefile hide a `curl | sh` line on the terminal"),
     mutation(
-        "terminal-diff-tty", "terminal", "executor/cli_runs.py",
+        "terminal-diff-tty", "terminal", "executor/cli/runs.py",
         "    if force_escape or sys.stdout.isatty():\n", "    if force_escape:\n",
         [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
         "`corral diff` writes the child's raw bytes to a terminal"),
@@ -692,8 +692,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a web page (another local port's included) drives the HTTP server from a browser"),
     mutation(
         "mcp-apply-confirm", "mcp-server", "executor/mcpserver/handlers.py",
-        "            confirm=lambda plan: False, show=lambda record, plan: plans.append(plan))",
-        "            confirm=lambda plan: True, show=lambda record, plan: plans.append(plan))",
+        "confirm=lambda plan: False, on_plan=seen)",
+        "confirm=lambda plan: True, on_plan=seen)",
         ["tests/executor/test_mcp_server_attacks.py::test_only_a_person_widens_apply"],
         "apply_run on a server with --allow-apply merges files flagged for review"),
     mutation(

@@ -64,8 +64,15 @@ if TYPE_CHECKING:
     )
     from executor.apply import ApplyFailed, MergeRefused, PatchFile, PatchPlan, RestoreFailed
     from executor.fanout import ChildPlan
-    from executor.ledger import FanoutRecord, RecordError, RunRecord, RunStatus
-    from executor.run.approval import prompt_handler
+    from executor.ledger import (
+        FanoutRecord,
+        RecordError,
+        RunRecord,
+        RunStatus,
+        fanout_status,
+        run_status,
+    )
+    from executor.run.approval import parse_approve, prompt_handler
     from executor.run.session import ProgressEvent
     from executor.scheduling import DEFAULT_JOBS
     from executor.tools.dispatch import ApprovalHandler, ApprovalRequest
@@ -89,9 +96,9 @@ _WHERE = {
     **dict.fromkeys(("ApplyFailed", "MergeRefused", "PatchFile", "PatchPlan",
                      "RestoreFailed"), "executor.apply"),
     "ChildPlan": "executor.fanout",
-    **dict.fromkeys(("FanoutRecord", "RecordError", "RunRecord", "RunStatus"),
-                    "executor.ledger"),
-    "prompt_handler": "executor.run.approval",
+    **dict.fromkeys(("FanoutRecord", "RecordError", "RunRecord", "RunStatus",
+                     "fanout_status", "run_status"), "executor.ledger"),
+    **dict.fromkeys(("parse_approve", "prompt_handler"), "executor.run.approval"),
     "ProgressEvent": "executor.run.session",
     "DEFAULT_JOBS": "executor.scheduling",
     **dict.fromkeys(("ApprovalHandler", "ApprovalRequest"), "executor.tools.dispatch"),
@@ -150,7 +157,10 @@ __all__ = [
     "RunStatus",
     "SandboxError",
     "error_json",
+    "fanout_status",
+    "parse_approve",
     "prompt_handler",
+    "run_status",
 ]
 
 

@@ -10,13 +10,14 @@ objects ``--json`` prints and MCP tools return.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from executor.apply import ApplyResult, PatchFile, PatchPlan
 from executor.errors import EXIT_DENIED, EXIT_FAILURE, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
+from executor.fanout.conflicts import FilePatch, PairResult, matrix
 from executor.fanout.rows import Row, rows
 from executor.ledger import (
     FanoutChild,
@@ -141,18 +142,19 @@ class RunResult:
 
 @dataclass(frozen=True)
 class ChildResult:
-    """One child of a fanout: as planned, its run (``None``: it left no record), and the
-    lines its diff adds and removes."""
+    """One child of a fanout: as planned, its run (``None``: it left no record), the lines
+    its diff adds and removes, and the diff's files as the conflict matrix reads them."""
 
     planned: FanoutChild
     run: RunResult | None
     lines_added: int = 0
     lines_removed: int = 0
+    files: tuple[FilePatch, ...] = ()
 
     @classmethod
     def of_row(cls, row: Row) -> ChildResult:
         return cls(row.child, RunResult(row.record) if row.record is not None else None,
-                   row.added, row.removed)
+                   row.added, row.removed, row.files)
 
     @property
     def index(self) -> int:
@@ -248,6 +250,11 @@ class FanoutResult:
     def exit_code(self) -> int:
         """The exit code ``corral fanout`` gives for it (see :func:`fanout_exit_code`)."""
         return fanout_exit_code(self.record, self.children)
+
+    def pairs(self) -> list[tuple[str, str, PairResult]]:
+        """Every pair of children with a diff: which paths conflict and why, which files
+        both change in different places (the record keeps the paths only)."""
+        return list(matrix([(c.run_id, c.files) for c in self.children if c.files]))
 
     def to_json(self) -> dict[str, Any]:
         """The ``corral fanout --json`` object."""
@@ -387,7 +394,3 @@ class ApplyReport:
             "conflicts": result.conflicts,
             "backup": str(result.backup) if result.backup is not None else None,
             "state": self.run.state}
-
-
-#: ``apply``'s question for files flagged for review: True merges them.
-Confirm = Callable[[PatchPlan], bool]

@@ -120,7 +120,7 @@ def test_agent_not_user_invocable_is_refused_before_anything(run: Runner, repo: 
 
 
 def test_progress_reports_steps_tools_and_files_changed(run: Runner, repo: Path) -> None:
-    from executor.progress import Progress
+    from executor.cli.progress import Progress
     from executor.run.session import ProgressEvent
 
     events: list[ProgressEvent] = []

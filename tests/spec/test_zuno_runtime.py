@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from runtime_support import run_in
 
+from executor.cli.watch import watch_definitions
 from executor.errors import RunError
 from executor.ledger import RunStatus
 from executor.run.session import FINALIZE_PROMPT
-from executor.watch import watch_definitions
 from policies.contract import AgentFormat
 
 READ = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}

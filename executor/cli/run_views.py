@@ -14,11 +14,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from executor.ledger import RunRecord, RunStatus, run_status
+from executor.api import RunRecord, RunStatus, run_status
 from executor.text import one_line, printable
 
 __all__ = [
     "ITEM_LIMIT",
+    "check_lines",
     "child_lines",
     "diff_banner",
     "human_bytes",
@@ -205,3 +206,23 @@ def runs_line(record: RunRecord) -> str:
     parent = f" (child of {one_line(record.parent_run)})" if record.parent_run else ""
     return (f"{one_line(record.run_id)}  {status.value:9} {state:11} {one_line(record.agent):24} "
             f"{one_line(record.mode):15} {len(record.changed_files):3} file(s){parent}")
+
+
+def check_lines(record: RunRecord) -> list[str]:
+    """A fanout child's check, for ``corral show``: the command, how it ended, its output's
+    end (escaped, indented)."""
+    check = record.check
+    if not check:
+        return []
+    head = f"check:     `{one_line(str(check.get('command')))}` "
+    if check.get("skipped"):
+        return [head + f"skipped: {one_line(str(check['skipped']))}"]
+    ended = ("timed out" if check.get("timed_out") else f"exit {check.get('exit_code')}")
+    size = int(check.get("output_bytes") or 0)
+    tail = str(check.get("output_tail") or "")
+    shown = len(tail.encode("utf-8", "surrogatepass"))
+    cut = f"; its last {human_bytes(shown)} of {human_bytes(size)}" if size > shown else ""
+    lines = [head + f"{ended} in {human_seconds(float(check.get('duration_seconds', 0.0)))}"
+             f"{cut}"]
+    lines += [f"      {one_line(line)}" for line in tail.rstrip("\n").split("\n") if tail]
+    return lines

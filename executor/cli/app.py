@@ -1,13 +1,15 @@
-"""The ``corral`` command line (also ``python -m executor``).
+"""The ``corral`` command line (also ``python -m executor``): its group, errors and helpers.
 
-The CLI is thin: it parses options, calls one library function, and renders
-text or ``--json``. Errors are rendered in one place (:func:`main`): message,
-context and hint as text on stderr, or, when ``--json`` was asked for, one JSON
-object ``{"error": {"code", "message", "context", "hint", "retryable", ...}}`` on
-stdout, for every failure of every command (a usage error included). Exit codes
-are one table (:mod:`executor.errors`, and the README): 0 success, 1 ``agents
-check`` found rejected definitions, 2 a user error, 3 an infrastructure failure
-or a failed run, 4 a denial, 130 interrupted.
+The CLI is thin: it parses options, calls the Python API (:mod:`executor.api`),
+and renders text or ``--json``. Errors are rendered in one place (:func:`main`):
+message, context and hint as text on stderr, or, when ``--json`` was asked
+for, one JSON object ``{"error": {"code", "message", "context", "hint",
+"retryable", ...}}`` on stdout (:func:`executor.api.error_json`), for every
+failure of every command (a usage error included). Exit codes are one table
+(:mod:`executor.errors`, and the README): 0 success, 1 ``agents check`` found
+rejected definitions, 2 a user error, 3 an infrastructure failure or a failed
+run, 4 a denial, 5 the project's environment could not be set up, 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -18,39 +20,51 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from executor.api.errors import error_json
 from executor.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USER
-from executor.text import field, one_line, printable
+from executor.options import echo
+from executor.text import field, one_line
 from policies.errors import CorralError
 
-__all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "echo", "error_json", "loader_options", "main",
-           "render_error"]
+if TYPE_CHECKING:
+    from executor.api import Corral
 
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "loading_corral", "main", "render_error",
+           "setup_output", "warn"]
 
-#: The commands defined in other modules: name -> (module, the line ``corral --help`` shows).
-#: A module is imported only when one of its commands runs or prints its own help, so
-#: ``corral --help`` loads click and nothing else of weight, and ``corral agents ...`` never
-#: loads the run machinery (sandboxes, the model loop, merges). Importing the module
-#: registers its commands on :data:`cli`; a test checks this table against them.
-LAZY_COMMANDS: dict[str, tuple[str, str]] = {
-    "agents": ("executor.cli_agents", "Discover, inspect and check agent definitions of every "
-               "format."),
-    "apply": ("executor.cli_apply", "Validate a run's diff and merge it into the checkout."),
-    "diff": ("executor.cli_runs", "Print a run's unified diff."),
-    "env": ("executor.cli_env", "Build, list or remove the project's cached environments."),
-    "discard": ("executor.cli_runs", "Mark a run's diff as discarded (it stays readable)."),
-    "fanout": ("executor.cli_fanout", "Run PROMPT in several children at once and compare."),
-    "gc": ("executor.cli_runs", "Clean up what crashed or (--older-than) finished runs left."),
-    "mcp": ("executor.cli_mcp", "Serve corral's agents, runs and fanouts over MCP (stdio or "
-            "HTTP)."),
-    "run": ("executor.cli_runs", "Run agent NAME on PROMPT in a sandbox; print its answer "
-            "and diff."),
-    "runs": ("executor.cli_runs", "List the recorded runs of the repository, newest first."),
-    "show": ("executor.cli_runs", "Print a run's whole record: every tool call and result."),
+#: The commands, each defined in its own module: name -> (module, the command's name in it,
+#: the line ``corral --help`` shows). A module is imported only when one of its commands
+#: runs or prints its own help, so ``corral --help`` loads click and nothing else of
+#: weight, and ``corral agents ...`` never loads the run machinery (sandboxes, the model
+#: loop, merges). ``corral mcp`` is the MCP front door's own command: the table names its
+#: module, and neither front door imports the other. A test checks this table against the
+#: commands the modules define.
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "agents": ("executor.cli.agents", "agents", "Discover, inspect and check agent "
+               "definitions of every format."),
+    "apply": ("executor.cli.apply", "apply_command", "Validate a run's diff and merge it "
+              "into the checkout."),
+    "diff": ("executor.cli.runs", "diff_command", "Print a run's unified diff."),
+    "env": ("executor.cli.env", "env_group", "Build, list or remove the project's cached "
+            "environments."),
+    "discard": ("executor.cli.runs", "discard_command", "Mark a run's diff as discarded (it "
+                "stays readable)."),
+    "fanout": ("executor.cli.fanout", "fanout_command", "Run PROMPT in several children at "
+               "once and compare."),
+    "gc": ("executor.cli.runs", "gc_command", "Clean up what crashed or (--older-than) "
+           "finished runs left."),
+    "mcp": ("executor.mcpserver.command", "mcp_command", "Serve corral's agents, runs and "
+            "fanouts over MCP (stdio or HTTP)."),
+    "run": ("executor.cli.run", "run_command", "Run agent NAME on PROMPT in a sandbox; print "
+            "its answer and diff."),
+    "runs": ("executor.cli.runs", "runs_command", "List the recorded runs of the repository, "
+             "newest first."),
+    "show": ("executor.cli.runs", "show_command", "Print a run's whole record: every tool "
+             "call and result."),
 }
 
 
@@ -68,12 +82,14 @@ class LazyGroup(click.Group):
         """Register ``cmd``; a lazy one shows its table line, loaded or not."""
         name = name or cmd.name
         if name in LAZY_COMMANDS and cmd.short_help is None:
-            cmd.short_help = LAZY_COMMANDS[name][1]
+            cmd.short_help = LAZY_COMMANDS[name][2]
         super().add_command(cmd, name)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
-            importlib.import_module(LAZY_COMMANDS[cmd_name][0])  # its decorators register
+            module, attribute, _ = LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -83,57 +99,12 @@ class LazyGroup(click.Group):
         for name in names:
             command = self.commands.get(name)
             if command is None:
-                rows.append((name, LAZY_COMMANDS[name][1]))
+                rows.append((name, LAZY_COMMANDS[name][2]))
             elif not command.hidden:
                 rows.append((name, command.get_short_help_str(limit)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
-
-
-def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
-    """Print ``text`` with every control character escaped (see :mod:`executor.text`).
-
-    Everything the CLI prints goes through here (or is JSON, which escapes
-    control characters itself): values inside a line should also be passed
-    through :func:`one_line`, so a newline in one cannot fake the next line.
-    """
-    click.echo(printable(text), err=err, nl=nl)
-
-
-def loader_options(func: F) -> F:
-    """The options every command that loads definitions takes."""
-    options = [
-        click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
-                     show_default=True, help="Repository root to discover project agents in."),
-        click.option("--trust-project", is_flag=True,
-                     help="Discover the project's own agent definitions (they are untrusted "
-                     "by default)."),
-        click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
-                     help="An ngn JSON file of agent_imports and profiles; its imports are "
-                     "trusted."),
-        click.option("--strict", is_flag=True, help="Treat every warning as a rejection."),
-        click.option("--no-personal", is_flag=True,
-                     help="Skip personal definitions (~/.claude/agents, ...)."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def environment_options(func: F) -> F:
-    """The options every command that runs children takes: the project's environment."""
-    options = [
-        click.option("--no-env", is_flag=True,
-                     help="Run without the project's environment (setup, carried paths, "
-                     "image, variables)."),
-        click.option("--setup-network", is_flag=True,
-                     help="Let the environment's setup reach the network (to install "
-                     "dependencies); children never can."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -142,14 +113,33 @@ def cli() -> None:
     """corral: run coding-harness sub-agents under contracts that only narrow."""
 
 
-def error_json(error: Mapping[str, Any], exit_code: int) -> dict[str, Any]:
-    """The JSON error object (``--json``): ``{"error": {code, message, context, hint,
-    retryable, operation, exit_code}}``; the same shape whatever failed."""
-    body = {"code": error.get("code") or "error", "message": error.get("message") or "",
-            "context": {str(k): str(v) for k, v in (error.get("context") or {}).items()},
-            "hint": error.get("hint"), "retryable": bool(error.get("retryable")),
-            "operation": error.get("operation")}
-    return {"error": body | {"exit_code": exit_code}}
+def loading_corral(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+                   no_personal: bool, *, backend: str = "auto") -> Corral:
+    """The Corral of a command that loads definitions (:func:`executor.options.loader_options`);
+    a ``--root`` that is not a directory is a usage error first."""
+    from executor.api import Corral  # noqa: PLC0415 - the API only for a command that runs
+
+    if not root.is_dir():
+        raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
+    return Corral(root, trust_project=trust_project, config_file=config_file, strict=strict,
+                  personal=not no_personal, backend=backend)
+
+
+def warn(text: str) -> None:
+    """One warning on stderr (the host backend's, an ignored part of an environment)."""
+    echo(f"warning: {one_line(text)}", err=True)
+
+
+def setup_output(as_json: bool) -> Callable[[str], None] | None:
+    """Where an environment's setup output goes: stderr on a terminal (escaped), nowhere
+    otherwise (it is in the environment's log either way)."""
+    if as_json or not sys.stderr.isatty():
+        return None
+
+    def show(text: str) -> None:
+        echo(text, err=True, nl=False)
+
+    return show
 
 
 def render_error(error: Mapping[str, Any], *, as_json: bool = False, exit_code: int = 2,
@@ -162,7 +152,7 @@ def render_error(error: Mapping[str, Any], *, as_json: bool = False, exit_code: 
     later line indented deeper than any label: under the message or the hint's first
     character, four spaces for a context value (whose keys are indented two). So no
     line of a value can pose as ``error:``, ``hint:`` or a context entry. JSON, on
-    stdout: :func:`error_json`, ASCII.
+    stdout: :func:`executor.api.error_json`, ASCII.
     """
     if as_json:
         click.echo(json.dumps(error_json(error, exit_code), indent=2))
@@ -221,4 +211,3 @@ def main(argv: list[str] | None = None) -> None:
                       "hint": "the traceback on stderr says where; please report it"},
                      as_json=as_json, exit_code=EXIT_FAILURE)
         sys.exit(EXIT_FAILURE)
-

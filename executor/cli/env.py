@@ -12,41 +12,16 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from executor.cli import cli, echo, environment_options, loader_options
-from executor.cli_agents import load
-from executor.ledger import ledger_dir
-from executor.run import RunSettings
-from executor.run.environment import describe, with_environment
+from executor.api import BACKENDS, Corral, EnvironmentInfo
+from executor.cli.app import loading_corral, setup_output, warn
+from executor.options import echo, environment_options, loader_options
 from executor.text import one_line
-from policies.config import config_path, load_user_config
-from policies.loader import Diagnostic, Environment
-from sandbox.config import USER_BACKENDS
-from sandbox.environment import EnvironmentInfo, list_environments, prune_environments
-from sandbox.state import check_state_dir, default_state_root
 
-__all__ = ["env_group", "setup_output", "warn_diagnostic"]
-
-
-def warn_diagnostic(diagnostic: Diagnostic) -> None:
-    """One ignored part of an environment's description, on stderr."""
-    echo(f"warning: {one_line(diagnostic.render())}", err=True)
-
-
-def setup_output(as_json: bool) -> Callable[[str], None] | None:
-    """Where setup output goes: stderr on a terminal (escaped), nowhere otherwise (it is in
-    the environment's log either way)."""
-    if as_json or not sys.stderr.isatty():
-        return None
-
-    def show(text: str) -> None:
-        echo(text, err=True, nl=False)
-
-    return show
+__all__ = ["env_group"]
 
 
 def _human(size: int) -> str:
@@ -70,7 +45,7 @@ def _json(info: EnvironmentInfo) -> dict[str, object]:
     return info.model_dump(mode="json") | {"log": str(info.log)}
 
 
-@cli.group("env")
+@click.group("env")
 def env_group() -> None:
     """Build, list or remove the project's cached environments (see the README's "Your
     project's environment")."""
@@ -79,7 +54,7 @@ def env_group() -> None:
 @env_group.command("build")
 @loader_options
 @environment_options
-@click.option("--backend", type=click.Choice(sorted(USER_BACKENDS)), default="auto",
+@click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="auto",
               show_default=True, help="The backend whose children will use it.")
 @click.option("--rebuild", is_flag=True, help="Run setup again even if this key is built.")
 @click.option("--json", "as_json", is_flag=True, help="Print the environment as JSON.")
@@ -88,30 +63,23 @@ def env_build(root: Path, trust_project: bool, config_file: Path | None, strict:
               rebuild: bool, as_json: bool) -> None:
     """Prepare the project's environment now: setup runs once per key (its output
     streams on a terminal); a later run or fanout with the same key pays nothing."""
-    ledger = ledger_dir(root)
-    registry = load(root, trust_project, config_file, strict, no_personal)
-    settings = RunSettings(root=root.resolve(), backend=USER_BACKENDS[backend](),
-                           config=load_user_config(), registry=registry, ledger=ledger,
-                           env=Environment.from_env(), trust_project=trust_project,
-                           config_file=config_path())
     if no_env:
         raise click.UsageError("--no-env: there is nothing to build")
-    spec, _ = describe(settings, network=True if setup_network else None)
-    if spec is None:
+    corral = loading_corral(root, trust_project, config_file, strict, no_personal,
+                            backend=backend)
+    built = corral.build_environment(setup_network=True if setup_network else None,
+                                     rebuild=rebuild, on_output=setup_output(as_json),
+                                     on_warning=warn)
+    if built is None:
         echo("no environment is described: see the README's \"Your project's environment\" "
              "(your config's [environment], or .corral/environment.toml / "
              ".devcontainer/devcontainer.json under --trust-project)", err=True)
         sys.exit(2)
-    prepared = with_environment(settings, network=True if setup_network else None,
-                                on_output=setup_output(as_json), warn=warn_diagnostic,
-                                rebuild=rebuild)
-    ref = prepared.environment
-    assert ref is not None  # noqa: S101 - a described environment was prepared
-    info = next((i for i in list_environments(settings.state_root) if i.key == ref.key), None)
+    info = built.info
     if as_json:
-        click.echo(json.dumps(_json(info) if info else {"key": ref.key}, indent=2))
+        click.echo(json.dumps(_json(info) if info else {"key": built.key}, indent=2))
         return
-    echo(f"environment {ref.key} ready" + (f" ({_human(info.size_bytes)})" if info else ""))
+    echo(f"environment {built.key} ready" + (f" ({_human(info.size_bytes)})" if info else ""))
 
 
 @env_group.command("show")
@@ -120,9 +88,7 @@ def env_build(root: Path, trust_project: bool, config_file: Path | None, strict:
 def env_show(key: str | None, as_json: bool) -> None:
     """List the cached environments (most recently used first), or show one with its
     setup log."""
-    state_root = default_state_root()
-    check_state_dir(state_root)
-    found = list_environments(state_root)
+    found = Corral().environments()
     if key is not None:
         found = [info for info in found if info.key.startswith(key)]
         if len(found) != 1:
@@ -172,14 +138,9 @@ def env_prune(keys: tuple[str, ...], older_than: str | None, everything: bool,
               as_json: bool) -> None:
     """Remove cached environments (KEY..., those unused for --older-than, or --all) that
     no live sandbox runs in, with the images built for them."""
-    from executor.ledger import parse_duration  # noqa: PLC0415
-
     if not keys and older_than is None and not everything:
         raise click.UsageError("name environments (KEY...), or give --older-than or --all")
-    state_root = default_state_root()
-    check_state_dir(state_root)
-    age = parse_duration(older_than) if older_than is not None else None
-    removed = prune_environments(state_root, older_than=age, keys=keys)
+    removed = Corral().prune_environments(keys, older_than=older_than, everything=everything)
     if as_json:
         click.echo(json.dumps({"removed": [_json(i) for i in removed]}, indent=2))
         return

@@ -1,10 +1,13 @@
 """``corral mcp``: serve corral's tools over MCP (stdio, or streamable HTTP on 127.0.0.1).
 
-The server's root is ``--root`` (default: the directory it is started in), its
-definitions are loaded as the CLI loads them (``--trust-project``, ``--config``,
-...), and what a client may ask for is bounded by the options it was started
-with (see :mod:`executor.mcpserver.handlers`). The SDK is imported here, inside
-the command, so no other command pays for it.
+The MCP front door's own command: ``corral``'s command table names it
+(:data:`executor.cli.app.LAZY_COMMANDS`) and loads it by name, and neither front
+door imports the other. The server's root is ``--root`` (default: the directory
+it is started in), its definitions are loaded as the CLI loads them
+(``--trust-project``, ``--config``, ...; :class:`executor.api.Corral`), and
+what a client may ask for is bounded by the options it was started with (see
+:mod:`executor.mcpserver.handlers`). The SDK is imported here, inside the
+command, so no other command pays for it.
 """
 
 from __future__ import annotations
@@ -14,22 +17,19 @@ from pathlib import Path
 
 import click
 
-from executor.cli import cli, echo, environment_options, loader_options
-from executor.cli_agents import load
-from executor.ledger import ledger_dir
+from executor.api import BACKENDS, HOST_WARNING, Corral, parse_approve
 from executor.mcpserver.arguments import (
     DEFAULT_MAX_CHILDREN,
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_TIMEOUT,
 )
-from executor.run.approval import parse_approve
-from sandbox.config import HOST_WARNING, USER_BACKENDS
+from executor.options import echo, environment_options, loader_options
 
 __all__ = ["mcp_command"]
 
 
 
-@cli.command("mcp")
+@click.command("mcp")
 @loader_options
 @click.option("--http", "http_port", type=click.IntRange(0, 65535), metavar="PORT",
               help="Serve streamable HTTP on 127.0.0.1:PORT (0 picks a free port) instead "
@@ -43,7 +43,7 @@ __all__ = ["mcp_command"]
 @click.option("--allow-workspace-write", is_flag=True, help="Let run_agent use mode "
               "workspace-write: the child writes the checkout itself, flagged files included, "
               "with no review before they land.")
-@click.option("--backend", type=click.Choice(sorted(USER_BACKENDS)), default="auto",
+@click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="auto",
               show_default=True,
               help="Where children run unless a call names bubblewrap or docker; 'host' (no "
               "process isolation) also lets calls ask for host.")
@@ -76,8 +76,12 @@ def mcp_command(root: Path, trust_project: bool, config_file: Path | None, stric
     )
 
     parse_approve(approve)  # a bad --approve is a usage error now, not at every call
-    ledger_dir(root)  # refuses a state dir a child could write, before serving anything
-    load(root, trust_project, config_file, strict, no_personal)  # --root, --config exist
+    if not root.is_dir():
+        raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
+    corral = Corral(root, trust_project=trust_project, config_file=config_file, strict=strict,
+                    personal=not no_personal)
+    corral.ledger()  # refuses a state dir a child could write, before serving anything
+    corral.agents()  # --root and --config exist
     options = ServerOptions(root=root.resolve(), trust_project=trust_project,
                             config_file=config_file.resolve() if config_file else None,
                             strict=strict, no_personal=no_personal, allow_apply=allow_apply,

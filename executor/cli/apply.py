@@ -1,4 +1,4 @@
-"""``corral apply``: merge a recorded run's diff into the checkout (see executor.apply.recorded).
+"""``corral apply``: merge a recorded run's diff into the checkout (``Corral.apply``).
 
 Exit codes: 0 applied (or would apply, or was already applied), 1 a
 three-way merge left conflict markers (listed), 2 a user error, 3 a step
@@ -14,9 +14,7 @@ from pathlib import Path
 
 import click
 
-from executor.apply import ApplyOptions, PatchPlan, apply_run, recover_run
-from executor.cli import cli
-from executor.ledger import RunRecord, ledger_dir
+from executor.api import Corral, PatchPlan, RunRecord
 from executor.text import one_line
 
 __all__ = ["apply_command"]
@@ -37,7 +35,7 @@ def _confirm(plan: PatchPlan) -> bool:
         f"merge the {len(plan.flagged)} flagged file(s)?", err=True)
 
 
-@cli.command("apply")
+@click.command("apply")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--check", "check_only", is_flag=True,
               help="Run every check, including against the checkout; change nothing.")
@@ -58,19 +56,21 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
                   allow_symlinks: bool, allow_binary: bool, allow_git_dirs: bool,
                   allow_unverified: bool, recover: bool, run_id: str) -> None:
     """Validate a run's diff and merge it into the checkout, all or nothing."""
-    ledger = ledger_dir(root)
+    corral = Corral(root)
+    corral.ledger()  # refuses a state dir a child could write, before anything
     if recover:
         if check_only or three_way or allow_symlinks or allow_binary or allow_git_dirs:
             raise click.UsageError("--recover takes no other option")
-        record, restored, saved = recover_run(root.resolve(), ledger, run_id)
-        click.echo(f"restored the files run {record.run_id}'s interrupted apply saved "
-                   f"({restored}); what those paths held just before is in {saved}", err=True)
+        recovered = corral.recover(run_id)
+        click.echo(f"restored the files run {recovered.run.run_id}'s interrupted apply saved "
+                   f"({recovered.restored}); what those paths held just before is in "
+                   f"{recovered.saved}", err=True)
         return
-    options = ApplyOptions(check_only=check_only, three_way=three_way,
-                           allow_symlinks=allow_symlinks, allow_binary=allow_binary,
-                           allow_git_dirs=allow_git_dirs, allow_unverified=allow_unverified)
-    record, plan, result = apply_run(root.resolve(), ledger, run_id, options,
-                                     confirm=lambda plan: yes or _confirm(plan), show=_show)
+    report = corral.apply(run_id, check_only=check_only, three_way=three_way, yes=yes,
+                          allow_symlinks=allow_symlinks, allow_binary=allow_binary,
+                          allow_git_dirs=allow_git_dirs, allow_unverified=allow_unverified,
+                          confirm=_confirm, on_plan=_show)
+    record, plan, result = report.run.record, report.plan, report.result
     if result.status == "already_applied":
         click.echo(f"run {record.run_id} is already applied: every file it changes already "
                    "has the child's version; nothing to do", err=True)

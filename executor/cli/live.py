@@ -1,4 +1,4 @@
-"""Drawing :mod:`executor.progress`'s lines on a terminal with rich.
+"""Drawing :mod:`executor.cli.progress`'s lines on a terminal with rich.
 
 The one module of the live display that imports rich: :class:`Progress` loads
 it only when it is enabled (a terminal, no ``--json``). Every line arrives
@@ -13,22 +13,33 @@ ANSI or markup.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from executor.progress import Line
+__all__ = ["LiveDisplay", "Shown"]
 
-__all__ = ["LiveDisplay"]
+
+class Shown(Protocol):
+    """What the display draws of one line (:class:`executor.cli.progress.Line` is one)."""
+
+    @property
+    def finished(self) -> float | None:
+        """When it stopped changing (no spinner then)."""
+
+    def shown(self, now: float) -> str:
+        """Its text, escaped."""
 
 
 class LiveDisplay:
     """A rich :class:`~rich.live.Live` of the lines ``lines()`` returns, redrawn in place."""
 
-    def __init__(self, lines: Callable[[], list[Line]], *, console: Console | None) -> None:
+    def __init__(self, lines: Callable[[], Sequence[Shown]], *,
+                 console: Console | None) -> None:
         self.console = console or Console(stderr=True, log_path=False)
         self._lines = lines
         self._spinners: dict[int, Spinner] = {}

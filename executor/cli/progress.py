@@ -1,7 +1,7 @@
 """Live progress on a terminal: one line per running agent, updated in place.
 
 Only rendering lives here (rich); sessions and runs emit plain events
-(:class:`executor.run.session.ProgressEvent`), from any thread: every child of a
+(:class:`executor.api.ProgressEvent`), from any thread: every child of a
 fanout or of a parallel delegate call runs in its own, so the state is
 guarded by one lock and the lines are drawn from a snapshot of it. Disabled
 (``--json``, or stderr not a terminal) it does nothing at all: nothing is
@@ -24,7 +24,7 @@ does not capture stdout or stderr: what the CLI prints meanwhile is never
 re-read as ANSI or markup. :meth:`Progress.paused` takes the lines away while
 a person answers an approval prompt.
 
-rich is loaded only for a live display (:mod:`executor.progress_live`, which
+rich is loaded only for a live display (:mod:`executor.cli.live`, which
 draws the lines this module keeps): ``--json`` and piped runs never import it.
 """
 
@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from executor.run.session import ProgressEvent
+from executor.api import ProgressEvent
 from executor.text import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from executor.progress_live import LiveDisplay
+    from executor.cli.live import LiveDisplay
 
 __all__ = ["Line", "Progress"]
 
@@ -89,7 +89,7 @@ class Progress:
 
     def _start(self) -> None:
         # rich (about 20 ms of imports) only when lines are drawn on a terminal.
-        from executor.progress_live import LiveDisplay  # noqa: PLC0415
+        from executor.cli.live import LiveDisplay  # noqa: PLC0415
 
         self.live = LiveDisplay(self.lines, console=self.console)
         self.console = self.live.console
