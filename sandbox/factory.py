@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Literal
 
 from policies.contract import SandboxMode
-from sandbox.backends.bwrap import BubblewrapSandbox, bwrap_base_argv
-from sandbox.backends.fake import FakeSandbox
-from sandbox.backends.host import HostSandbox
 from sandbox.base import BaseSandbox
 from sandbox.config import (
     AutoConfig,
@@ -81,6 +78,8 @@ def clear_probe_cache() -> None:
 
 
 def _probe_bwrap(config: BubblewrapConfig) -> None:
+    from sandbox.backends.bwrap import bwrap_base_argv  # noqa: PLC0415 - each backend on use
+
     argv = [*bwrap_base_argv(config.bwrap, tmp_size=1 << 20, extra_ro=config.extra_ro_paths),
             "--remount-ro", "/", "--", "/bin/true"]
     try:
@@ -121,7 +120,10 @@ def probe(config: ConcreteConfig) -> None:
 def resolve_backend(config: BackendConfig | FakeConfig) -> ConcreteConfig:
     """The concrete backend ``config`` selects, probed; ``auto`` fails closed."""
     if not isinstance(config, AutoConfig):
-        probe(config)
+        if not isinstance(config, DockerConfig):
+            probe(config)
+        # docker, asked for by name: opening the sandbox reports the same two failures (no
+        # engine, no image) with the same hints, so a probe would only cost the run its time.
         return config
     reasons: dict[str, str] = {}
     candidates: list[ConcreteConfig] = [config.bubblewrap, config.docker]
@@ -360,11 +362,18 @@ def _build(
     config: ConcreteConfig, *, workspace: Workspace, state: SandboxState, meta: SandboxMeta,
     user: tuple[int, int] | None,
 ) -> BaseSandbox:
+    # Each backend's module is imported when a sandbox of it is built, never before.
     if isinstance(config, HostConfig):
+        from sandbox.backends.host import HostSandbox  # noqa: PLC0415
+
         return HostSandbox(config=config, workspace=workspace, state=state, meta=meta)
     if isinstance(config, BubblewrapConfig):
+        from sandbox.backends.bwrap import BubblewrapSandbox  # noqa: PLC0415
+
         return BubblewrapSandbox(config=config, workspace=workspace, state=state, meta=meta)
     if isinstance(config, FakeConfig):
+        from sandbox.backends.fake import FakeSandbox  # noqa: PLC0415
+
         return FakeSandbox(config=config, workspace=workspace, state=state, meta=meta)
     from sandbox.backends.docker import DockerSandbox  # noqa: PLC0415 - optional engine
 

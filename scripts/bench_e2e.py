@@ -77,6 +77,37 @@ def by_hand(repo: Path, work: Path, backend: str, image: str) -> Callable[[], No
     return run
 
 
+def _fanouts(entry: list[str], repo: Path, script: Path, env: dict[str, str], base: Path,
+             trials: int, hand_dir: Path) -> list[Row]:
+    """Whole fanouts (issue 21): one child against the same child by hand, and 16 children
+    against one (bubblewrap, each child the trivial scripted one, check ``true``)."""
+
+    def fanout(n: int) -> Callable[[], None]:
+        argv = [*entry, "fanout", "--root", str(repo), "--trust-project", "--no-personal",
+                "--agent", "w", "--backend", "bubblewrap", "--json", "--script", str(script),
+                "-n", str(n), "--jobs", str(n), "--check-cmd", "true", "write n.txt"]
+
+        def run() -> None:
+            done = subprocess.run(argv, env=env, cwd=base, capture_output=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"corral fanout failed: {done.stderr.decode()[-2000:]}")
+        return run
+
+    group = "end to end: whole fanouts of the trivial child, 1k files"
+    rows = []
+    plain_cell, corral_cell = compare(by_hand(repo, hand_dir, "bubblewrap", ""), fanout(1),
+                                      trials=trials, warmup=1, sync=True)
+    rows.append(Row(group, "corral fanout -n 1 on bubblewrap", "the same child by hand "
+                    "(worktree, bare bwrap, write, diff, remove)", plain_cell, corral_cell,
+                    filesystem(base), goal=1.0))
+    plain_cell, corral_cell = compare(fanout(1), fanout(16), trials=max(3, trials // 2),
+                                      warmup=1, sync=True)
+    rows.append(Row(group, "corral fanout -n 16 on bubblewrap", "corral fanout -n 1 (the "
+                    "scaling: 16 children at once against one)", plain_cell, corral_cell,
+                    filesystem(base), goal=2.0))
+    return rows
+
+
 _CLIENT: list[Any] = []
 
 
@@ -134,7 +165,9 @@ def run_bench(*, trials: int, workdir: Path | None, backends: list[str]) -> list
             rows.append(Row("end to end: a trivial scripted child, 1k files",
                             f"corral run --script on {backend}",
                             "worktree add + state replayed, write, diff vs snapshot, remove"
-                            + extra, plain_cell, corral_cell, filesystem(base)))
+                            + extra, plain_cell, corral_cell, filesystem(base), goal=2.0))
+            if backend == "bubblewrap":
+                rows += _fanouts(entry, repo, script, env, base, trials, hand_dir)
     finally:
         for client in _CLIENT:
             client.close()

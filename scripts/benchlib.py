@@ -103,14 +103,24 @@ class Row:
     plain: Cell
     corral: Cell
     where: str = ""
+    #: The goal this row is measured against (ratio at most), ``None``: a reference row.
+    goal: float | None = None
 
     @property
     def ratio(self) -> float:
         return self.corral.median / self.plain.median
 
+    @property
+    def verdict(self) -> str:
+        """``met``/``missed`` against :attr:`goal`, or ``reference``."""
+        if self.goal is None:
+            return "reference"
+        return "met" if self.ratio <= self.goal else "missed"
+
     def to_json(self) -> dict[str, Any]:
         return {"group": self.group, "operation": self.operation, "plain": self.plain_what,
-                "where": self.where, "ratio": self.ratio, "plain_times": self.plain.to_json(),
+                "where": self.where, "ratio": self.ratio, "goal": self.goal,
+                "verdict": self.verdict, "plain_times": self.plain.to_json(),
                 "corral_times": self.corral.to_json()}
 
 
@@ -187,8 +197,9 @@ def print_rows(rows: Sequence[Row], *, out: Any = None) -> None:
             group = row.group
             print(f"-- {group}", file=out)
         label = row.operation + (f" [{row.where}]" if row.where else "")
+        goal = f"  goal <= {row.goal:g}x: {row.verdict}" if row.goal is not None else ""
         print(f"{label:<54} {row.plain.text():>30} {row.corral.text():>30} "
-              f"{row.ratio:>6.2f}x", file=out)
+              f"{row.ratio:>6.2f}x{goal}", file=out)
         print(f"   plain: {row.plain_what}", file=out)
 
 

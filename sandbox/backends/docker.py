@@ -46,7 +46,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import docker
@@ -55,7 +55,7 @@ from docker.utils import decode_json_header
 
 from policies.contract import SandboxMode
 from sandbox.backends.leftovers import cgroup_dir_of, describe, uid_members
-from sandbox.backends.standins import closed_ancestors, make_stand_ins
+from sandbox.backends.standins import ImageModes, closed_ancestors, make_stand_ins
 from sandbox.backends.streams import SocketStream
 from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
 from sandbox.base import SANDBOX_PATH, BaseSandbox, ExecSpec
@@ -420,17 +420,29 @@ class DockerSandbox(BaseSandbox):
             # trust store too (a proxy's own CA), read-only.
             options["mounts"].append(Mount(target=_HOST_CERTS, source=_HOST_CERTS, type="bind",
                                            read_only=True))
-        container = self._create(options)
         targets = [mount.path for mount in self.workspace.mounts()]
-        masks = closed_ancestors(targets, image_mode=self._image_mode, uid=self._uid[0],
-                                 fresh=(_TMP,))
+        modes = ImageModes.of(self.state.root, self._image_id())
+        try:  # what an earlier sandbox of this image learnt: one create, not two
+            masks: list[PurePosixPath] | None = closed_ancestors(
+                targets, image_mode=modes.known, uid=self._uid[0], fresh=(_TMP,))
+        except KeyError:
+            masks = None
+        container = None
+        if masks is None:
+            container = self._create(options)
+            masks = closed_ancestors(targets, image_mode=modes.learning(self._image_mode),
+                                     uid=self._uid[0], fresh=(_TMP,))
+            modes.save()
+            if masks:
+                self._remove()
+                container = None
         if masks:  # give the image's closed directories an open, empty stand-in
-            self._remove()
             stand_ins = make_stand_ins(masks, targets, under=self.state.dir / "stand-ins")
             options["mounts"] = [
                 *(Mount(target=str(mask), source=str(source), type="bind", read_only=True)
                   for mask, source in stand_ins),
                 *options["mounts"]]
+        if container is None:
             container = self._create(options)
         try:
             container.start()
@@ -447,6 +459,17 @@ class DockerSandbox(BaseSandbox):
                 f"the docker engine does not see the overlay mounted at {self.workspace.root} "
                 "(it runs in another mount namespace)", operation="start",
                 context={"container": self.id})
+
+    def _image_id(self) -> str:
+        """The id of the sandbox image (:class:`BackendUnavailable` when it is not here)."""
+        try:
+            return str(self._client.api.inspect_image(self.config.image)["Id"])
+        except docker.errors.ImageNotFound as exc:
+            raise BackendUnavailable(f"the sandbox image {self.config.image} is not present",
+                                     code="image_missing", operation="start",
+                                     hint=_BUILD_HINT) from exc
+        except _ENGINE_ERRORS as exc:
+            raise self._translate(exc, "inspect") from exc
 
     def _create(self, options: dict[str, Any]) -> Any:
         try:

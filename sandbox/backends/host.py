@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sandbox.backends.process import LocalRunner, kill_process_tree
+from sandbox.backends.process import LocalRunner, kill_process_group, kill_process_tree
 from sandbox.backends.streams import StreamProcess
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import HOST_WARNING, BackendName, HostConfig
@@ -56,7 +56,7 @@ class HostSandbox(BaseSandbox):
         env["TMPDIR"] = str(self.state.dir / "tmp")
         outcome = self._runner.run(
             [*EXEC_WRAPPER, *spec.argv], env=env, cwd=spec.cwd, timeout=spec.timeout,
-            output_cap=spec.output_cap, kill=kill_process_tree, after_exit=kill_process_tree,
+            output_cap=spec.output_cap, kill=kill_process_tree, after_exit=kill_process_group,
             on_output=spec.on_output,
         )
         return outcome.result(spec.argv)

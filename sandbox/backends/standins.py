@@ -15,10 +15,13 @@ what the uid could not reach; nothing of the host is in it.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
-__all__ = ["closed_ancestors", "make_stand_ins"]
+__all__ = ["ImageModes", "closed_ancestors", "make_stand_ins"]
 
 #: Go ``os.FileMode`` bits, as docker reports a path's mode.
 GO_DIR, GO_SYMLINK = 1 << 31, 1 << 27
@@ -93,3 +96,56 @@ def make_stand_ins(masks: list[PurePosixPath], mounts: list[Path], *,
                 point.touch(mode=0o644)
         pairs.append((mask, source))
     return pairs
+
+
+class ImageModes:
+    """The modes of an image's own directories, cached by image id under the state dir.
+
+    An image never changes, so what :func:`closed_ancestors` learnt of one (the archive
+    ``HEAD`` of each ancestor, which needs a created container) is asked once per image
+    and state dir: the next sandbox of that image is created once, with its stand-ins,
+    instead of twice. A wrong entry (a tampered cache in the private state dir) could only
+    add a stand-in (an empty, read-only directory hiding an image directory) or omit one
+    (the command's uid then cannot reach its workspace): never expose anything.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.modes: dict[str, int | None] = {}
+        self.changed = False
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            loaded = {}
+        if isinstance(loaded, dict):
+            self.modes = {str(k): v for k, v in loaded.items()
+                          if v is None or isinstance(v, int)}
+
+    @classmethod
+    def of(cls, state_root: Path, image_id: str) -> ImageModes:
+        """The cache of image ``image_id`` (``sha256:...``) under ``state_root``."""
+        name = image_id.rsplit(":", maxsplit=1)[-1][:64]
+        return cls(state_root / "docker-image-modes" / f"{name}.json")
+
+    def known(self, path: str) -> int | None:
+        """The cached mode of ``path``; :class:`KeyError` when it is not cached."""
+        return self.modes[path]
+
+    def learning(self, ask: Callable[[str], int | None]) -> Callable[[str], int | None]:
+        """``ask``, remembering each answer."""
+        def image_mode(path: str) -> int | None:
+            if path not in self.modes:
+                self.modes[path] = ask(path)
+                self.changed = True
+            return self.modes[path]
+        return image_mode
+
+    def save(self) -> None:
+        """Write what was learnt (atomically; a failure only costs the next run a lookup)."""
+        if not self.changed:
+            return
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            scratch = self.path.with_suffix(f".{os.getpid()}.tmp")
+            scratch.write_text(json.dumps(self.modes, sort_keys=True), encoding="utf-8")
+            scratch.replace(self.path)

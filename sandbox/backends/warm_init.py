@@ -285,16 +285,28 @@ class Supervisor:
     def reap_survivors(self) -> tuple[list[str], bool]:
         """Kill every other process (``kill -9 -1``) until none is left: (what was, clean).
 
-        The kill is sent whatever the listing shows (a listing can miss what the kernel
-        still runs): as the namespace's PID 1 (bubblewrap) it reaches every other process
-        of the namespace, as the command's uid (docker) every process of that uid. Then
-        the supervisor waits until no process with a live thread is left.
+        The kill is sent whatever a listing shows (a listing can miss what the kernel still
+        runs): as the namespace's PID 1 (bubblewrap) it reaches every other process of the
+        namespace, as the command's uid (docker) every process of that uid. As PID 1 the
+        kernel's own answer says whether anything else exists at all (``ESRCH``: no other
+        process in the namespace), so the common case reads no ``/proc``; otherwise the
+        supervisor lists what is there (a process counts while any of its threads lives)
+        and kills until none is left.
         """
+        self.reap()
+        if self.mode == "pid1":
+            try:
+                os.kill(-1, 0)  # signal 0: is there any other process in the namespace?
+            except ProcessLookupError:
+                return [], True  # the kernel says none: nothing to list, nothing to kill
         survivors = self.others()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        if not survivors:
+            self.reap()
+            return [], True
         limit = time.monotonic() + _REAP_LIMIT
         while True:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)
             self.reap()
             if not self.others():
                 self.reap()
@@ -302,6 +314,8 @@ class Supervisor:
             if time.monotonic() > limit:
                 return survivors, False
             time.sleep(0.002)  # dying processes: their exit is not observable otherwise
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
 
     def kill_all(self) -> None:
         self.reap_survivors()

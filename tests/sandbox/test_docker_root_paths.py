@@ -105,6 +105,32 @@ def test_stand_in_exposes_nothing_and_stays_read_only(open_sb: OpenSandbox,
     assert not stand_ins.exists()
 
 
+@ROOT_ONLY
+@pytest.mark.parametrize("backend", DOCKER, indirect=True)
+def test_what_an_image_is_known_to_need_costs_one_create(open_sb: OpenSandbox, under_root: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: the image's directory modes are learnt once per image (a created container's
+    archive HEAD) and kept under the state dir, so the next sandbox of that image is created
+    once, with its stand-in, not created, inspected, removed and created again."""
+    from sandbox.backends.docker import DockerSandbox
+
+    repo = make_repo(under_root / "repo")
+    creates: list[str] = []
+    real = DockerSandbox._create
+
+    def counting(self: DockerSandbox, options: dict[str, object]) -> object:
+        creates.append(self.id)
+        return real(self, options)
+
+    monkeypatch.setattr(DockerSandbox, "_create", counting)
+    first = open_sb(SandboxMode.READ_ONLY, repo_path=repo)
+    assert creates.count(first.id) == 2  # learnt: created, inspected, made again
+    second = open_sb(SandboxMode.READ_ONLY, repo_path=repo)
+    assert creates.count(second.id) == 1
+    done = sh(second, 'cat "$PWD/README.md"')
+    assert done.exit_code == 0 and b"# demo" in done.stdout, done.stderr
+
+
 # -- which directories get a stand-in, and what is in one (no docker needed) ------------------
 
 IMAGE = {"/root": GO_DIR | 0o700, "/home": GO_DIR | 0o755, "/home/me": GO_DIR | 0o700,
