@@ -169,7 +169,8 @@ def check_id_prefix(value: str, what: str = "run id") -> None:
     if not ID_PREFIX.fullmatch(value):
         raise ExecutorError(f"invalid {what} {value!r}: ids hold letters, digits, '-' and '_'",
                             code="unknown_run",
-                            hint="give the id `corral runs` shows, or an unambiguous start of it")
+                            hint="give the id `corral runs` shows, an unambiguous start "
+                            "of it, `last` (the newest run) or `last~N` (the N-th before)")
 
 
 

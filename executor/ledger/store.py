@@ -207,8 +207,16 @@ def load_patch(ledger: Path, run_id: str) -> bytes:
     return path.read_bytes() if path.is_file() else b""
 
 
+#: ``last``: the newest run you started; ``last~N``: the N-th before it.
+_LAST = re.compile(r"last(?:~([0-9]{1,6}))?")
+
+
 def find_run(ledger: Path, run_id: str) -> RunRecord:
-    """The record whose id is ``run_id`` or starts with it (unambiguously); never a pattern."""
+    """The record whose id is ``run_id`` or starts with it (unambiguously), or ``last`` /
+    ``last~N``; never a pattern."""
+    last = _LAST.fullmatch(run_id)
+    if last is not None:
+        return _newest(ledger, int(last.group(1) or 0), run_id)
     check_id_prefix(run_id)
     matches = [e for e in ledger.iterdir() if e.name.startswith(run_id)
                and (e / "record.json").is_file()] if ledger.is_dir() else []
@@ -219,6 +227,29 @@ def find_run(ledger: Path, run_id: str) -> RunRecord:
         names = ", ".join(sorted(m.name for m in matches))
         raise ExecutorError(f"run id {run_id!r} is ambiguous: {names}", code="unknown_run")
     return _read(matches[0] / "record.json")
+
+
+def _newest(ledger: Path, back: int, given: str) -> RunRecord:
+    """The ``back``-th newest run a user started (``corral run`` or a fanout's child; never
+    a run an agent delegated or a reviewer), by start time. A record that cannot be read
+    has no start time to order by: it is skipped here and named by ``corral runs``."""
+    started: list[tuple[str, str, RunRecord]] = []
+    for entry in ledger.iterdir() if ledger.is_dir() else ():
+        if not (entry / "record.json").is_file():
+            continue
+        try:
+            record = _read(entry / "record.json")
+        except RecordError:
+            continue
+        if record.parent_run is None:
+            started.append((record.started_at, record.run_id, record))
+    started.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    if back >= len(started):
+        raise ExecutorError(
+            f"no run {given!r} in {ledger}: {len(started)} run(s) recorded",
+            code="unknown_run", hint="`last` is the newest run, `last~1` the one before it; "
+            "`corral runs` lists them")
+    return started[back][2]
 
 
 def load_transcript(ledger: Path, run_id: str) -> list[dict[str, Any]]:

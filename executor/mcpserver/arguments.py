@@ -119,12 +119,13 @@ class FanoutArgs(_Args):
 
 
 #: What a run id (``20261129-153409-a1b2c3``) or a prefix of one is made of.
-RUN_ID_PATTERN = r"^[0-9a-z-]{1,64}$"
+RUN_ID_PATTERN = r"^(?:[0-9a-z-]{1,64}|last~[0-9]{1,6})$"
 
 
 class RunRefArgs(_Args):
     run_id: str = Field(description="A run id (or a unique prefix of one), as run_agent, "
-                        "fanout or `corral runs` give it.",
+                        "fanout or `corral runs` give it; `last` is the newest run, `last~1` "
+                        "the one before it.",
                         json_schema_extra={"pattern": RUN_ID_PATTERN})
 
     @field_validator("run_id", mode="before")
@@ -135,7 +136,7 @@ class RunRefArgs(_Args):
             raise ValueError(
                 f"{value[:80]!r} is not a run id: a run id, or a unique prefix of one, is "
                 "1 to 64 digits, lowercase letters and '-' (such as 20261129-153409-a1b2c3), "
-                "never a pattern or a path")
+                "or last / last~N, never a pattern or a path")
         return value
 
 

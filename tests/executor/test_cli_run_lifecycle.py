@@ -246,3 +246,32 @@ def test_a_run_id_is_an_id_never_a_pattern(repo: Path, tmp_path: Path, given: st
         assert "invalid run id" in err and "Traceback" not in err
     code, out, _ = entry("diff", run_id[:15], "--root", str(repo))
     assert code == 0 and "+a" in out
+
+
+def test_last_and_last_n_name_the_newest_runs_you_started(repo: Path, tmp_path: Path) -> None:
+    """Issue 19: "Run ids: unique prefixes, `last`, and `last~N`." ``last`` is the newest run
+    a user started (a delegated child never is), ``last~1`` the one before; past the oldest
+    it is ``unknown_run`` with how many there are; ``last*`` or ``last~-1`` stay refused."""
+    zuno = repo / ".zuno/zuno.json"
+    zuno.parent.mkdir(parents=True)
+    zuno.write_text(json.dumps({"agents": {"lead": {"prompt": "lead", "mode": "primary",
+                                                    "delegates": ["w"]}}}))
+    agent_file(repo, "w", "tools: [write_file]")
+    first = run(repo, tmp_path, "w", [call("write_file", path="a.txt", content="a\n"),
+                                       {"text": "a"}])["run_id"]
+    second = run(repo, tmp_path, "lead", [call("delegate", agent="w", prompt="b"),
+                                           call("write_file", path="b.txt", content="b\n"),
+                                           {"text": "b"}, {"text": "done"}])["run_id"]
+    delegated = [d.name for d in ledger_dir(repo).iterdir() if d.name not in (first, second)]
+    assert len(delegated) == 1  # the newest record of all, and never `last`
+    for given, expected in (("last", second), ("last~0", second), ("last~1", first)):
+        code, out, err = entry("show", given, "--root", str(repo), "--json")
+        assert code == 0, err
+        assert json.loads(out)["run_id"] == expected, given
+    code, out, _ = entry("diff", "last~1", "--root", str(repo))
+    assert code == 0 and "+a" in out
+    code, _, err = entry("show", "last~2", "--root", str(repo))
+    assert code == 2 and "no run 'last~2'" in err and "2 run(s) recorded" in err
+    for bad in ("last*", "last~-1", "last~", "LAST"):
+        code, _, err = entry("show", bad, "--root", str(repo))
+        assert code == 2 and "Traceback" not in err, (bad, err)
