@@ -34,6 +34,7 @@ __all__ = [
     "ExecutorError",
     "ModelError",
     "RunError",
+    "RunInterrupted",
 ]
 
 EXIT_OK = 0
@@ -60,6 +61,13 @@ class ModelError(ExecutorError):
 
     code = "model_error"
     exit_code = 3
+
+
+class RunInterrupted(ExecutorError):
+    """The user stopped a run (Ctrl-C, SIGTERM, SIGHUP): it was recorded ``cancelled``."""
+
+    code = "interrupted"
+    exit_code = EXIT_INTERRUPTED
 
 
 class RunError(ExecutorError):

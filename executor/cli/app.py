@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import importlib
 import json
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from executor.api.errors import error_json
-from executor.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USER
+from executor.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USER, RunInterrupted
 from executor.options import echo
 from executor.text import field, one_line
 from policies.errors import CorralError
@@ -33,8 +36,8 @@ from policies.errors import CorralError
 if TYPE_CHECKING:
     from executor.api import Corral
 
-__all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "loading_corral", "main", "render_error",
-           "setup_output", "warn"]
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "interrupted", "loading_corral", "main",
+           "render_error", "setup_output", "stopped_like_ctrl_c", "warn"]
 
 #: The commands, each defined in its own module: name -> (module, the command's name in it,
 #: the line ``corral --help`` shows). A module is imported only when one of its commands
@@ -183,6 +186,39 @@ def wants_json(argv: list[str]) -> bool:
     usage error reaches a script as JSON too."""
     words = argv[: argv.index("--")] if "--" in argv else argv
     return "--json" in words
+
+
+def _stop_as_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextmanager
+def stopped_like_ctrl_c() -> Iterator[None]:
+    """Inside the block, SIGTERM (``timeout``, CI, a service manager) and SIGHUP (a closed
+    terminal) stop what runs as Ctrl-C does: every run ends ``cancelled`` with its diff
+    recorded, never ``crashed``. The handlers before are put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only (the API used from a worker thread)
+        return
+    before = {number: signal.signal(number, _stop_as_ctrl_c)
+              for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+def interrupted(run_id: str | None) -> RunInterrupted:
+    """What an interrupted ``corral run`` says: which run, and that its diff was kept."""
+    if run_id is None:  # stopped before its record existed: nothing ran
+        return RunInterrupted("interrupted before the run started: nothing ran")
+    shown = one_line(run_id)
+    return RunInterrupted(
+        f"interrupted: run {shown} was cancelled; its record and diff are kept",
+        context={"run": run_id},
+        hint=f"`corral show {shown}` shows what it did, `corral diff {shown}` what it "
+        f"changed, `corral apply {shown}` merges it")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from executor.api import BACKENDS, DEFAULT_JOBS, ChildPlan
-from executor.cli.app import loading_corral, setup_output, warn
+from executor.cli.app import loading_corral, setup_output, stopped_like_ctrl_c, warn
 from executor.cli.fanout_views import fanout_lines
 from executor.cli.progress import Progress
 from executor.options import echo, environment_options, loader_options
@@ -77,12 +77,14 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
         for plan in plans:
             progress.label(plan.run_id, _label(plan, len(plans)), plan.agent)
 
-    result = corral.fanout(prompt, agents=agents, n=count, scripts=scripts, models=models,
-                           check=check_command, check_timeout=check_timeout, jobs=jobs,
-                           timeout=timeout, approve=approve, environment=not no_env,
-                           setup_network=True if setup_network else None, progress=progress,
-                           on_plan=label, on_setup_output=setup_output(as_json),
-                           on_warning=warn)
+    with stopped_like_ctrl_c():  # SIGTERM, SIGHUP: every child cancelled, as by Ctrl-C
+        result = corral.fanout(prompt, agents=agents, n=count, scripts=scripts,
+                               models=models, check=check_command,
+                               check_timeout=check_timeout, jobs=jobs, timeout=timeout,
+                               approve=approve, environment=not no_env,
+                               setup_network=True if setup_network else None,
+                               progress=progress, on_plan=label,
+                               on_setup_output=setup_output(as_json), on_warning=warn)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -86,6 +86,8 @@ class Progress:
         self.changed: set[str] = set()
         self._lock = threading.RLock()
         self._lines: dict[str, Line] = {}
+        #: The top run's id, from its first event (an interrupted run is named by it).
+        self.top_run: str | None = None
 
     def _start(self) -> None:
         # rich (about 20 ms of imports) only when lines are drawn on a terminal.
@@ -140,6 +142,8 @@ class Progress:
             live.refresh()
 
     def __call__(self, event: ProgressEvent) -> None:
+        if self.top_run is None and event.depth == 0 and event.run_id:
+            self.top_run = event.run_id
         live = self.live
         if live is None:
             return

@@ -24,7 +24,14 @@ from executor.api import (
     RunResult,
     prompt_handler,
 )
-from executor.cli.app import loading_corral, render_error, setup_output, warn
+from executor.cli.app import (
+    interrupted,
+    loading_corral,
+    render_error,
+    setup_output,
+    stopped_like_ctrl_c,
+    warn,
+)
 from executor.cli.progress import Progress
 from executor.cli.run_views import child_lines, diff_banner, outside_lines, status_line
 from executor.options import echo, environment_options, loader_options
@@ -88,11 +95,16 @@ def run_command(root: Path, trust_project: bool, config_file: Path | None, stric
     corral = loading_corral(root, trust_project, config_file, strict, no_personal,
                             backend=backend)
     progress = Progress(enabled=not as_json and sys.stderr.isatty())
-    result = corral.run(prompt, agent=agent, mode=mode, script=script, model=model,
-                        approve=_approval(approve, progress), timeout=timeout,
-                        environment=not no_env, setup_network=True if setup_network else None,
-                        progress=progress, on_setup_output=setup_output(as_json),
-                        on_warning=warn, welcome=None if as_json else _welcome)
+    try:
+        with stopped_like_ctrl_c():
+            result = corral.run(prompt, agent=agent, mode=mode, script=script, model=model,
+                                approve=_approval(approve, progress), timeout=timeout,
+                                environment=not no_env,
+                                setup_network=True if setup_network else None,
+                                progress=progress, on_setup_output=setup_output(as_json),
+                                on_warning=warn, welcome=None if as_json else _welcome)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the run recorded itself cancelled
+        raise interrupted(progress.top_run) from None
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -275,3 +275,48 @@ def test_last_and_last_n_name_the_newest_runs_you_started(repo: Path, tmp_path: 
     for bad in ("last*", "last~-1", "last~", "LAST"):
         code, _, err = entry("show", bad, "--root", str(repo))
         assert code == 2 and "Traceback" not in err, (bad, err)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=["ctrl-c", "sigterm", "sighup"])
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_stopped_run_is_cancelled_named_and_keeps_its_diff(
+        repo: Path, tmp_path: Path, stop: signal.Signals, as_json: bool) -> None:
+    """Issue 19: "SIGTERM and SIGHUP end runs as Ctrl-C does (`cancelled`, diff kept), and
+    the message names the run and where its diff is" (before: SIGTERM left it `crashed`,
+    and Ctrl-C printed `error: aborted` without the run id)."""
+    agent_file(repo, "w", "tools: [write_file, shell]")
+    up, never = tmp_path / "up", tmp_path / "never"
+    os.mkfifo(up)
+    os.mkfifo(never)
+    turns = script(tmp_path, [call("write_file", path="kept.txt", content="kept\n"),
+                              call("shell", command=f"echo up > {up}; cat {never}"),
+                              {"text": "never"}])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "executor", "run", "--root", str(repo), "--trust-project",
+         "--no-personal", "--backend", "host", "--agent", "w", "--script", str(turns),
+         *(["--json"] if as_json else []), "go"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with up.open() as handle:  # the run is inside its blocking command
+            assert handle.read() == "up\n"
+        process.send_signal(stop)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        process.wait(60)
+    assert process.returncode == 130, err
+    [record_dir] = ledger_dir(repo).iterdir()
+    run_id = record_dir.name
+    record = json.loads((record_dir / "record.json").read_text())
+    assert record["status"] == "cancelled"
+    assert [c["path"] for c in record["changed_files"]] == ["kept.txt"]
+    if as_json:
+        error = json.loads(out)["error"]
+        assert (error["code"], error["context"]["run"]) == ("interrupted", run_id)
+    else:
+        assert f"error: interrupted: run {run_id} was cancelled; its record and diff are " \
+               "kept" in err
+        assert f"hint: `corral show {run_id}` shows what it did, `corral diff {run_id}`" in err
+    code, patch, _ = corral("diff", run_id, "--root", str(repo))
+    assert code == 0 and "+kept" in patch

@@ -80,7 +80,12 @@ def test_a_terminal_shows_one_line_per_child_and_a_pipe_nothing(repo: Path,
     assert b"step 1" not in piped.stderr + piped.stdout
 
 
-def test_ctrl_c_cancels_every_child_and_keeps_every_diff(repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=["ctrl-c", "sigterm", "sighup"])
+def test_ctrl_c_cancels_every_child_and_keeps_every_diff(repo: Path, tmp_path: Path,
+                                                         stop: signal.Signals) -> None:
+    """Ctrl-C, and (issue 19: "SIGTERM and SIGHUP end runs as Ctrl-C does") a SIGTERM from
+    ``timeout`` or CI and a SIGHUP from a closed terminal: never ``crashed``."""
     agent_file(repo, "w", "tools: [write_file, shell]")
     ups = [tmp_path / f"up-{n}" for n in (1, 2)]
     never = tmp_path / "never"
@@ -98,7 +103,7 @@ def test_ctrl_c_cancels_every_child_and_keeps_every_diff(repo: Path, tmp_path: P
         for up in ups:  # both children are inside their blocking command
             with up.open() as handle:
                 assert handle.read() == "up\n"
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         out, _ = process.communicate(timeout=120)
     finally:
         process.kill()
