@@ -134,7 +134,10 @@ def print_record(result: RunResult, show: Callable[[str], RunResult]) -> None:
     if record.error:
         render_error(record.error, exit_code=result.exit_code)
     for denied in record.denied_calls:
-        echo(f"denied: {one_line(denied['tool'])}: {one_line(denied['reason'])}", err=True)
+        where = (f" (in {one_line(denied['agent'])}, run {one_line(denied['run'])})"
+                 if "run" in denied else "")
+        echo(f"denied{where}: {one_line(denied['tool'])}: {one_line(denied['reason'])}",
+             err=True)
     for note in record.notes:
         echo(f"note: {one_line(note)}", err=True)
     for line in child_lines(record, _child(show)):

@@ -15,7 +15,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from executor.apply.preimages import capture_preimages
-from executor.ledger import RunStatus, now_iso, running_owner, write_run
+from executor.errors import ExecutorError
+from executor.ledger import RunStatus, find_run, now_iso, running_owner, write_run
 from executor.run.session import SessionOutcome
 from policies.contract import SandboxMode
 from sandbox.errors import SandboxError
@@ -33,6 +34,24 @@ def write_running(run: AgentRun) -> None:
         "status": RunStatus.RUNNING, "owner": running_owner(),
         "prompt": run.record.prompt or run.first_prompt})
     write_run(run.settings.ledger, running, [])
+
+
+def _below(run: AgentRun) -> list[dict[str, str]]:
+    """The denied calls of the runs below ``run`` (the children it delegated to, its
+    reviewers), each naming the agent and run that made it: a denial deep in a tree
+    reaches the top record and its exit code. A child's record holds its own children's
+    already, so one level is read. A child that left no record (it failed to start) has
+    none to give."""
+    below = [*run.child_ids(), *(str(r["run_id"]) for r in run.reviews if r.get("run_id"))]
+    found: list[dict[str, str]] = []
+    for run_id in below:
+        try:
+            record = find_run(run.settings.ledger, run_id)
+        except ExecutorError:
+            continue
+        found += [{"agent": record.agent, "run": record.run_id} | denied
+                  if "run" not in denied else denied for denied in record.denied_calls]
+    return found
 
 
 def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] | None,
@@ -60,7 +79,7 @@ def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] 
             "final_text": outcome.final_text if outcome else run.record.final_text,
             "audit": [a.to_json() for a in audit],
             "denied_calls": [{"tool": a.tool, "reason": a.reason}
-                             for a in run.session.dispatcher.denied],
+                             for a in run.session.dispatcher.denied] + _below(run),
             "usage": {"input_tokens": run.session.usage.input_tokens,
                       "output_tokens": run.session.usage.output_tokens,
                       "requests": run.session.requests},

@@ -320,3 +320,38 @@ def test_a_stopped_run_is_cancelled_named_and_keeps_its_diff(
         assert f"hint: `corral show {run_id}` shows what it did, `corral diff {run_id}`" in err
     code, patch, _ = corral("diff", run_id, "--root", str(repo))
     assert code == 0 and "+kept" in patch
+
+
+def test_a_childs_denials_reach_the_parent_named_and_in_its_exit_code(
+        repo: Path, tmp_path: Path) -> None:
+    """Issue 19: "A child's denials (delegated children, reviewers) appear in the parent's
+    record with the child named, and count in the parent's exit code" (before: a run whose
+    child was denied exited 0). Two levels deep: lead -> mid -> leaf."""
+    zuno = repo / ".zuno/zuno.json"
+    zuno.parent.mkdir(parents=True)
+    config = Path(os.environ["CORRAL_CONFIG"])
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("subagent_depth = 2\n")
+    zuno.write_text(json.dumps({"agents": {
+        "lead": {"prompt": "lead", "mode": "primary", "delegates": ["mid", "leaf"]},
+        "mid": {"prompt": "mid", "mode": "subagent", "delegates": ["leaf"]}}}))
+    agent_file(repo, "leaf", "tools: [read_file]")
+    turns = script(tmp_path, [call("delegate", agent="mid", prompt="go on"),
+                              call("delegate", agent="leaf", prompt="write"),
+                              call("write_file", path="x.txt", content="x\n"),
+                              {"text": "could not"}, {"text": "mid done"}, {"text": "done"}])
+    code, out, err = corral("run", "--root", str(repo), "--trust-project", "--no-personal",
+                            "--agent", "lead", "--backend", "host", "--script", str(turns),
+                            "go")
+    assert code == 4, err
+    records = {r["agent"]: r for r in (json.loads((d / "record.json").read_text())
+                                       for d in ledger_dir(repo).iterdir())}
+    leaf, mid, lead = records["leaf"], records["mid"], records["lead"]
+    assert [d["tool"] for d in leaf["denied_calls"]] == ["write_file"]
+    assert "agent" not in leaf["denied_calls"][0]  # its own denial
+    for record in (mid, lead):  # named by the run that made it, at every level
+        [denied] = record["denied_calls"]
+        assert (denied["tool"], denied["agent"], denied["run"]) == (
+            "write_file", "leaf", leaf["run_id"])
+    assert f"denied (in leaf, run {leaf['run_id']}): write_file: " in err
+    assert not (repo / "x.txt").exists()
