@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from runtime_support import make_repo, run_in
 
+from executor.api import RunResult
 from executor.errors import RunError
 from executor.ledger import RunStatus, find_run, ledger_dir
 from policies.contract import AgentFormat
@@ -148,6 +149,23 @@ def test_reviewer_checks_the_answer_and_its_verdict_is_recorded(fs) -> None:
     assert "write a note" in task and "I wrote notes.txt" in task
     assert "hello" in reviewer_run.audit[0]["result"]  # it read the agent's workspace
     assert ran.record.final_text == "I wrote notes.txt"  # the answer is kept as it was
+
+
+def test_a_reviewers_denied_call_reaches_the_reviewed_run(fs) -> None:
+    """Issue 19: "A child's denials (delegated children, reviewers) appear in the parent's
+    record with the child named, and count in the parent's exit code." A reviewer runs
+    read-only: its write is denied, and the reviewed run's record says so."""
+    _reviewed(fs, "answer-relevance-checker")
+    ran = run_in(fs, "writer", [
+        WRITE, {"text": "I wrote notes.txt"},
+        call("file_write", path="approved.txt", content="yes\n"),
+        {"text": "VERDICT: PASS\nfine."},
+    ], prompt="write a note")
+    [review] = ran.record.reviews
+    [denied] = ran.record.denied_calls
+    assert (denied["tool"], denied["agent"], denied["run"]) == (
+        "file_write", "answer-relevance-checker", review["run_id"])
+    assert RunResult(ran.record).exit_code == 4
 
 
 def test_reviewers_read_the_recorded_diff_not_the_agents_workspace(fs) -> None:
