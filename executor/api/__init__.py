@@ -52,13 +52,11 @@ if TYPE_CHECKING:
     )
     from executor.api.inputs import CancelToken, Replay
     from executor.api.records import GcReport
+    from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
     from executor.api.results import (
-        ApplyReport,
         ChildResult,
         Diff,
-        Discarded,
         FanoutResult,
-        Recovered,
         RunList,
         RunResult,
     )
@@ -91,8 +89,10 @@ _WHERE = {
                      "PolicyError", "RunError", "error_json"), "executor.api.errors"),
     **dict.fromkeys(("CancelToken", "Replay"), "executor.api.inputs"),
     "GcReport": "executor.api.records",
-    **dict.fromkeys(("ApplyReport", "ChildResult", "Diff", "Discarded", "FanoutResult",
-                     "Recovered", "RunList", "RunResult"), "executor.api.results"),
+    **dict.fromkeys(("ApplyReport", "BranchReport", "Discarded", "Recovered"),
+                    "executor.api.reports"),
+    **dict.fromkeys(("ChildResult", "Diff", "FanoutResult", "RunList", "RunResult"),
+                    "executor.api.results"),
     **dict.fromkeys(("ApplyFailed", "MergeRefused", "PatchFile", "PatchPlan",
                      "RestoreFailed"), "executor.apply"),
     "ChildPlan": "executor.fanout",
@@ -126,6 +126,7 @@ __all__ = [
     "ApprovalRequest",
     "AsyncCorral",
     "AsyncProgress",
+    "BranchReport",
     "BuiltEnvironment",
     "CancelToken",
     "ChildPlan",

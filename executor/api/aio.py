@@ -40,15 +40,8 @@ if TYPE_CHECKING:
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
     from executor.api.records import GcReport
-    from executor.api.results import (
-        ApplyReport,
-        Diff,
-        Discarded,
-        FanoutResult,
-        Recovered,
-        RunList,
-        RunResult,
-    )
+    from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
+    from executor.api.results import Diff, FanoutResult, RunList, RunResult
     from executor.api.running import SchedulerFactory
     from executor.apply import PatchPlan
     from executor.fanout import ChildPlan
@@ -241,6 +234,15 @@ class AsyncCorral:
             allow_symlinks=allow_symlinks, allow_binary=allow_binary,
             allow_git_dirs=allow_git_dirs, allow_unverified=allow_unverified,
             confirm=confirm, on_plan=on_plan))
+
+    async def branch(self, run_id: str, name: str, *, allow_symlinks: bool = False,
+                     allow_binary: bool = False, allow_git_dirs: bool = False,
+                     allow_unverified: bool = False) -> BranchReport:
+        """:meth:`Corral.branch`."""
+        return await self._thread(partial(
+            self.corral.branch, run_id, name, allow_symlinks=allow_symlinks,
+            allow_binary=allow_binary, allow_git_dirs=allow_git_dirs,
+            allow_unverified=allow_unverified))
 
     async def recover(self, run_id: str) -> Recovered:
         """:meth:`Corral.recover`."""

@@ -23,15 +23,8 @@ if TYPE_CHECKING:
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
     from executor.api.records import GcReport
-    from executor.api.results import (
-        ApplyReport,
-        Diff,
-        Discarded,
-        FanoutResult,
-        Recovered,
-        RunList,
-        RunResult,
-    )
+    from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
+    from executor.api.results import Diff, FanoutResult, RunList, RunResult
     from executor.api.running import SchedulerFactory
     from executor.apply import PatchPlan
     from executor.fanout import ChildPlan
@@ -275,6 +268,22 @@ class Corral:
                                allow_unverified=allow_unverified)
         return records.apply(self, run_id, options, yes=yes, confirm=confirm,
                              on_plan=on_plan)
+
+    def branch(self, run_id: str, name: str, *, allow_symlinks: bool = False,
+               allow_binary: bool = False, allow_git_dirs: bool = False,
+               allow_unverified: bool = False) -> BranchReport:
+        """Keep a run's verified diff as one commit on a new branch ``name`` from ``HEAD``;
+        the working tree, the index and every other ref stay as they are. The commit's
+        author and message name the run. An existing branch is never moved
+        (``branch_exists``); a diff that does not apply to ``HEAD`` (a run over uncommitted
+        changes) is ``branch_conflict``; both :class:`~executor.api.MergeRefused`."""
+        from executor.api import records  # noqa: PLC0415
+        from executor.apply import ApplyOptions  # noqa: PLC0415
+
+        options = ApplyOptions(allow_symlinks=allow_symlinks, allow_binary=allow_binary,
+                               allow_git_dirs=allow_git_dirs,
+                               allow_unverified=allow_unverified)
+        return records.branch(self, run_id, name, options)
 
     def recover(self, run_id: str) -> Recovered:
         """Put back the files an interrupted apply of the run saved."""

@@ -11,15 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from executor.api.results import (
-    ApplyReport,
-    Diff,
-    Discarded,
-    Recovered,
-    RunList,
-    RunResult,
-)
-from executor.apply import ApplyOptions, PatchPlan, apply_run, recover_run
+from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
+from executor.api.results import Diff, RunList, RunResult
+from executor.apply import ApplyOptions, PatchPlan, apply_run, branch_run, recover_run
 from executor.ledger import (
     CrashedRun,
     FanoutRecord,
@@ -44,8 +38,8 @@ if TYPE_CHECKING:
     from sandbox.environment import EnvironmentInfo
     from sandbox.results import GcReport as SandboxReport
 
-__all__ = ["GcReport", "apply", "diff", "discard", "gc", "recover", "runs", "show",
-           "transcript"]
+__all__ = ["GcReport", "apply", "branch", "diff", "discard", "gc", "recover", "runs",
+           "show", "transcript"]
 
 
 def runs(corral: Corral) -> RunList:
@@ -93,6 +87,13 @@ def apply(corral: Corral, run_id: str, options: ApplyOptions, *, yes: bool,
     record, plan, result = apply_run(corral.root.resolve(), ledger, run_id, options,
                                      confirm=asked, show=on_plan)
     return ApplyReport(RunResult(record), plan, result)
+
+
+def branch(corral: Corral, run_id: str, name: str, options: ApplyOptions) -> BranchReport:
+    """:meth:`Corral.branch`."""
+    record, plan, result = branch_run(corral.root.resolve(), corral.ledger(), run_id, name,
+                                      options)
+    return BranchReport(RunResult(record), plan, result)
 
 
 def recover(corral: Corral, run_id: str) -> Recovered:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor.apply import ApplyResult, PatchFile, PatchPlan
 from executor.errors import EXIT_DENIED, EXIT_FAILURE, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from executor.fanout.conflicts import FilePatch, PairResult, matrix
 from executor.fanout.rows import Row, rows
@@ -31,8 +30,8 @@ from executor.ledger import (
     run_status,
 )
 
-__all__ = ["ApplyReport", "ChildResult", "Diff", "Discarded", "FanoutResult", "Recovered",
-           "RunList", "RunResult", "exit_code", "fanout_exit_code"]
+__all__ = ["ChildResult", "Diff", "FanoutResult", "RunList", "RunResult", "exit_code",
+           "fanout_exit_code"]
 
 #: A run's exit code by its status (the README's "Exit codes").
 STATUS_EXIT = {RunStatus.COMPLETED: EXIT_OK, RunStatus.FAILED: EXIT_FAILURE,
@@ -335,62 +334,3 @@ class Diff:
     def text(self) -> str:
         """The patch as text, bytes that are not UTF-8 replaced."""
         return self.patch.decode("utf-8", "replace")
-
-
-@dataclass(frozen=True)
-class Discarded:
-    """A run marked discarded; ``already``: it was before."""
-
-    run: RunResult
-    already: bool
-
-
-@dataclass(frozen=True)
-class Recovered:
-    """An interrupted apply put back: the backup ``restored``, and where what the paths
-    held just before was ``saved``."""
-
-    run: RunResult
-    restored: Path
-    saved: Path
-
-
-@dataclass(frozen=True)
-class ApplyReport:
-    """An apply (or its check): the run, what its diff changes (``plan``, with each file's
-    review flags), and what was done (``result``: ``applied``, ``checked``,
-    ``already_applied`` or ``conflicts``; files merged three ways; the backup)."""
-
-    run: RunResult
-    plan: PatchPlan
-    result: ApplyResult
-
-    @property
-    def status(self) -> str:
-        return self.result.status
-
-    @property
-    def applied(self) -> bool:
-        """Whether the checkout changed (with conflict markers for ``conflicts``)."""
-        return self.result.status in ("applied", "conflicts")
-
-    @property
-    def files(self) -> list[PatchFile]:
-        return self.plan.files
-
-    @property
-    def flagged(self) -> list[PatchFile]:
-        """Files flagged for review (they need ``yes``)."""
-        return self.plan.flagged
-
-    def to_json(self) -> dict[str, Any]:
-        """What was checked or applied, as JSON (MCP ``apply_run``'s core)."""
-        result = self.result
-        return {
-            "run_id": self.run.run_id, "status": result.status, "applied": self.applied,
-            "files": [{"path": f.path, "status": f.status, "old_path": f.old_path,
-                       "flags": list(f.flags)} for f in self.plan.files],
-            "flagged": [f.path for f in self.plan.flagged], "merged": result.merged,
-            "conflicts": result.conflicts,
-            "backup": str(result.backup) if result.backup is not None else None,
-            "state": self.run.state}

@@ -15,11 +15,14 @@ The pieces, in the order an apply uses them:
   with its record so a three-way merge works after the child is gone;
 - :mod:`executor.apply.recorded`: a recorded run (digest check, backups in the
   ledger, recovery of an interrupted apply);
-- :mod:`executor.apply.steps`: the named steps (and the tests' fault hook).
+- :mod:`executor.apply.steps`: the named steps (and the tests' fault hook);
+- :mod:`executor.apply.branch`: a recorded run's diff as a commit on a new
+  branch, the checkout untouched (``corral apply RUN --branch NAME``).
 """
 
 from __future__ import annotations
 
+from executor.apply.branch import BranchResult, branch_run
 from executor.apply.errors import ApplyFailed, MergeRefused, RestoreFailed
 from executor.apply.merge import ApplyResult, apply_to_checkout
 from executor.apply.patch import PatchFile, PatchPlan, inspect_patch, unquote
@@ -29,12 +32,14 @@ __all__ = [
     "ApplyFailed",
     "ApplyOptions",
     "ApplyResult",
+    "BranchResult",
     "MergeRefused",
     "PatchFile",
     "PatchPlan",
     "RestoreFailed",
     "apply_run",
     "apply_to_checkout",
+    "branch_run",
     "inspect_patch",
     "recover_run",
     "unquote",

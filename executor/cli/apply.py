@@ -51,13 +51,31 @@ def _confirm(plan: PatchPlan) -> bool:
               help="Apply a record written before corral kept diff digests.")
 @click.option("--recover", is_flag=True,
               help="Put back the files an interrupted apply of RUN saved.")
+@click.option("--branch", "branch", metavar="NAME",
+              help="Commit the diff on a new branch NAME from HEAD instead; the working "
+              "tree and index are not touched.")
 @click.argument("run_id")
 def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
                   allow_symlinks: bool, allow_binary: bool, allow_git_dirs: bool,
-                  allow_unverified: bool, recover: bool, run_id: str) -> None:
+                  allow_unverified: bool, recover: bool, branch: str | None,
+                  run_id: str) -> None:
     """Validate a run's diff and merge it into the checkout, all or nothing."""
     corral = Corral(root)
     corral.ledger()  # refuses a state dir a child could write, before anything
+    if branch is not None:
+        if check_only or three_way or recover:
+            raise click.UsageError("--branch takes no --check, --3way or --recover")
+        made = corral.branch(run_id, branch, allow_symlinks=allow_symlinks,
+                             allow_binary=allow_binary, allow_git_dirs=allow_git_dirs,
+                             allow_unverified=allow_unverified)
+        _show(made.run.record, made.plan)
+        flagged = (f"; {len(made.plan.flagged)} file(s) flagged for review: read them before "
+                   "you merge it" if made.plan.flagged else "")
+        click.echo(one_line(f"made branch {made.branch} ({made.commit[:12]}, from HEAD "
+                            f"{made.result.parent[:12]}) with run {made.run.run_id}'s "
+                            f"{len(made.plan.files)} file(s){flagged}; your working tree "
+                            "and index are unchanged"), err=True)
+        return
     if recover:
         if check_only or three_way or allow_symlinks or allow_binary or allow_git_dirs:
             raise click.UsageError("--recover takes no other option")

@@ -340,9 +340,8 @@ def test_a_childs_denials_reach_the_parent_named_and_in_its_exit_code(
                               call("delegate", agent="leaf", prompt="write"),
                               call("write_file", path="x.txt", content="x\n"),
                               {"text": "could not"}, {"text": "mid done"}, {"text": "done"}])
-    code, out, err = corral("run", "--root", str(repo), "--trust-project", "--no-personal",
-                            "--agent", "lead", "--backend", "host", "--script", str(turns),
-                            "go")
+    code, _, err = corral("run", "--root", str(repo), "--trust-project", "--no-personal",
+                          "--agent", "lead", "--backend", "host", "--script", str(turns), "go")
     assert code == 4, err
     records = {r["agent"]: r for r in (json.loads((d / "record.json").read_text())
                                        for d in ledger_dir(repo).iterdir())}
