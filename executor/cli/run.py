@@ -32,10 +32,11 @@ from executor.cli.app import (
     stopped_like_ctrl_c,
     warn,
 )
+from executor.cli.pager import show_patch
 from executor.cli.progress import Progress
 from executor.cli.run_views import child_lines, diff_banner, outside_lines, status_line
 from executor.options import echo, environment_options, loader_options
-from executor.text import one_line
+from executor.text import one_line, printable
 
 __all__ = ["print_record", "run_command"]
 
@@ -151,6 +152,6 @@ def print_record(result: RunResult, show: Callable[[str], RunResult]) -> None:
         echo(record.final_text)
     if record.diff:
         echo(f"\n{diff_banner(record)}", err=True)
-        echo(record.diff, nl=not record.diff.endswith("\n"))
+        show_patch(printable(record.diff), pager=False)
     for line in outside_lines(record):
         echo(line, err=True)

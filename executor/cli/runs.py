@@ -15,6 +15,7 @@ import click
 
 from executor.api import Corral, FanoutRecord, RunResult, fanout_status
 from executor.cli.app import render_error
+from executor.cli.pager import show_patch
 from executor.cli.run import print_record
 from executor.cli.run_views import check_lines, runs_line, show_lines
 from executor.options import echo
@@ -83,8 +84,10 @@ def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
 @click.option("--escape", "force_escape", is_flag=True,
               help="Escape control characters even when stdout is not a terminal "
               "(for a pager such as `less -R`).")
+@click.option("--no-pager", is_flag=True, help="Print on a terminal without the pager "
+              "($PAGER, else less).")
 @click.argument("run_id")
-def diff_command(root: Path, force_escape: bool, run_id: str) -> None:
+def diff_command(root: Path, force_escape: bool, no_pager: bool, run_id: str) -> None:
     """Print a run's unified diff: escaped on a terminal, the exact bytes through a pipe or
     into a file (merge it with `corral apply RUN`, which checks it). A run that changed
     nothing prints nothing (exit 0)."""
@@ -96,7 +99,7 @@ def diff_command(root: Path, force_escape: bool, run_id: str) -> None:
         return
     if force_escape or sys.stdout.isatty():
         text, escaped = printable_patch(patch)
-        click.echo(text, nl=not text.endswith("\n"))
+        show_patch(text, pager=not no_pager)
         if escaped:
             echo(f"note: {escaped} control or invisible character(s) of this diff are shown "
                  "as escapes (\\x1b, \\u202e, ...); through a pipe or into a file, "

@@ -64,8 +64,10 @@ def on_terminal(*args: str, cwd: Path | None = None, stdout_to: Path | None = No
             [sys.executable, "-m", "executor", *args], cwd=cwd,
             stdin=slave if tty_stdin else subprocess.DEVNULL,
             stdout=out_file if out_file is not None else slave, stderr=slave,
+            # Colours off and no pager unless a test asks (they are corral's own codes,
+            # tested in test_diff_colours.py); the user's settings never leak in.
             env={**os.environ, "TERM": "xterm-256color", "COLUMNS": str(COLUMNS),
-                 "LINES": "60", **(env or {})},
+                 "LINES": "60", "NO_COLOR": "1", "PAGER": "cat", **(env or {})},
         )
     finally:
         os.close(slave)
