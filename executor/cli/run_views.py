@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from executor.api import RunRecord, RunStatus, run_status
@@ -19,9 +20,12 @@ from executor.text import one_line, printable
 
 __all__ = [
     "ITEM_LIMIT",
+    "RUNS_HEADER",
+    "age",
     "check_lines",
     "child_lines",
     "diff_banner",
+    "diff_state",
     "human_bytes",
     "human_seconds",
     "outside_lines",
@@ -197,15 +201,44 @@ def show_lines(record: RunRecord, transcript: list[dict[str, Any]], *,
     return lines
 
 
-def runs_line(record: RunRecord) -> str:
-    """One line of ``corral runs``."""
-    status = run_status(record)
+#: The columns of ``corral runs`` (``runs_line`` pads to them).
+RUNS_HEADER = (f"{'RUN':22}  {'STATUS':9} {'DIFF':11} {'AGE':>4}  {'AGENT':20} {'MODE':15} "
+               f"{'FILES':>11}  PROMPT")
+
+
+def age(iso: str, now: datetime | None = None) -> str:
+    """How long ago ``iso`` was, in one unit: ``45s``, ``12m``, ``5h``, ``3d``; ``?`` when
+    the record has no readable time."""
+    try:
+        then = datetime.fromisoformat(iso)
+    except ValueError:
+        return "?"
+    seconds = max(0.0, ((now or datetime.now(UTC)) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def diff_state(record: RunRecord) -> str:
+    """What became of a run's diff: ``pending``, ``applied``, ``discarded``, ``in checkout``
+    (workspace-write), or nothing (no diff, or still running)."""
     state = {"applied": "applied", "discarded": "discarded"}.get(record.state, "")
-    if not state and record.diff and status not in (RunStatus.RUNNING,):
+    if not state and record.diff and run_status(record) is not RunStatus.RUNNING:
         state = "in checkout" if record.mode == "workspace-write" else "pending"
+    return state
+
+
+def runs_line(record: RunRecord) -> str:
+    """One line of ``corral runs`` (columns: :data:`RUNS_HEADER`)."""
+    status = run_status(record)
     parent = f" (child of {one_line(record.parent_run)})" if record.parent_run else ""
-    return (f"{one_line(record.run_id)}  {status.value:9} {state:11} {one_line(record.agent):24} "
-            f"{one_line(record.mode):15} {len(record.changed_files):3} file(s){parent}")
+    prompt = one_line(" ".join(record.prompt.split()))
+    prompt = f'"{prompt[:48]}..."' if len(prompt) > 48 else f'"{prompt}"'
+    return (f"{one_line(record.run_id)}  {status.value:9} {diff_state(record):11} "
+            f"{age(record.started_at):>4}  {one_line(record.agent):20} "
+            f"{one_line(record.mode):15} {len(record.changed_files):3} file(s)  "
+            f"{prompt}{parent}")
 
 
 def check_lines(record: RunRecord) -> list[str]:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from executor.api import Corral, FanoutRecord, RunResult, fanout_status
+from executor.api import Corral, FanoutRecord, RunResult, RunStatus, fanout_status
 from executor.cli.app import render_error
 from executor.cli.pager import show_patch
 from executor.cli.run import print_record
-from executor.cli.run_views import check_lines, runs_line, show_lines
+from executor.cli.run_views import RUNS_HEADER, check_lines, diff_state, runs_line, show_lines
 from executor.options import echo
 from executor.text import one_line, printable_patch
 
@@ -31,20 +32,58 @@ def _fanout_header(fanout: FanoutRecord) -> str:
             f'"{one_line(fanout.prompt)[:60]}"')
 
 
+def _wanted(statuses: tuple[str, ...], agent: str | None, pending: bool,
+            ) -> Callable[[RunResult], bool]:
+    def wanted(run: RunResult) -> bool:
+        return ((not statuses or run.status.value in statuses)
+                and (agent is None or run.agent == agent)
+                and (not pending or diff_state(run.record) == "pending"))
+    return wanted
+
+
 @click.command("runs")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def runs_command(root: Path, as_json: bool) -> None:
+@click.option("--status", "statuses", multiple=True,
+              type=click.Choice([s.value for s in RunStatus]),
+              help="Only runs that ended so (repeat for several).")
+@click.option("--agent", help="Only runs of this agent.")
+@click.option("--pending", is_flag=True, help="Only runs whose diff waits for apply or "
+              "discard.")
+@click.option("-n", "--limit", type=click.IntRange(min=1),
+              help="Only the newest N entries (a fanout counts as one).")
+def runs_command(root: Path, as_json: bool, statuses: tuple[str, ...], agent: str | None,
+                 pending: bool, limit: int | None) -> None:
     """List the recorded runs of the repository, newest first: running, crashed (the
-    process died), completed..., and what became of each diff (pending, applied,
-    discarded, already in the checkout); a fanout's children grouped under it."""
+    process died), completed..., what became of each diff (pending, applied, discarded,
+    already in the checkout), how long ago it started and its prompt; a fanout's
+    children grouped under it."""
     found = Corral(root).runs()
+    wanted = _wanted(statuses, agent, pending)
+    filtering = bool(statuses or agent or pending)
+    groups: list[tuple[FanoutRecord | None, list[tuple[int | None, RunResult | str]]]] = []
+    for fanout, members in found.groups():
+        kept = [(index, member) for index, member in members
+                if not filtering or (isinstance(member, RunResult) and wanted(member))]
+        if kept or (fanout is not None and not filtering):
+            groups.append((fanout, kept))
+    groups = groups[:limit] if limit is not None else groups
     if as_json:
-        click.echo(json.dumps(found.to_json(), indent=2))
+        shown = {m.run_id for _, members in groups for _, m in members
+                 if isinstance(m, RunResult)}
+        fanouts = {fanout.fanout_id for fanout, _ in groups if fanout is not None}
+        click.echo(json.dumps([
+            entry for entry in found.to_json()
+            if entry.get("run_id") in shown or entry.get("status") == "corrupted"
+            or ("run_id" not in entry and entry.get("fanout_id") in fanouts)], indent=2))
         return
     if not found.runs and not found.fanouts and not found.broken:
         echo("no runs recorded")
-    for fanout, members in found.groups():
+    elif not groups:
+        echo("no runs match")
+    else:
+        echo(RUNS_HEADER)
+    for fanout, members in groups:
         if fanout is None:
             echo(runs_line(members[0][1].record))  # type: ignore[union-attr]
             continue

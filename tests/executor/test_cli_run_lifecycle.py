@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -108,7 +109,7 @@ def test_a_run_killed_with_sigkill_is_crashed_and_gc_hands_its_diff_to_apply(
         process.wait(timeout=30)
     code, out, _ = corral("runs", "--root", str(repo))
     assert code == 0
-    [line] = out.splitlines()
+    _, line = out.splitlines()  # the header, then the run
     assert " crashed " in line and " w " in line
     run_id = line.split()[0]
     code, out, _ = corral("runs", "--root", str(repo), "--json")
@@ -354,3 +355,36 @@ def test_a_childs_denials_reach_the_parent_named_and_in_its_exit_code(
             "write_file", "leaf", leaf["run_id"])
     assert f"denied (in leaf, run {leaf['run_id']}): write_file: " in err
     assert not (repo / "x.txt").exists()
+
+
+def test_runs_has_a_header_ages_prompts_and_filters(repo: Path, tmp_path: Path) -> None:
+    """Issue 19: "`corral runs` with a header, age, a prompt excerpt and filters". A prompt
+    is one escaped line, cut: a newline or an escape in it cannot fake a row."""
+    agent_file(repo, "w", "tools: [write_file]")
+    agent_file(repo, "r", "tools: [read_file]")
+    wrote = run(repo, tmp_path, "w", [call("write_file", path="a.txt", content="a\n"),
+                                       {"text": "a"}])["run_id"]
+    code, _, err = corral("run", "--root", str(repo), "--trust-project", "--no-personal",
+                          "--agent", "r", "--backend", "host", "--script",
+                          str(script(tmp_path, [{"text": "read"}], "r.yaml")),
+                          "look\n20990101-000000-abcdef  completed pending \x1b[2J" + "x" * 80)
+    assert code == 0, err
+    code, out, _ = corral("runs", "--root", str(repo))
+    header, newest, oldest = out.splitlines()
+    assert header.split() == ["RUN", "STATUS", "DIFF", "AGE", "AGENT", "MODE", "FILES",
+                              "PROMPT"]
+    assert oldest.startswith(f"{wrote}  completed pending") and oldest.endswith('"go"')
+    assert re.search(r"  \d+s  w ", oldest)  # its age, in seconds here
+    # whitespace folded to one space, the escape shown as text, cut at 48 characters
+    assert newest.endswith('"look 20990101-000000-abcdef completed pending \\x..."')
+    assert newest.endswith('..."') and "\x1b" not in out
+    for args, rows in ((["--status", "completed"], 2), (["--agent", "w"], 1),
+                       (["--pending"], 1), (["-n", "1"], 1), (["--agent", "nobody"], 0)):
+        code, out, _ = corral("runs", "--root", str(repo), *args)
+        assert code == 0
+        lines = out.splitlines()
+        assert len(lines) == (rows + 1 if rows else 1), (args, out)
+        if not rows:
+            assert lines == ["no runs match"]
+    code, out, _ = corral("runs", "--root", str(repo), "--agent", "w", "--json")
+    assert [r["run_id"] for r in json.loads(out)] == [wrote]

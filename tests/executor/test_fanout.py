@@ -270,7 +270,9 @@ def test_runs_groups_a_fanout_with_its_children(project: Path, tmp_path: Path,
     assert code == 0
     code, out, _ = corral("runs", "--root", str(project))
     assert code == 0
-    lines = out.splitlines()
+    header, *lines = out.splitlines()
+    assert header.split() == ["RUN", "STATUS", "DIFF", "AGE", "AGENT", "MODE", "FILES",
+                              "PROMPT"]
     assert lines[0].startswith(f"fanout {result['fanout_id']}  completed 2 child(ren)  "
                                "check `true`  ")
     assert lines[0].endswith('"Add a"')
