@@ -217,6 +217,14 @@ class AsyncCorral:
         """:meth:`Corral.transcript`."""
         return await self._thread(partial(self.corral.transcript, run_id))
 
+    async def show_fanout(self, fanout_id: str) -> FanoutResult:
+        """:meth:`Corral.show_fanout`."""
+        return await self._thread(partial(self.corral.show_fanout, fanout_id))
+
+    async def pick(self, fanout_id: str, index: int) -> str:
+        """:meth:`Corral.pick`."""
+        return await self._thread(partial(self.corral.pick, fanout_id, index))
+
     async def diff(self, run_id: str) -> Diff:
         """:meth:`Corral.diff`."""
         return await self._thread(partial(self.corral.diff, run_id))

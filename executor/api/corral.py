@@ -232,6 +232,21 @@ class Corral:
 
         return records.show(self, run_id)
 
+    def show_fanout(self, fanout_id: str) -> FanoutResult:
+        """A recorded fanout (an id such as ``f-20261201-...`` or a unique start of one):
+        its record and each child as it recorded itself, as :meth:`fanout` returned it."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.show_fanout(self, fanout_id)
+
+    def pick(self, fanout_id: str, index: int) -> str:
+        """The run id of child ``index`` (from 1) of a recorded fanout, for :meth:`apply`,
+        :meth:`diff` or :meth:`discard`; ``unknown_run`` when there is no such child or it
+        never started."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.pick(self, fanout_id, index)
+
     def transcript(self, run_id: str) -> list[dict[str, Any]]:
         """A run's transcript: every message and tool result, one dict each."""
         from executor.api import records  # noqa: PLC0415

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
-from executor.api.results import Diff, RunList, RunResult
+from executor.api.results import Diff, FanoutResult, RunList, RunResult
 from executor.apply import ApplyOptions, PatchPlan, apply_run, branch_run, recover_run
+from executor.errors import ExecutorError
 from executor.ledger import (
     CrashedRun,
     FanoutRecord,
@@ -21,6 +22,7 @@ from executor.ledger import (
     discard_run,
     finalize_crashed_fanouts,
     finalize_crashed_runs,
+    find_fanout,
     find_run,
     load_patch,
     load_transcript,
@@ -38,8 +40,8 @@ if TYPE_CHECKING:
     from sandbox.environment import EnvironmentInfo
     from sandbox.results import GcReport as SandboxReport
 
-__all__ = ["GcReport", "apply", "branch", "diff", "discard", "gc", "recover", "runs",
-           "show", "transcript"]
+__all__ = ["GcReport", "apply", "branch", "diff", "discard", "gc", "pick", "recover", "runs",
+           "show", "show_fanout", "transcript"]
 
 
 def runs(corral: Corral) -> RunList:
@@ -54,6 +56,27 @@ def runs(corral: Corral) -> RunList:
 def show(corral: Corral, run_id: str) -> RunResult:
     """:meth:`Corral.show`."""
     return RunResult(find_run(corral.ledger(), run_id))
+
+
+def show_fanout(corral: Corral, fanout_id: str) -> FanoutResult:
+    """:meth:`Corral.show_fanout`."""
+    ledger = corral.ledger()
+    return FanoutResult.read(find_fanout(ledger, fanout_id), ledger)
+
+
+def pick(corral: Corral, fanout_id: str, index: int) -> str:
+    """:meth:`Corral.pick`."""
+    found = show_fanout(corral, fanout_id)
+    for child in found.children:
+        if child.index == index:
+            if child.run is None:
+                raise ExecutorError(f"child #{index} of fanout {found.fanout_id} never "
+                                    "started: it has no diff", code="unknown_run")
+            return child.run_id
+    raise ExecutorError(f"fanout {found.fanout_id} has no child #{index}",
+                        code="unknown_run", context={"children": len(found.children)},
+                        hint=f"pick one of 1..{len(found.children)}: `corral show "
+                             f"{found.fanout_id}` lists them")
 
 
 def transcript(corral: Corral, run_id: str) -> list[dict[str, Any]]:

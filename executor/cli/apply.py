@@ -54,14 +54,24 @@ def _confirm(plan: PatchPlan) -> bool:
 @click.option("--branch", "branch", metavar="NAME",
               help="Commit the diff on a new branch NAME from HEAD instead; the working "
               "tree and index are not touched.")
+@click.option("--pick", "pick", type=click.IntRange(min=1), metavar="N",
+              help="With a fanout id: apply child N's diff.")
 @click.argument("run_id")
 def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
                   allow_symlinks: bool, allow_binary: bool, allow_git_dirs: bool,
                   allow_unverified: bool, recover: bool, branch: str | None,
-                  run_id: str) -> None:
-    """Validate a run's diff and merge it into the checkout, all or nothing."""
+                  pick: int | None, run_id: str) -> None:
+    """Validate a run's diff and merge it into the checkout, all or nothing. With a
+    fanout id, `--pick N` names the child whose diff to apply."""
     corral = Corral(root)
     corral.ledger()  # refuses a state dir a child could write, before anything
+    if run_id.startswith("f-"):
+        if pick is None:
+            raise click.UsageError(f"{run_id} is a fanout: say which child's diff to apply "
+                                   f"with --pick N (`corral show {run_id}` lists them)")
+        run_id = corral.pick(run_id, pick)
+    elif pick is not None:
+        raise click.UsageError("--pick takes a fanout id (f-...)")
     if branch is not None:
         if check_only or three_way or recover:
             raise click.UsageError("--branch takes no --check, --3way or --recover")

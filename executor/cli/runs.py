@@ -16,13 +16,15 @@ import click
 
 from executor.api import Corral, FanoutRecord, RunResult, RunStatus, fanout_status
 from executor.cli.app import render_error
+from executor.cli.fanout_views import fanout_lines
 from executor.cli.pager import show_patch
 from executor.cli.run import print_record
 from executor.cli.run_views import RUNS_HEADER, check_lines, diff_state, runs_line, show_lines
 from executor.options import echo
 from executor.text import one_line, printable_patch
 
-__all__ = ["diff_command", "discard_command", "gc_command", "runs_command", "show_command"]
+__all__ = ["diff_command", "discard_command", "gc_command", "is_fanout_id", "runs_command",
+           "show_command"]
 
 
 def _fanout_header(fanout: FanoutRecord) -> str:
@@ -39,6 +41,35 @@ def _wanted(statuses: tuple[str, ...], agent: str | None, pending: bool,
                 and (agent is None or run.agent == agent)
                 and (not pending or diff_state(run.record) == "pending"))
     return wanted
+
+
+def is_fanout_id(value: str) -> bool:
+    """Whether a RUN argument names a fanout (``f-...``): run ids start with a digit."""
+    return value.startswith("f-")
+
+
+def _fanout_diffs(corral: Corral, fanout_id: str, *, force_escape: bool, pager: bool) -> None:
+    """Every child's diff of a fanout, one after another, each under a header naming the
+    child, its run and its check; escaped and coloured on a terminal as a run's diff."""
+    fanout = corral.show_fanout(fanout_id)
+    parts: list[str] = []
+    for child in fanout.children:
+        if child.run is None or not child.run.diff:
+            continue
+        check = {True: "check passed", False: "check failed", None: "no check"}[
+            child.check_passed]
+        parts.append(f"# child #{child.index}: run {child.run_id}, {child.agent}, "
+                     f"{child.status}, {check}\n")
+        parts.append(printable_patch(corral.diff(child.run_id).patch)[0])
+    if not parts:
+        echo(f"note: no child of fanout {one_line(fanout.fanout_id)} changed anything",
+             err=True)
+        return
+    text = "".join(part if part.endswith("\n") else part + "\n" for part in parts)
+    if force_escape or sys.stdout.isatty():
+        show_patch(text, pager=pager)
+    else:
+        click.echo(text, nl=False)
 
 
 @click.command("runs")
@@ -105,8 +136,18 @@ def runs_command(root: Path, as_json: bool, statuses: tuple[str, ...], agent: st
               "(by default each is cut after a few thousand characters, with a marker).")
 @click.argument("run_id")
 def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
-    """Print a run's whole record: every tool call with its arguments, decision, result."""
+    """Print a run's whole record: every tool call with its arguments, decision, result.
+    A fanout id (f-...) prints the fanout's comparison: one row per child, the
+    conflicts, what to do next."""
     corral = Corral(root)
+    if is_fanout_id(run_id):
+        fanout = corral.show_fanout(run_id)
+        if as_json:
+            click.echo(json.dumps(fanout.to_json(), indent=2))
+            return
+        for line in fanout_lines(fanout):
+            echo(line)
+        return
     run: RunResult = corral.show(run_id)
     transcript = corral.transcript(run.run_id)
     if as_json:
@@ -125,12 +166,24 @@ def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
               "(for a pager such as `less -R`).")
 @click.option("--no-pager", is_flag=True, help="Print on a terminal without the pager "
               "($PAGER, else less).")
+@click.option("--pick", "pick", type=click.IntRange(min=1), metavar="N",
+              help="With a fanout id: the diff of child N only.")
 @click.argument("run_id")
-def diff_command(root: Path, force_escape: bool, no_pager: bool, run_id: str) -> None:
+def diff_command(root: Path, force_escape: bool, no_pager: bool, pick: int | None,
+                 run_id: str) -> None:
     """Print a run's unified diff: escaped on a terminal, the exact bytes through a pipe or
     into a file (merge it with `corral apply RUN`, which checks it). A run that changed
-    nothing prints nothing (exit 0)."""
-    found = Corral(root).diff(run_id)
+    nothing prints nothing (exit 0). A fanout id prints each child's diff under a header
+    (`--pick N`: child N's alone, exactly as for its run id)."""
+    corral = Corral(root)
+    if is_fanout_id(run_id) and pick is None:
+        _fanout_diffs(corral, run_id, force_escape=force_escape, pager=not no_pager)
+        return
+    if pick is not None:
+        if not is_fanout_id(run_id):
+            raise click.UsageError("--pick takes a fanout id (f-...)")
+        run_id = corral.pick(run_id, pick)
+    found = corral.diff(run_id)
     patch, run_id = found.patch, found.run.run_id
     if not patch:
         echo(f"note: run {one_line(run_id)} ({found.run.status.value}) changed "
@@ -154,8 +207,19 @@ def diff_command(root: Path, force_escape: bool, no_pager: bool, run_id: str) ->
 @click.argument("run_id")
 def discard_command(root: Path, run_id: str) -> None:
     """Mark a run's diff as discarded: it stays readable (show, diff) but is no longer
-    pending in `corral runs`. Nothing in your checkout changes."""
-    done = Corral(root).discard(run_id)
+    pending in `corral runs`. Nothing in your checkout changes. A fanout id discards
+    every child's diff still pending."""
+    corral = Corral(root)
+    if is_fanout_id(run_id):
+        fanout = corral.show_fanout(run_id)
+        pending = [c.run_id for c in fanout.children
+                   if c.run is not None and diff_state(c.run.record) == "pending"]
+        for child in pending:
+            corral.discard(child)
+        echo(f"discarded {len(pending)} pending diff(s) of fanout "
+             f"{one_line(fanout.fanout_id)}", err=True)
+        return
+    done = corral.discard(run_id)
     record = done.run.record
     if done.already:
         echo(f"run {one_line(record.run_id)} was already discarded", err=True)
