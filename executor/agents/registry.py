@@ -17,7 +17,7 @@ from pathlib import Path
 from executor.errors import ExecutorError
 from policies.config import load_user_config
 from policies.contract import AgentContract
-from policies.loader import Environment, LoadResult, Options, discover
+from policies.loader import Diagnostic, Environment, LoadResult, Options, Severity, discover
 
 __all__ = ["Sources", "find_agent", "load"]
 
@@ -58,8 +58,23 @@ def load(sources: Sources) -> LoadResult:
             context={"looked for": str(config_file.absolute())},
             hint="--config names an ngn JSON file of agent_imports and profiles, e.g. "
             "--config examples/agents.json in corral's own repository")
-    return discover(root, trust_project=sources.trust_project, personal=sources.personal,
-                    config_file=config_file, options=options, env=Environment.from_env())
+    trusted, lapsed = sources.trust_project, None
+    if not trusted:  # `corral trust`: while the definitions are the ones you read
+        from executor.agents.trust import trust_state  # noqa: PLC0415 - hashing on demand
+
+        state = trust_state(root)
+        trusted = state.state == "trusted"
+        lapsed = state if state.state == "changed" else None
+    result = discover(root, trust_project=trusted, personal=sources.personal,
+                      config_file=config_file, options=options, env=Environment.from_env())
+    if lapsed is not None:
+        result.diagnostics.append(Diagnostic(
+            file=".", line=1, field="trust", severity=Severity.WARNING, code="trust_changed",
+            reason=f"the project's definitions changed since you trusted them "
+            f"({lapsed.trusted_at}): they are not loaded",
+            hint="read what changed (git log -p -- .claude .ngn ...), then `corral trust` "
+            "again; or pass --trust-project for one command"))
+    return result
 
 
 def find_agent(name: str, result: LoadResult, sources: Sources) -> AgentContract:

@@ -32,6 +32,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from executor.agents.trust import TrustState
     from executor.api.agents import Agents, AgentView
     from executor.api.aio import AsyncCorral, AsyncProgress
     from executor.api.corral import BACKENDS, MODES, Corral
@@ -103,6 +104,7 @@ _WHERE = {
     "DEFAULT_JOBS": "executor.scheduling",
     **dict.fromkeys(("ApprovalHandler", "ApprovalRequest"), "executor.tools.dispatch"),
     "HOST_WARNING": "sandbox.config",
+    "TrustState": "executor.agents.trust",
     "EnvironmentInfo": "sandbox.environment",
     **dict.fromkeys(("EnvironmentSetupFailed", "SandboxError"), "sandbox.errors"),
 }
@@ -157,6 +159,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "SandboxError",
+    "TrustState",
     "error_json",
     "fanout_status",
     "parse_approve",

@@ -19,6 +19,7 @@ from executor.errors import ExecutorError
 from executor.scheduling import DEFAULT_JOBS
 
 if TYPE_CHECKING:
+    from executor.agents.trust import TrustState
     from executor.api.agents import Agents, AgentView
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
@@ -131,6 +132,27 @@ class Corral:
         from executor.api.agents import show  # noqa: PLC0415
 
         return show(self.sources(), name)
+
+    def trust(self) -> str:
+        """Trust this repository's own definitions as they are now (``corral trust``): later
+        discovery loads them without ``trust_project`` until one of them changes. Their
+        digest."""
+        from executor.agents.trust import trust  # noqa: PLC0415
+
+        return trust(self.root, state_root=self.state_dir)
+
+    def untrust(self) -> bool:
+        """Forget :meth:`trust`; whether there was any."""
+        from executor.agents.trust import untrust  # noqa: PLC0415
+
+        return untrust(self.root, state_root=self.state_dir)
+
+    def trust_state(self) -> TrustState:
+        """``trusted``, ``changed`` (trusted once, changed since: not loaded) or
+        ``untrusted``, and when."""
+        from executor.agents.trust import trust_state  # noqa: PLC0415
+
+        return trust_state(self.root, state_root=self.state_dir)
 
     # -- runs ------------------------------------------------------------------------------
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import click
 
+from executor.api import Corral
 from executor.cli.agent_views import render_check, render_show
 from executor.cli.app import loading_corral
 from executor.errors import EXIT_FINDINGS
 from executor.options import echo, loader_options
 from executor.text import one_line
-from policies.loader import Environment, Severity
+from policies.loader import Diagnostic, Environment, Severity
 
 __all__ = ["agents"]
 
@@ -59,6 +60,22 @@ def agents_list(root: Path, trust_project: bool, config_file: Path | None, stric
         rejected = sum(1 for d in problems if d.severity is Severity.ERROR)
         echo(f"\n{len(problems)} diagnostic(s), {rejected} error(s): run "
              "`corral agents check` for details", err=True)
+    _trust_line(root, trust_project, found.diagnostics)
+
+
+def _trust_line(root: Path, trust_project: bool, diagnostics: list[Diagnostic]) -> None:
+    """Whether the project's own definitions were loaded, and how to change that."""
+    if trust_project:
+        return
+    codes = {d.code for d in diagnostics}
+    if "untrusted_project" in codes:
+        echo("project definitions: not loaded (untrusted); after reading them, `corral "
+             "trust` loads them from now on, --trust-project for one command", err=True)
+    elif "trust_changed" not in codes:
+        state = Corral(root).trust_state()
+        if state.state == "trusted":
+            echo(f"project definitions: trusted (`corral trust`, "
+                 f"{one_line(state.trusted_at or '')})", err=True)
 
 
 @agents.command("show")

@@ -66,6 +66,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
             "its answer and diff."),
     "runs": ("executor.cli.runs", "runs_command", "List the recorded runs of the repository, "
              "newest first."),
+    "trust": ("executor.cli.trust", "trust_command", "Load this repository's own definitions "
+              "from now on, while they stay as they are."),
+    "untrust": ("executor.cli.trust", "untrust_command", "Forget `corral trust` for a "
+                "repository."),
     "show": ("executor.cli.runs", "show_command", "Print a run's whole record: every tool "
              "call and result."),
 }
