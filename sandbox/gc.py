@@ -3,7 +3,10 @@
 For every ``sandboxes/<id>`` under the state root whose owner process is gone
 (pid *and* start time must match, so a reused pid does not keep state alive):
 
-1. stop it: remove its container, kill and remove its cgroup;
+1. stop it: remove its container, kill and remove its cgroup. If that fails (the
+   engine does not answer, the cgroup does not empty), it is kept and reported, even
+   with ``force``: a child that may still run is neither diffed nor removed. gc goes on
+   with the other sandboxes, and the next gc tries again;
 2. clear setuid/setgid bits in its writable workspace (:mod:`sandbox.workspaces.setid`),
    then capture its diff unless the latest one was captured already (the meta's
    status is ``captured`` only until the child may have changed something
@@ -16,7 +19,8 @@ For every ``sandboxes/<id>`` under the state root whose owner process is gone
 An overlay workspace (:mod:`sandbox.workspaces.overlay`) is mounted again if it
 is not (after a reboot, or a teardown that failed), its diff captured from its
 upper layer, then unmounted and removed, and its lease on the shared snapshot
-dropped.
+dropped. Whatever happens to a sandbox, gc leaves its overlay unmounted (a kept one is
+mounted again by the next gc): one sandbox's failure never leaves a mount behind.
 
 Captured diffs under ``results/`` are never removed. Containers labelled by
 corral for this state root, cgroups under ``corral/`` and overlay mounts under
@@ -90,21 +94,48 @@ def _docker_config(meta: SandboxMeta, docker: DockerConfig | None) -> DockerConf
     return docker or DockerConfig()
 
 
+def _stop(meta: SandboxMeta, docker: DockerConfig | None) -> str | None:
+    """Remove the sandbox's container and cgroup: ``None``, or why they are not gone."""
+    try:
+        if meta.container:
+            from sandbox.backends.docker import remove_container  # noqa: PLC0415 - optional
+
+            remove_container(_docker_config(meta, docker), meta.container)
+        if meta.cgroup is not None and meta.cgroup.exists():
+            PidsCgroup.attach(meta.cgroup).remove()
+    except SandboxError as exc:
+        return f"not stopped ({exc.code}): {exc.message}"
+    except OSError as exc:  # the cgroup did not empty in time
+        return f"not stopped: {exc}"
+    return None
+
+
 def _clean(
     meta: SandboxMeta, state: SandboxState, *, force: bool, docker: DockerConfig | None
 ) -> GcEntry:
-    if meta.container:
-        from sandbox.backends.docker import remove_container  # noqa: PLC0415 - optional engine
+    baseline = state.dir / "baseline.index"
+    workspace = _workspace(meta, baseline)
+    layers = workspace.overlay
+    try:
+        return _clean_stopped(meta, state, workspace, force=force, docker=docker)
+    finally:
+        # A failure (an error, or the entry kept) leaves no mount: the next gc mounts it
+        # again. A cleaned sandbox was unmounted already: this finds nothing.
+        if layers is not None:
+            with contextlib.suppress(SandboxError):
+                unmount(layers.merged)
 
-        remove_container(_docker_config(meta, docker), meta.container)
-    if meta.cgroup is not None and meta.cgroup.exists():
-        PidsCgroup.attach(meta.cgroup).remove()
+
+def _clean_stopped(meta: SandboxMeta, state: SandboxState, workspace: Workspace, *,
+                   force: bool, docker: DockerConfig | None) -> GcEntry:
+    why = _stop(meta, docker)
+    if why is not None:
+        return GcEntry(sandbox_id=state.id, action="kept", detail=f"{why}; run gc again")
     patch_path = state.patch_path if state.has_result() else None
     detail = ""
     cleared: list[str] = []
     writable = meta.mode is not SandboxMode.READ_ONLY
     baseline = state.dir / "baseline.index"
-    workspace = _workspace(meta, baseline)
     layers = workspace.overlay
     try:
         stale = patch_path is None or meta.status != "captured"
@@ -122,10 +153,7 @@ def _clean(
         if stale and writable and meta.base_commit and diffable:
             patch_path = persist_diff(workspace, state, setid_cleared=cleared)
     except SandboxError as exc:
-        if not force:
-            if layers is not None:
-                with contextlib.suppress(SandboxError):
-                    unmount(layers.merged)  # mounted again by the next gc
+        if not force:  # the overlay is unmounted on the way out: mounted again next time
             return GcEntry(sandbox_id=state.id, action="kept", setid_cleared=tuple(cleared),
                            detail=f"diff not captured ({exc.code}): {exc.message}")
         detail = f"removed without its latest diff ({exc.code})"

@@ -109,6 +109,7 @@ SURVIVE = "tests/sandbox/test_survival_tricks.py"
 REPLAY = "tests/sandbox/test_replay.py"
 CHECKS = "tests/executor/test_check_on_record.py"
 TRUTH = "tests/executor/test_workspace_write_truth.py"
+CRASH = "tests/sandbox/test_overlay_crash.py"
 CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
 ENV = "tests/executor/test_environment.py"
 ENV_SPEC = "tests/test_environment_spec.py"
@@ -774,6 +775,23 @@ MUTATIONS: tuple[Mutation, ...] = (
          "running_overlay_children_whole[docker-overlay]"],
         "gc takes every overlay mount for an orphan and detaches a running child's workspace "
         "(its directory stays: only reading it back shows the loss)"),
+    mutation(
+        "gc-unstoppable-kept", "overlay", "sandbox/gc.py",
+        "    except SandboxError as exc:\n        return f\"not stopped",
+        "    except ValueError as exc:\n        return f\"not stopped",
+        [f"{CRASH}::test_gc_that_cannot_stop_one_child_leaves_no_mount_and_cleans_the_"
+         "others[docker-overlay]"],
+        "a container gc cannot remove stops gc at that sandbox: its overlay and every later "
+        "one's stay mounted (found in CI: the next run's tmp cleanup failed with EBUSY)"),
+    mutation(
+        "gc-kept-unmounted", "overlay", "sandbox/gc.py",
+        "            with contextlib.suppress(SandboxError):\n"
+        "                unmount(layers.merged)\n\n\ndef _clean_stopped",
+        "            pass\n\n\ndef _clean_stopped",
+        [f"{CRASH}::test_gc_that_cannot_stop_one_child_leaves_no_mount_and_cleans_the_"
+         "others[bubblewrap-overlay]"],
+        "a sandbox gc keeps (not stopped, or its diff not captured) stays mounted until the "
+        "next gc, or for good"),
     mutation(
         "upper-opaque-dir", "overlay", "sandbox/workspaces/upper.py",
         "            if not whole and not _opaque(child):\n", "            if not whole:\n",

@@ -12,13 +12,14 @@ records, where ``corral show/diff/apply`` find it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from executor.cli import cli
 from executor.ledger import RunStatus, find_run, ledger_dir, scan_fanouts
 from sandbox.backends.limits import cgroup_group, find_pids_hierarchy
 from sandbox.config import DockerConfig
+from sandbox.errors import SandboxError
+from sandbox.gc import gc
 from sandbox.state import default_state_root
 from tests.backends import require_backend
 
@@ -92,12 +95,22 @@ def leftovers(state: Path, backend: str) -> list[str]:
     return found
 
 
+@pytest.fixture
+def state() -> Iterator[Path]:
+    """The state dir (under the test's HOME); whatever a failing test leaves in it (the
+    killed fanout's mounts, containers, processes) gc removes afterwards."""
+    root = default_state_root()
+    yield root
+    with contextlib.suppress(SandboxError):
+        gc(root)
+
+
 @pytest.mark.parametrize("point", POINTS)
 @pytest.mark.parametrize("backend", [pytest.param("bubblewrap", marks=pytest.mark.bubblewrap),
                                      pytest.param("docker", marks=pytest.mark.docker)])
 @pytest.mark.timeout(600)
 def test_killing_a_fanout_then_gc_loses_no_diff_and_leaves_nothing(
-        repo: Path, tmp_path: Path, backend: str, point: str) -> None:
+        repo: Path, tmp_path: Path, state: Path, backend: str, point: str) -> None:
     require_backend(backend)
     agent_file(repo, "w", "tools: [write_file, shell]")
     scripts = []
@@ -105,7 +118,6 @@ def test_killing_a_fanout_then_gc_loses_no_diff_and_leaves_nothing(
                                   {"text": "done"}]), ("victim", victim_turns(point))):
         scripts += ["--script", str(tmp_path / f"{name}.yaml")]
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(turns))
-    state = default_state_root()
     check = "touch .up-check && exec sleep 600" if point == "mid-check" else "true"
     process = subprocess.Popen(
         [sys.executable, "-m", "executor", "fanout", "--root", str(repo), "--trust-project",

@@ -10,6 +10,8 @@ state, and hold every child's diff under ``results/`` with what the child wrote.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import signal
@@ -20,7 +22,9 @@ from pathlib import Path
 import pytest
 from sbx_support import backend_config, make_repo, overlay_backends, pids_matching, wait_for
 
-from sandbox.backends.limits import cgroup_group
+import sandbox.backends.docker
+from sandbox.backends.limits import PidsCgroup, cgroup_group
+from sandbox.errors import SandboxError
 from sandbox.gc import gc
 from sandbox.workspaces.overlay import overlay_mounts
 
@@ -137,3 +141,66 @@ def test_killed_fanout_then_gc_loses_nothing_and_leaves_nothing(
     if backend == "docker":
         assert _containers(state_root) == []
     assert not gc(state_root).entries  # nothing left to do
+
+
+@pytest.mark.parametrize("backend", overlay_backends(only=("bubblewrap", "docker")),
+                         indirect=True)
+def test_gc_that_cannot_stop_one_child_leaves_no_mount_and_cleans_the_others(
+    backend: str, tmp_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in CI: a fanout killed mid-teardown, then ``gc``: the engine refused to remove
+    one child's container (most likely a 409: its removal already in progress), the error
+    escaped gc, and every child's overlay stayed mounted (the next pytest run could not
+    remove the tmp dir: EBUSY). A child gc cannot stop is now kept and reported, its overlay
+    unmounted (the next gc mounts it again), and gc goes on with the others; the next gc
+    loses nothing."""
+    repo = make_repo(tmp_path / "repo")
+    state_root = tmp_path / "state"
+    opened = _run_until_killed(backend, repo, state_root, "command", marker)
+    try:
+        stuck = opened[0]
+        if backend == "docker":
+            remove_container = sandbox.backends.docker.remove_container
+
+            def refuse(config: object, name: str) -> bool:
+                if name == stuck:
+                    raise SandboxError(f"cannot remove container {name}: 409 Conflict (removal "
+                                       "already in progress)", code="docker_failed",
+                                       operation="remove_container")
+                return remove_container(config, name)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(sandbox.backends.docker, "remove_container", refuse)
+        else:
+            remove = PidsCgroup.remove
+
+            def busy(self: PidsCgroup) -> None:
+                if self.path.name == stuck:
+                    raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(self.path))
+                remove(self)
+
+            monkeypatch.setattr(PidsCgroup, "remove", busy)
+
+        report = gc(state_root)
+
+        [kept] = report.by_action("kept")
+        assert kept.sandbox_id == stuck and "not stopped" in kept.detail
+        assert sorted(e.sandbox_id for e in report.by_action("cleaned")) == sorted(opened[1:])
+        assert not overlay_mounts(state_root)
+        assert not (state_root / "results" / stuck).exists()  # not diffed while it may run
+
+        monkeypatch.undo()
+        report = gc(state_root)
+
+        [cleaned] = report.entries
+        assert cleaned.sandbox_id == stuck and cleaned.action == "cleaned"
+        patch = (state_root / "results" / stuck / "diff.patch").read_bytes()
+        assert b"+work of child 0" in patch and b"+running" in patch
+        assert not overlay_mounts(state_root)
+        assert not list((state_root / "sandboxes").iterdir())
+        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=10)
+        if backend == "docker":
+            assert _containers(state_root) == []
+    finally:  # a failure here leaves no container or mount (gc raised, or kept one)
+        monkeypatch.undo()
+        with contextlib.suppress(SandboxError):
+            gc(state_root)
