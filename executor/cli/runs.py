@@ -65,7 +65,9 @@ def runs_command(root: Path, as_json: bool) -> None:
               "(by default each is cut after a few thousand characters, with a marker).")
 @click.argument("run_id")
 def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
-    """Print a run's whole record: every tool call with its arguments, decision, result."""
+    """Print a run's whole record: every tool call with its arguments, decision, result.
+    A run still going (or whose process died) shows the calls and messages so far, from
+    its journal (`corral logs RUN -f` follows it)."""
     corral = Corral(root)
     run: RunResult = corral.show(run_id)
     transcript = corral.transcript(run.run_id)
