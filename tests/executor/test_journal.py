@@ -10,6 +10,7 @@ line by line.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -27,6 +28,7 @@ import yaml
 from click.testing import CliRunner
 from exec_support import agent_file
 
+from executor.api import AsyncCorral, Corral, CorralError, LogEvent
 from executor.cli import cli
 from executor.ledger import (
     JOURNAL,
@@ -462,3 +464,24 @@ def test_logs_of_unknown_runs_and_runs_without_a_journal(repo: Path) -> None:
     write_run(ledger_dir(repo), record, [])
     code, out, err = corral("logs", "-f", record.run_id, "--root", str(repo))
     assert code == 0 and out == "" and "has no journal yet" in err
+
+
+def test_the_python_api_reads_and_follows_journals(repo: Path, tmp_path: Path) -> None:
+    agent_file(repo, "w", "tools: [write_file]")
+    turns = script(tmp_path, [call("write_file", path="n.txt", content="n\n"), {"text": "ok"}])
+    code, _, err = corral(*run_args(repo, "w", turns))
+    assert code == 0, err
+    api = Corral(repo)
+    run_id = api.show("last").run_id
+    events = api.journal(run_id)
+    assert [e.kind for e in events][:3] == ["phase", "prompt", "prompt"]
+    assert events[-1].kind == "end" and events[-1].event["status"] == "completed"
+    assert [e.event for e in api.follow(run_id)] == [e.event for e in events]  # ended: ends
+
+    async def followed() -> list[LogEvent]:
+        return [event async for event in AsyncCorral(api).follow(run_id, poll=0.01)]
+
+    assert [e.to_json() for e in asyncio.run(followed())] == [e.to_json() for e in events]
+    with pytest.raises(CorralError) as refused:
+        api.follow("20991231")  # refused when asked, before any event
+    assert refused.value.code == "unknown_run"
