@@ -31,7 +31,10 @@ TEXT_LIMIT = 2000
 
 
 def _when(event: LogEvent) -> str:
-    return datetime.fromtimestamp(event.t).strftime("%H:%M:%S.%f")[:-3] if event.t else "?"
+    try:
+        return datetime.fromtimestamp(event.t).strftime("%H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):  # an edited journal's time
+        return "??:??:??.???"
 
 
 def _text(text: str, indent: str) -> list[str]:

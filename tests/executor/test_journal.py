@@ -468,13 +468,18 @@ def test_logs_of_unknown_runs_and_runs_without_a_journal(repo: Path) -> None:
 
 def test_the_python_api_reads_and_follows_journals(repo: Path, tmp_path: Path) -> None:
     agent_file(repo, "w", "tools: [write_file]")
-    turns = script(tmp_path, [call("write_file", path="n.txt", content="n\n"), {"text": "ok"}])
+    turns = script(tmp_path, [call("write_file", path="n.txt", content="n\n"),
+                              call("shell", command="echo hidden"), {"text": "ok"}])
     code, _, err = corral(*run_args(repo, "w", turns))
-    assert code == 0, err
+    assert code == 4, err  # the shell call was denied
     api = Corral(repo)
     run_id = api.show("last").run_id
     events = api.journal(run_id)
     assert [e.kind for e in events][:3] == ["phase", "prompt", "prompt"]
+    denied = [e.event for e in events if e.event.get("call_id") == "call_2_1"]
+    assert [(e["kind"], e.get("decision")) for e in denied] == [
+        ("tool_call", None), ("decision", "denied"), ("tool_result", "denied")]
+    assert "'shell' is not available to this agent" in denied[1]["reason"]
     assert events[-1].kind == "end" and events[-1].event["status"] == "completed"
     assert [e.event for e in api.follow(run_id)] == [e.event for e in events]  # ended: ends
 
