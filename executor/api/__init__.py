@@ -9,11 +9,11 @@
     corral.apply(result.passed[0].run_id)
 
 - :class:`Corral` (and :class:`AsyncCorral` for event loops): agents, runs,
-  fanouts, the ledger (runs, show, diff, transcript, apply, recover, discard,
-  gc), the project's environment;
+  fanouts, the ledger (runs, show, diff, transcript, journal and follow, apply,
+  recover, discard, gc), the project's environment;
 - inputs: :class:`CancelToken`, :class:`Replay`; outputs: :class:`RunResult`,
   :class:`FanoutResult` (with :class:`ChildResult` each), :class:`RunList`,
-  :class:`Diff`, :class:`ApplyReport`, :class:`Discarded`, :class:`Recovered`,
+  :class:`Diff`, :class:`LogEvent`, :class:`ApplyReport`, :class:`Discarded`, :class:`Recovered`,
   :class:`GcReport`, :class:`BuiltEnvironment`, :class:`Agents`, :class:`AgentView`,
   each wrapping corral's own records (:class:`RunRecord`, :class:`FanoutRecord`);
 - errors: :class:`CorralError` and its families, each with ``code``,
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         error_json,
     )
     from executor.api.inputs import CancelToken, Replay
+    from executor.api.journal import LogEvent
     from executor.api.records import GcReport
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
     from executor.api.results import (
@@ -89,6 +90,7 @@ _WHERE = {
                      "EXIT_OK", "EXIT_USER", "CorralError", "ExecutorError", "ModelError",
                      "PolicyError", "RunError", "error_json"), "executor.api.errors"),
     **dict.fromkeys(("CancelToken", "Replay"), "executor.api.inputs"),
+    "LogEvent": "executor.api.journal",
     "GcReport": "executor.api.records",
     **dict.fromkeys(("ApplyReport", "BranchReport", "Discarded", "Recovered"),
                     "executor.api.reports"),
@@ -143,6 +145,7 @@ __all__ = [
     "FanoutRecord",
     "FanoutResult",
     "GcReport",
+    "LogEvent",
     "MergeRefused",
     "ModelError",
     "PatchFile",

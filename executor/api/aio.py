@@ -21,7 +21,7 @@ import inspect
 import math
 import os
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from executor.api.agents import Agents, AgentView
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
+    from executor.api.journal import LogEvent
     from executor.api.records import GcReport
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
     from executor.api.results import Diff, FanoutResult, RunList, RunResult
@@ -224,6 +225,19 @@ class AsyncCorral:
     async def pick(self, fanout_id: str, index: int) -> str:
         """:meth:`Corral.pick`."""
         return await self._thread(partial(self.corral.pick, fanout_id, index))
+
+    async def journal(self, run_id: str) -> list[LogEvent]:
+        """:meth:`Corral.journal`."""
+        return await self._thread(partial(self.corral.journal, run_id))
+
+    async def follow(self, run_id: str, *, poll: float = 0.1) -> AsyncIterator[LogEvent]:
+        """:meth:`Corral.follow`, each event awaited (the polling runs in a thread)."""
+        events = await self._thread(partial(self.corral.follow, run_id, poll=poll))
+        while True:
+            item = await self._thread(partial(next, events, None))
+            if item is None:
+                return
+            yield item
 
     async def diff(self, run_id: str) -> Diff:
         """:meth:`Corral.diff`."""

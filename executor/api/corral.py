@@ -10,7 +10,7 @@ warnings go to the callbacks a caller passes.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from executor.api.agents import Agents, AgentView
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
+    from executor.api.journal import LogEvent
     from executor.api.records import GcReport
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
     from executor.api.results import Diff, FanoutResult, RunList, RunResult
@@ -248,8 +249,10 @@ class Corral:
         return records.runs(self)
 
     def show(self, run_id: str) -> RunResult:
-        """A run's record. ``run_id`` is an id or a unique prefix of one, never a pattern;
-        an unknown one is ``unknown_run``."""
+        """A run's record. ``run_id`` is an id or a unique prefix of one (or ``last``,
+        ``last~N``), never a pattern; an unknown one is ``unknown_run``. A run still going
+        (or whose process died) has the calls so far from its journal
+        (``RunResult.from_journal``; a call not ended yet is ``in_progress``)."""
         from executor.api import records  # noqa: PLC0415
 
         return records.show(self, run_id)
@@ -270,10 +273,29 @@ class Corral:
         return records.pick(self, fanout_id, index)
 
     def transcript(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's transcript: every message and tool result, one dict each."""
+        """A run's transcript: every message and tool result, one dict each (a run still
+        going, or whose process died: the messages its journal holds so far)."""
         from executor.api import records  # noqa: PLC0415
 
         return records.transcript(self, run_id)
+
+    def journal(self, run_id: str) -> list[LogEvent]:
+        """What a run journaled so far (``corral logs``): every prompt, model answer, tool
+        call, decision, output chunk, result, phase and end, oldest first. A fanout id
+        (``f-...``) gives every child's, interleaved by time, each labelled with its
+        place (``LogEvent.child`` of ``children``)."""
+        from executor.api import journal  # noqa: PLC0415
+
+        return journal.events(self, run_id)
+
+    def follow(self, run_id: str, *, poll: float = 0.1) -> Iterator[LogEvent]:
+        """:meth:`journal`, then each event as it is journaled (``corral logs -f``: a
+        command's output as it streams), until the run's record is final or its process
+        died (a fanout: until the fanout ends); ``poll`` seconds between reads that found
+        nothing new."""
+        from executor.api import journal  # noqa: PLC0415
+
+        return journal.follow(self, run_id, poll=poll)
 
     def diff(self, run_id: str) -> Diff:
         """A run's exact diff (the bytes :meth:`apply` merges)."""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from executor.api.journal import live, transcript_so_far
 from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
 from executor.api.results import Diff, FanoutResult, RunList, RunResult
 from executor.apply import ApplyOptions, PatchPlan, apply_run, branch_run, recover_run
@@ -54,8 +55,11 @@ def runs(corral: Corral) -> RunList:
 
 
 def show(corral: Corral, run_id: str) -> RunResult:
-    """:meth:`Corral.show`."""
-    return RunResult(find_run(corral.ledger(), run_id))
+    """:meth:`Corral.show` (a run without calls of its own yet: those of its journal)."""
+    ledger = corral.ledger()
+    record = find_run(ledger, run_id)
+    so_far = live(ledger, record)
+    return RunResult(record) if so_far is None else RunResult(so_far, from_journal=True)
 
 
 def show_fanout(corral: Corral, fanout_id: str) -> FanoutResult:
@@ -80,9 +84,10 @@ def pick(corral: Corral, fanout_id: str, index: int) -> str:
 
 
 def transcript(corral: Corral, run_id: str) -> list[dict[str, Any]]:
-    """:meth:`Corral.transcript`."""
+    """:meth:`Corral.transcript` (none written yet: the one its journal holds so far)."""
     ledger = corral.ledger()
-    return load_transcript(ledger, find_run(ledger, run_id).run_id)
+    record = find_run(ledger, run_id)
+    return load_transcript(ledger, record.run_id) or transcript_so_far(ledger, record)
 
 
 def diff(corral: Corral, run_id: str) -> Diff:

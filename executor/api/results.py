@@ -67,6 +67,9 @@ class RunResult:
     use most."""
 
     record: RunRecord
+    #: Its calls (``record.audit``) and steps are the ones its journal holds so far: it is
+    #: still running, or its process died before it could record them.
+    from_journal: bool = False
 
     @property
     def run_id(self) -> str:
@@ -135,8 +138,9 @@ class RunResult:
 
     def record_json(self) -> dict[str, Any]:
         """The whole record with its status as it stands now (``corral show --json``
-        without the transcript)."""
-        return self.record.model_dump(mode="json") | {"status": self.status.value}
+        without the transcript); ``from_journal``: its calls are the journal's so far."""
+        return self.record.model_dump(mode="json") | {"status": self.status.value} | (
+            {"from_journal": True} if self.from_journal else {})
 
 
 @dataclass(frozen=True)

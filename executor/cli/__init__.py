@@ -4,7 +4,7 @@
   renderer and :func:`main` (the ``corral`` entry point);
 - commands: :mod:`~executor.cli.agents`, :mod:`~executor.cli.run`,
   :mod:`~executor.cli.fanout`, :mod:`~executor.cli.runs` (runs, show, diff,
-  discard, gc), :mod:`~executor.cli.apply`, :mod:`~executor.cli.env`
+  discard, gc), :mod:`~executor.cli.logs`, :mod:`~executor.cli.apply`, :mod:`~executor.cli.env`
   (``corral mcp`` is :mod:`executor.mcpserver.command`'s);
 - views: :mod:`~executor.cli.agent_views`, :mod:`~executor.cli.run_views`,
   :mod:`~executor.cli.fanout_views` (text, every value escaped), and the live

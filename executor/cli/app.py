@@ -60,6 +60,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
                "once and compare."),
     "gc": ("executor.cli.runs", "gc_command", "Clean up what crashed or (--older-than) "
            "finished runs left."),
+    "logs": ("executor.cli.logs", "logs_command", "Print a run's journal so far, or follow "
+             "it live (-f)."),
     "mcp": ("executor.mcpserver.command", "mcp_command", "Serve corral's agents, runs and "
             "fanouts over MCP (stdio or HTTP)."),
     "run": ("executor.cli.run", "run_command", "Run agent NAME on PROMPT in a sandbox; print "

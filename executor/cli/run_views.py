@@ -186,7 +186,9 @@ def show_lines(record: RunRecord, transcript: list[dict[str, Any]], *,
         reason = f" ({one_line(str(call.get('reason')))})" if call.get("reason") else ""
         lines.append(f"  [{one_line(str(call.get('step')))}] {one_line(str(call.get('tool')))} "
                      f"{one_line(json.dumps(call.get('arguments'), ensure_ascii=False))} -> "
-                     f"{one_line(str(call.get('decision')))}{reason}")
+                     f"{one_line(str(call.get('decision')))}{reason}"
+                     + (" (still running; its output so far:)" if call.get("in_progress")
+                        else ""))
         result = str(call.get("result") or "").strip("\n")
         if result:
             lines += _full(result, record.run_id, "      ", limit=limit)

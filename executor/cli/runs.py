@@ -138,7 +138,8 @@ def runs_command(root: Path, as_json: bool, statuses: tuple[str, ...], agent: st
 def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
     """Print a run's whole record: every tool call with its arguments, decision, result.
     A fanout id (f-...) prints the fanout's comparison: one row per child, the
-    conflicts, what to do next."""
+    conflicts, what to do next. A run still going (or whose process died) shows the calls
+    and messages so far, from its journal (`corral logs RUN -f` follows it)."""
     corral = Corral(root)
     if is_fanout_id(run_id):
         fanout = corral.show_fanout(run_id)

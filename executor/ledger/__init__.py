@@ -3,6 +3,7 @@
 - :mod:`executor.ledger.records`: a run's record, its status and its id;
 - :mod:`executor.ledger.store`: the per-repository ledger of run records (written
   atomically, read back, looked up by id, marked applied or discarded);
+- :mod:`executor.ledger.journal`: a run's events, appended as they happen;
 - :mod:`executor.ledger.fanouts`: a fanout's own record beside its children's;
 - :mod:`executor.ledger.crashes`: runs whose process died, finalised by ``corral gc``;
 - :mod:`executor.ledger.prune`: ``corral gc --older-than``, what finished runs left.
@@ -23,6 +24,7 @@ from executor.ledger.fanouts import (
     scan_fanouts,
     write_fanout,
 )
+from executor.ledger.journal import JOURNAL, Journal, read_journal
 from executor.ledger.prune import BadDuration, Pruned, parse_duration, prune_finished
 from executor.ledger.records import (
     ID_PREFIX,
@@ -53,11 +55,13 @@ from executor.ledger.store import (
 
 __all__ = [
     "ID_PREFIX",
+    "JOURNAL",
     "BadDuration",
     "CrashedRun",
     "FanoutChild",
     "FanoutRecord",
     "FanoutStatus",
+    "Journal",
     "Pruned",
     "RecordError",
     "RunRecord",
@@ -81,6 +85,7 @@ __all__ = [
     "now_iso",
     "parse_duration",
     "prune_finished",
+    "read_journal",
     "run_status",
     "running_owner",
     "scan_fanouts",

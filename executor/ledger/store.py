@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from executor.errors import ExecutorError
+from executor.ledger.journal import JOURNAL
 from executor.ledger.records import (
     RecordError,
     RunRecord,
@@ -132,6 +133,8 @@ def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
     (``diff_sha256``). ``keep_transcript`` rewrites the record and keeps the
     transcript already there. ``preimages`` ({blob id: bytes}, the versions
     the child started from, for ``corral apply --3way``) go to ``preimages/``.
+    The run's journal (:mod:`executor.ledger.journal`) is carried over as it is:
+    hard-linked, so its writer keeps appending to the file the new directory holds.
     """
     ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
     final = ledger / record.run_id
@@ -145,6 +148,7 @@ def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
             _write(staging / "transcript.jsonl",
                    "".join(json.dumps(_message_json(m), ensure_ascii=True) + "\n"
                            for m in transcript))
+        _carry_journal(final / JOURNAL, staging / JOURNAL)
         data = record.diff.encode("utf-8", "surrogateescape") if patch is None else patch
         (staging / "diff.patch").write_bytes(data)
         for blob_id, content in (preimages or {}).items():
@@ -164,6 +168,17 @@ def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return final
+
+
+def _carry_journal(journal: Path, into: Path) -> None:
+    """The same file under the new directory (a copy where hard links fail: the writer
+    then moves to it, :meth:`executor.ledger.journal.Journal.reattach`)."""
+    if not journal.is_file() or journal.is_symlink():
+        return
+    try:
+        os.link(journal, into, follow_symlinks=False)
+    except OSError:
+        shutil.copyfile(journal, into, follow_symlinks=False)
 
 
 def scan_runs(ledger: Path) -> tuple[list[RunRecord], list[RecordError]]:

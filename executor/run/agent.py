@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.errors import ModelError, RunError
-from executor.ledger import RunRecord, RunStatus, new_run_id, now_iso, write_run
+from executor.ledger import Journal, RunRecord, RunStatus, new_run_id, now_iso, write_run
 from executor.mcpclient import McpServers
 from executor.models import Model
 from executor.run import delegation, parallel
@@ -88,6 +88,9 @@ class AgentRun:
         self.mcp_bound: dict[str, str] | None = None
         self.session: Session | None = None
         self.context: ToolContext | None = None
+        #: Its journal (:mod:`executor.ledger.journal`), open from its first record until
+        #: :meth:`close`.
+        self.journal: Journal | None = None
         self.started_at = now_iso()
         self.clock = time.monotonic()
         #: The task of its first turn (its record's prompt).
@@ -152,8 +155,11 @@ class AgentRun:
         self.first_prompt = self.first_prompt or prompt
         return finish(self, prompt, status, error, None)
 
-    def phase(self, detail: str) -> None:
-        """Tell the live display what this run is doing outside its conversation."""
+    def phase(self, detail: str, *, journal: bool = True) -> None:
+        """Tell the live display (and, with ``journal``, the journal) what this run is doing
+        outside its conversation."""
+        if journal and self.journal is not None:
+            self.journal.event("phase", detail=detail)
         if self.settings.progress is not None:
             self.settings.progress(ProgressEvent("phase", self.contract.name, 0, detail,
                                                  self.depth, (), self.run_id))
@@ -212,6 +218,8 @@ class AgentRun:
         if self.base is not None:
             release_snapshot(self.base)
             self.base = None
+        if self.journal is not None:
+            self.journal.close()
         if errors:
             raise errors[0]
 

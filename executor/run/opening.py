@@ -7,7 +7,8 @@ as ``running`` first (a process killed from then on leaves a record that reads
 reviewers or an environment's layer need one), starts the MCP servers whose
 tools the run could hold (:func:`start_mcp`), builds its tools from
 :func:`executor.agents.offer.make_offer` (the computation ``agents show`` prints)
-and its dispatcher, and its session with the system prompt.
+and its dispatcher, and its session with the system prompt; the session, the
+dispatcher and the shell's output go to the run's journal.
 """
 
 from __future__ import annotations
@@ -102,9 +103,10 @@ def open_session(run: AgentRun) -> Session:
     context.deferred = {offer.wire(n): descriptions.get(n) or tools[n].description
                         for n in offer.deferred}
     context.activate = dispatcher.activate
+    instructions = system_prompt(run, [s.instructions for s in skills])
     run.session = Session(
         agent=run.contract.name, model=run.model, dispatcher=dispatcher,
-        system_prompt=system_prompt(run, [s.instructions for s in skills]),
+        system_prompt=instructions,
         memory=run.contract.memory,
         sampling=Sampling(temperature=run.contract.temperature, top_p=run.contract.top_p,
                           reasoning=run.contract.reasoning if settings_apply(
@@ -114,6 +116,10 @@ def open_session(run: AgentRun) -> Session:
         progress=run.settings.progress, depth=run.depth, run_id=run.run_id,
         cancellation=run.settings.cancellation,
     )
+    if run.journal is not None:  # every prompt, answer, call and output chunk, as it happens
+        run.journal.event("prompt", role="system", text=instructions)
+        run.session.journal = dispatcher.journal = run.journal.event
+        context.on_output = run.journal.output
     return run.session
 
 

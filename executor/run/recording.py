@@ -2,7 +2,9 @@
 
 :func:`write_running` writes the record as ``running`` with the process that
 owns it (a run killed with SIGKILL then reads ``crashed``, and ``corral gc``
-finalises it). :func:`finish` ends a turn: the diff is collected once the
+finalises it); the first one opens the run's journal
+(:mod:`executor.ledger.journal`), which every event of the run is appended to as
+it happens. :func:`finish` ends a turn: the diff is collected once the
 child's processes are stopped (with the preimages ``corral apply --3way``
 needs), the session's text, audit, denials, usage, timings and resources, the
 children started and the reviewers' verdicts go into the record, and the
@@ -16,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from executor.apply.preimages import capture_preimages
 from executor.errors import ExecutorError
-from executor.ledger import RunStatus, find_run, now_iso, running_owner, write_run
+from executor.ledger import (
+    JOURNAL,
+    Journal,
+    RunStatus,
+    find_run,
+    now_iso,
+    running_owner,
+    write_run,
+)
 from executor.run.session import SessionOutcome
 from policies.contract import SandboxMode
 from sandbox.errors import SandboxError
@@ -33,7 +43,11 @@ def write_running(run: AgentRun) -> None:
     running = run.record.model_copy(update={
         "status": RunStatus.RUNNING, "owner": running_owner(),
         "prompt": run.record.prompt or run.first_prompt})
-    write_run(run.settings.ledger, running, [])
+    directory = write_run(run.settings.ledger, running, [])
+    if run.journal is None:
+        run.journal = Journal(directory / JOURNAL)
+    else:
+        run.journal.reattach()
 
 
 def _below(run: AgentRun) -> list[dict[str, str]]:
@@ -93,8 +107,15 @@ def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] 
             "reviews": list(run.reviews),
         }
     run.record = run.record.model_copy(update=update)
+    if run.journal is not None:  # before the record: a reader that sees it final has this
+        error = run.record.error or {}
+        run.journal.event("end", status=run.record.status.value, error={
+            "code": str(error.get("code", "")), "message": str(error.get("message", ""))[:2000],
+        } if error else None)
     write_run(run.settings.ledger, run.record,
               run.session.messages if run.session else [], patch=run.patch,
               preimages=run.preimages)
-    run.phase(f"ended {run.record.status.value}")
+    if run.journal is not None:
+        run.journal.reattach()
+    run.phase(f"ended {run.record.status.value}", journal=False)
     return run.record

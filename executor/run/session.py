@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 from executor.errors import ExecutorError
 from executor.models.base import Message, Model, Sampling, ToolCall, Usage
 from executor.run.memory import request_view, text_only_view
-from executor.tools.dispatch import Dispatcher, render_arguments
+from executor.tools.dispatch import Dispatcher, JournalHook, render_arguments
 from policies.contract import MemoryConfig
 
 __all__ = ["FINALIZE_PROMPT", "Cancelled", "ProgressEvent", "RunCancelled", "RunTimeout",
@@ -170,6 +170,14 @@ class Session:
         self.requests = 0
         self.model_seconds = 0.0
         self.total_steps = 0
+        #: The run's journal: each prompt and model answer as it happens (the dispatcher
+        #: journals the calls).
+        self.journal: JournalHook | None = None
+
+    def _note_turn(self, step: int, text: str, calls: list[ToolCall]) -> None:
+        if self.journal is not None:
+            self.journal("turn", step=step, text=text,
+                         calls=[{"id": c.id, "name": c.name} for c in calls])
 
     def _emit(self, kind: Literal["step", "tool", "tool_done", "final"], step: int,
               detail: str = "", paths: tuple[str, ...] = ()) -> None:
@@ -202,6 +210,8 @@ class Session:
     def run(self, prompt: str) -> SessionOutcome:
         """One turn: the task (or a follow-up) until a text answer or a limit."""
         self.messages.append(Message(role="user", content=prompt))
+        if self.journal is not None:
+            self.journal("prompt", role="user", text=prompt)
         notes: list[str] = []
         step = 0
         while True:
@@ -214,6 +224,7 @@ class Session:
             self.total_steps += 1
             self._emit("step", step)
             response = self._request(self.sampling)
+            self._note_turn(step, response.text, response.tool_calls)
             self.messages.append(Message(role="assistant", content=response.text,
                                          tool_calls=response.tool_calls))
             if not response.tool_calls:
@@ -234,6 +245,7 @@ class Session:
         """The one text-only request after a limit: no tools in it at all."""
         self.messages.append(Message(role="user", content=FINALIZE_PROMPT))
         response = self._request(self.sampling, tools=False)
+        self._note_turn(step, response.text, [])  # its calls are not run (noted)
         if response.tool_calls:
             notes.append(f"the finalization answer asked for {len(response.tool_calls)} tool "
                          "call(s); none was run")

@@ -45,6 +45,8 @@ class ToolContext:
     deadline: float | None = None
     #: permits(tool, path): may this result path be shown (search and find filter by it)?
     permits: Callable[[str, str], bool] | None = None
+    #: on_output(stream, chunk): a command's output as it streams (the run's journal).
+    on_output: Callable[[str, bytes], None] | None = None
 
     def shown(self, tool: str, path: str) -> bool:
         """Whether ``path`` may appear in ``tool``'s results."""

@@ -19,6 +19,10 @@ through a fixed pipeline:
    handler; without one (a non-interactive run) the call is denied;
 5. **implementation**, whose :class:`ToolFailure` becomes a tool error;
 6. **audit**: every call, allowed or not, is recorded with its decision.
+
+A run's journal (``journal``, :mod:`executor.ledger.journal`) sees each call as it
+goes: ``tool_call`` when it starts, ``decision`` once decided (before the tool
+runs), ``tool_result`` when it ended.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ __all__ = [
     "AuditRecord",
     "Decision",
     "Dispatcher",
+    "JournalHook",
     "Tool",
     "ToolDenied",
     "ToolFailure",
@@ -115,6 +120,8 @@ class ApprovalRequest:
 
 
 ApprovalHandler = Callable[[ApprovalRequest], bool]
+#: journal(kind, fields): one event of a run's journal (``Journal.event``).
+JournalHook = Callable[..., None]
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,9 @@ class Dispatcher(Generic[ContextT]):
         #: Tools the agent holds but no run can call -> why (said in the denial).
         self.unavailable = dict(unavailable or {})
         self.audit: list[AuditRecord] = []
+        #: Where each call's events go as it happens (the run's journal), if anywhere.
+        self.journal: JournalHook | None = None
+        self._decided = False
 
     def wire(self, name: str) -> str:
         """The name the model sees for canonical tool ``name``."""
@@ -210,15 +220,26 @@ class Dispatcher(Generic[ContextT]):
     def dispatch(self, call: ToolCall, *, step: int = 0) -> Message:
         """Run one call through the pipeline; always answer with a tool message."""
         started = time.perf_counter()
+        arguments = call.arguments if call.raw_arguments is None else {
+            "_raw": call.raw_arguments}
+        self._decided = False
+        if self.journal is not None:
+            self.journal("tool_call", step=step, call_id=call.id, tool=call.name,
+                         arguments=arguments)
         decision, reason, output = self._pipeline(call)
         content = safe_text(output.content)
-        self.audit.append(AuditRecord(
+        record = AuditRecord(
             index=len(self.audit), step=step, call_id=call.id, tool=call.name,
-            arguments=call.arguments if call.raw_arguments is None else
-            {"_raw": call.raw_arguments},
-            decision=decision, reason=safe_text(reason), result=content,
+            arguments=arguments, decision=decision, reason=safe_text(reason), result=content,
             is_error=output.is_error, duration_ms=(time.perf_counter() - started) * 1000,
-        ))
+        )
+        self.audit.append(record)
+        if self.journal is not None:
+            if not self._decided:  # refused before anything could run
+                self._note_decision(call, decision, record.reason)
+            self.journal("tool_result", call_id=call.id, tool=call.name,
+                         decision=decision.value, reason=record.reason, is_error=record.is_error,
+                         duration_ms=round(record.duration_ms, 3), result=content)
         return Message(role="tool", content=content, tool_call_id=call.id,
                        name=call.name, is_error=output.is_error)
 
@@ -260,6 +281,7 @@ class Dispatcher(Generic[ContextT]):
                 return Decision.DENIED, reason, ToolOutput(f"error: denied: {reason}",
                                                            is_error=True)
             decision = Decision.APPROVED
+        self._note_decision(call, decision, "")
         try:
             output = tool.run(args, self.context)
         except ToolDenied as exc:
@@ -269,6 +291,12 @@ class Dispatcher(Generic[ContextT]):
             return Decision.FAILED, exc.message, ToolOutput(f"error: {exc.message}",
                                                             is_error=True)
         return decision, "", output
+
+    def _note_decision(self, call: ToolCall, decision: Decision, reason: str) -> None:
+        self._decided = True
+        if self.journal is not None:
+            self.journal("decision", call_id=call.id, tool=call.name, decision=decision.value,
+                         reason=reason)
 
     def permits(self, tool: str, path: str) -> bool:
         """Whether a result path may be shown by ``tool`` (search, find): the tool's own

@@ -44,7 +44,8 @@ class ShellTool:
         timeout = context.time_left(min(args.timeout, limit) if args.timeout else limit)
         try:
             result = sandbox.exec(["sh", "-c", args.command], timeout=timeout,
-                                  output_cap=MAX_OUTPUT, cwd=args.cwd)
+                                  output_cap=MAX_OUTPUT, cwd=args.cwd,
+                                  on_output=context.on_output)
         except SandboxError as exc:
             raise ToolFailure(exc.message) from exc
         if result.peak_rss_bytes is not None:
