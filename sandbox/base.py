@@ -289,6 +289,22 @@ class BaseSandbox(ABC):
         pipes, the same namespaces, mounts, environment allowlist and limits as
         :meth:`exec`. It lives until it exits, or until anything stops the child's
         processes (:meth:`stop_processes`, a diff collection, teardown)."""
+        return self._open_long(argv, cwd, env, self._open_stream)
+
+    def open_terminal(self, argv: Sequence[str], *, cwd: str = ".",
+                      env: Mapping[str, str] | None = None) -> StreamProcess:
+        """:meth:`open_stream` for a person at a terminal (``corral shell``): the same
+        confinement. The host backend, which confines nothing (and so refuses to start a
+        stream that asked for confinement), runs it as it runs every command: as the
+        user, in the workspace."""
+        return self._open_long(argv, cwd, env, self._open_terminal)
+
+    def _open_terminal(self, spec: ExecSpec) -> StreamProcess:
+        """Start a person's long-lived process (see :meth:`open_terminal`)."""
+        return self._open_stream(spec)
+
+    def _open_long(self, argv: Sequence[str], cwd: str, env: Mapping[str, str] | None,
+                   opener: Callable[[ExecSpec], StreamProcess]) -> StreamProcess:
         self._check_open()
         spec = self._spec(argv, None, None, cwd, env)
         with self._cond:
@@ -300,7 +316,7 @@ class BaseSandbox(ABC):
             if self._cancelled:
                 raise SandboxError(f"sandbox {self.id} was cancelled: no process starts in it",
                                    code="cancelled", operation="open_stream")
-            stream = self._open_stream(spec)
+            stream = opener(spec)
             self._streams = [s for s in self._streams if s.alive]
             self._streams.append(stream)
         if self._ws.writable:

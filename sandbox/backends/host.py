@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from sandbox.backends.process import LocalRunner, kill_process_group, kill_process_tree
-from sandbox.backends.streams import StreamProcess
+from sandbox.backends.streams import StreamProcess, start_host_stream
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import HOST_WARNING, BackendName, HostConfig
 from sandbox.errors import SandboxConfigError
@@ -67,6 +67,12 @@ class HostSandbox(BaseSandbox):
             "host, with no sandbox", code="no_confinement", operation="open_stream",
             hint="run with --backend bubblewrap or docker; or, only for a program you trust "
             "with your files, network and credentials, set confine = false in its config")
+
+    def _open_terminal(self, spec: ExecSpec) -> StreamProcess:
+        # A person's shell on a host run's workspace: as unconfined as the run's commands.
+        env = dict(spec.env)
+        env["TMPDIR"] = str(self.state.dir / "tmp")
+        return start_host_stream([*EXEC_WRAPPER, *spec.argv], env=env, cwd=spec.cwd)
 
     def _stop(self) -> None:
         self._runner.stop_all()

@@ -118,6 +118,17 @@ class StreamProcess(ABC):
             if chunk:
                 self._buffer += chunk
 
+    def read_some(self, *, timeout: float) -> bytes | None:
+        """Whatever stdout holds now, for a relay (a person's terminal): ``b""`` at its
+        end, ``None`` when nothing came within ``timeout`` seconds."""
+        if self._buffer:
+            data = bytes(self._buffer)
+            self._buffer.clear()
+            return data
+        if self._killed:
+            return b""
+        return self._read(timeout)
+
     def _keep_stderr(self, data: bytes) -> None:
         with self._lock:
             self._stderr += data
