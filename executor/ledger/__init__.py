@@ -5,6 +5,7 @@
   atomically, read back, looked up by id, marked applied or discarded);
 - :mod:`executor.ledger.journal`: a run's events, appended as they happen;
 - :mod:`executor.ledger.fanouts`: a fanout's own record beside its children's;
+- :mod:`executor.ledger.lineage`: a continued run's conversation, the run it supersedes;
 - :mod:`executor.ledger.crashes`: runs whose process died, finalised by ``corral gc``;
 - :mod:`executor.ledger.prune`: ``corral gc --older-than``, what finished runs left.
 
@@ -25,6 +26,7 @@ from executor.ledger.fanouts import (
     write_fanout,
 )
 from executor.ledger.journal import JOURNAL, Journal, read_journal
+from executor.ledger.lineage import UNANSWERED, conversation, supersede
 from executor.ledger.prune import BadDuration, Pruned, parse_duration, prune_finished
 from executor.ledger.records import (
     ID_PREFIX,
@@ -47,6 +49,7 @@ from executor.ledger.store import (
     list_runs,
     load_patch,
     load_transcript,
+    rewrite_record,
     scan_runs,
     set_run_check,
     set_run_state,
@@ -56,6 +59,7 @@ from executor.ledger.store import (
 __all__ = [
     "ID_PREFIX",
     "JOURNAL",
+    "UNANSWERED",
     "BadDuration",
     "CrashedRun",
     "FanoutChild",
@@ -68,6 +72,7 @@ __all__ = [
     "RunState",
     "RunStatus",
     "check_id_prefix",
+    "conversation",
     "discard_run",
     "elapsed",
     "fanout_status",
@@ -86,12 +91,14 @@ __all__ = [
     "parse_duration",
     "prune_finished",
     "read_journal",
+    "rewrite_record",
     "run_status",
     "running_owner",
     "scan_fanouts",
     "scan_runs",
     "set_run_check",
     "set_run_state",
+    "supersede",
     "write_fanout",
     "write_run",
 ]

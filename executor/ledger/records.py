@@ -122,6 +122,15 @@ class RunRecord(BaseModel):
     #: A fanout's check command, run in its sandbox after its diff was recorded:
     #: command, exit_code, duration_seconds, timed_out, output_tail, output_bytes, skipped.
     check: dict[str, Any] | None = None
+    #: The run this one continues (``corral run --continue RUN``): its conversation was
+    #: this run's start, its diff is part of this run's (cumulative).
+    continues: str | None = None
+    #: The run that continued this one: its diff holds this one's (this one was then
+    #: marked ``discarded``).
+    continued_by: str | None = None
+    #: Paths changed by hand (``corral shell``), not by the agent; their changes are in
+    #: ``diff``. A continued run keeps the list of the run it continues.
+    hand_changes: list[str] = Field(default_factory=list)
 
 
 class RecordError(ExecutorError):

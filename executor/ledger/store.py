@@ -46,6 +46,7 @@ __all__ = [
     "list_runs",
     "load_patch",
     "load_transcript",
+    "rewrite_record",
     "scan_runs",
     "set_run_check",
     "set_run_state",
@@ -149,6 +150,8 @@ def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
                    "".join(json.dumps(_message_json(m), ensure_ascii=True) + "\n"
                            for m in transcript))
         _carry_journal(final / JOURNAL, staging / JOURNAL)
+        if (final / "apply-backup").is_dir():  # a rewrite keeps what earlier applies saved
+            shutil.copytree(final / "apply-backup", staging / "apply-backup", symlinks=True)
         data = record.diff.encode("utf-8", "surrogateescape") if patch is None else patch
         (staging / "diff.patch").write_bytes(data)
         for blob_id, content in (preimages or {}).items():
@@ -297,14 +300,20 @@ def _replace_file(path: Path, data: bytes) -> None:
         raise
 
 
+def rewrite_record(ledger: Path, record: RunRecord) -> RunRecord:
+    """Replace a run's ``record.json`` only, atomically (its diff, digest, transcript,
+    journal and backups stay as they are); the record."""
+    _replace_file(ledger / record.run_id / "record.json",
+                  _json(record.model_dump(mode="json")).encode())
+    return record
+
+
 def set_run_state(ledger: Path, run_id: str, state: RunState) -> RunRecord:
     """Record what the user did with a run's diff (``applied`` after ``corral apply``,
     ``discarded`` after ``corral discard``); only ``record.json`` is rewritten."""
     record = find_run(ledger, run_id)
-    updated = record.model_copy(update={"state": state, "state_changed_at": now_iso()})
-    _replace_file(ledger / record.run_id / "record.json",
-                  _json(updated.model_dump(mode="json")).encode())
-    return updated
+    return rewrite_record(ledger, record.model_copy(
+        update={"state": state, "state_changed_at": now_iso()}))
 
 
 def discard_run(ledger: Path, run_id: str) -> tuple[RunRecord, bool]:
@@ -329,10 +338,7 @@ def set_run_check(ledger: Path, run_id: str, check: Mapping[str, Any]) -> RunRec
     """Record the outcome of a fanout's check command on a finished run; only
     ``record.json`` is rewritten (the diff and its digest stay as they were)."""
     record = find_run(ledger, run_id)
-    updated = record.model_copy(update={"check": dict(check)})
-    _replace_file(ledger / record.run_id / "record.json",
-                  _json(updated.model_dump(mode="json")).encode())
-    return updated
+    return rewrite_record(ledger, record.model_copy(update={"check": dict(check)}))
 
 
 def finalize_crashed(ledger: Path, record: RunRecord, *, patch: bytes | None,
