@@ -1,7 +1,11 @@
 """Running an agent: one run tree, from what a user may have got wrong to its record.
 
-- :mod:`executor.run.top`: the top of a tree (:func:`run_agent`; the checks a
-  fanout runs per child: :func:`check_top`, :func:`top_model`);
+- :mod:`executor.run.top`: the top of a tree (:func:`run_agent`, and
+  :func:`continue_agent` for a run that continues another; the checks a fanout
+  runs per child: :func:`check_top`, :func:`top_model`);
+- :mod:`executor.run.resume` and :mod:`executor.run.handwork`: a finished run's
+  workspace rebuilt (``corral run --continue``, ``corral shell``), and what a
+  person changed there recorded in the run;
 - :mod:`executor.run.settings`: what a run needs besides the agent and prompt;
 - :mod:`executor.run.agent`: one agent of a tree (:class:`AgentRun`), whose work
   is split by seam: :mod:`~executor.run.opening` (sandbox, servers, tools,
@@ -22,7 +26,7 @@ clients, scheduling, the ledger and the apply's preimages; above it, a fanout
 from executor.run.agent import AgentRun
 from executor.run.environment import describe, with_environment
 from executor.run.settings import RunSettings, SchedulerFactory, local_scheduler
-from executor.run.top import check_top, run_agent, top_model
+from executor.run.top import check_top, continue_agent, run_agent, top_model
 
-__all__ = ["AgentRun", "RunSettings", "SchedulerFactory", "check_top", "describe",
-           "local_scheduler", "run_agent", "top_model", "with_environment"]
+__all__ = ["AgentRun", "RunSettings", "SchedulerFactory", "check_top", "continue_agent",
+           "describe", "local_scheduler", "run_agent", "top_model", "with_environment"]

@@ -31,6 +31,7 @@ from executor.models import Model
 from executor.run import delegation, parallel
 from executor.run.opening import open_session
 from executor.run.recording import finish
+from executor.run.resume import Resume
 from executor.run.reviews import review_answer
 from executor.run.session import ProgressEvent, RunCancelled, RunTimeout, Session
 from executor.run.settings import RunSettings
@@ -51,8 +52,14 @@ class AgentRun:
     def __init__(self, settings: RunSettings, contract: AgentContract, capability: Capability,
                  model: Model, *, repo: Path, depth: int, parent_run: str | None,
                  deadline: float | None, handoff: str | None = None,
-                 reviewing: bool = False, run_id: str | None = None) -> None:
+                 reviewing: bool = False, run_id: str | None = None,
+                 resume: Resume | None = None) -> None:
         self.settings = settings
+        #: The run this one continues (``corral run --continue``): its diff is replayed into
+        #: this run's sandbox and its conversation is this session's start
+        #: (:mod:`executor.run.resume`); ``replayed`` once the sandbox holds its changes.
+        self.resume = resume
+        self.replayed = False
         self.handoff = handoff
         #: A response reviewer at work: its own reviewers are not run (no loops).
         self.reviewing = reviewing
@@ -102,6 +109,8 @@ class AgentRun:
             backend=settings.backend.type, mode=capability.sandbox.value,
             status=RunStatus.FAILED, started_at=self.started_at, fanout=settings.fanout,
             environment=settings.environment.key if settings.environment else None,
+            continues=resume.record.run_id if resume else None,
+            hand_changes=list(resume.record.hand_changes) if resume else [],
         )
 
     def new_child(self, settings: RunSettings, contract: AgentContract,

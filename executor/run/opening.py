@@ -8,7 +8,10 @@ reviewers or an environment's layer need one), starts the MCP servers whose
 tools the run could hold (:func:`start_mcp`), builds its tools from
 :func:`executor.agents.offer.make_offer` (the computation ``agents show`` prints)
 and its dispatcher, and its session with the system prompt; the session, the
-dispatcher and the shell's output go to the run's journal.
+dispatcher and the shell's output go to the run's journal. A run that continues
+another (:mod:`executor.run.resume`) gets that run's diff replayed into its
+sandbox before anything else runs there, and that run's conversation after its
+own system prompt.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from executor.mcpclient import McpServers
 from executor.models import Sampling
 from executor.run.prepare import settings_apply
 from executor.run.recording import write_running
+from executor.run.resume import replay_into
 from executor.run.session import Session
 from executor.run.skills import resolve_skills
 from executor.tools import ToolContext, native_tools, with_overrides
@@ -71,6 +75,10 @@ def open_session(run: AgentRun) -> Session:
                                                "sandbox_id": sandbox.id,
                                                "base_commit": sandbox.base_commit})
     write_running(run)
+    if run.resume is not None:  # the run it continues: its changes in place first
+        run.phase("replay")
+        replay_into(sandbox, run.resume.patch)
+        run.replayed = True
     if run.settings.cancellation is not None:
         # A cancelled run's running command stops now, not at its timeout, and no later
         # command starts (one the session was about to start included).
@@ -116,8 +124,13 @@ def open_session(run: AgentRun) -> Session:
         progress=run.settings.progress, depth=run.depth, run_id=run.run_id,
         cancellation=run.settings.cancellation,
     )
+    if run.resume is not None:  # the conversation so far, after this run's own system prompt
+        run.session.messages.extend(run.resume.messages)
     if run.journal is not None:  # every prompt, answer, call and output chunk, as it happens
         run.journal.event("prompt", role="system", text=instructions)
+        if run.resume is not None:
+            run.journal.event("phase", detail=f"continues run {run.resume.record.run_id} "
+                              f"({len(run.resume.messages)} earlier message(s))")
         run.session.journal = dispatcher.journal = run.journal.event
         context.on_output = run.journal.output
     return run.session

@@ -15,13 +15,16 @@ shown when its top-level session starts.
 
 from __future__ import annotations
 
+import contextlib
+
 from executor.agents.offer import root_capability
 from executor.agents.suggest import unknown_agent
-from executor.errors import ModelError, RunError
-from executor.ledger import RunRecord
+from executor.errors import ExecutorError, ModelError, RunError
+from executor.ledger import RunRecord, rewrite_record, supersede
 from executor.models import Model
 from executor.run.agent import AgentRun
 from executor.run.prepare import model_for, usable_reviewers
+from executor.run.resume import Resume
 from executor.run.settings import RunSettings, deadline_after
 from policies.capability import Capability, derive_child
 from policies.contract import AgentContract, AgentStatus
@@ -29,7 +32,7 @@ from sandbox.errors import SandboxConfigError
 from sandbox.state import check_state_dir, default_state_root
 from sandbox.workspaces.repo import inspect_repo
 
-__all__ = ["check_top", "run_agent", "top_model"]
+__all__ = ["check_top", "continue_agent", "run_agent", "top_model"]
 
 
 def _runnable(contract: AgentContract) -> str | None:
@@ -101,6 +104,56 @@ def run_agent(settings: RunSettings, agent: str | None, prompt: str) -> RunRecor
         run.close()
         raise
     return run.close_recorded(record)
+
+
+def continue_agent(settings: RunSettings, resume: Resume, prompt: str) -> RunRecord:
+    """Continue the run ``resume`` holds with ``prompt`` (``corral run --continue``): a new
+    run of the same agent and contract, its sandbox holding the earlier run's changes, its
+    session starting with the earlier conversation; its record (also written).
+
+    ``settings`` carry the earlier run's backend and mode (as the ceiling). Once the new
+    run's diff, which holds the earlier one's, is recorded, the earlier run is marked
+    ``discarded`` with ``continued_by`` (:func:`executor.ledger.supersede`), also when the
+    new run failed or was cancelled after its workspace was rebuilt.
+    """
+    previous = resume.record
+    contract, capability = check_top(settings, previous.agent)
+    if contract.digest() != previous.contract_digest:
+        raise RunError(f"agent {previous.agent!r} changed since run {previous.run_id}: a "
+                       "continuation runs the same contract", code="agent_changed",
+                       context={"recorded": previous.contract_digest[:12],
+                                "now": contract.digest()[:12]},
+                       hint="start a new run of it (its changes are pending as they were)")
+    if capability.sandbox.value != previous.mode:
+        raise RunError(f"run {previous.run_id} ran in {previous.mode} mode; its agent would "
+                       f"now run in {capability.sandbox.value} mode", code="mode_changed",
+                       hint="start a new run of it")
+    model = top_model(settings, contract)
+    deadline = deadline_after(settings.timeout_seconds, contract.timeout_seconds)
+    run = AgentRun(settings, contract, capability, model, repo=settings.root, depth=0,
+                   parent_run=None, deadline=deadline, resume=resume)
+    try:
+        record = run.turn(prompt)
+    except BaseException:
+        run.close()
+        with contextlib.suppress(ExecutorError, OSError):  # never hides why the run ended
+            _supersede(run, run.record)
+        raise
+    return _supersede(run, run.close_recorded(record))
+
+
+def _supersede(run: AgentRun, record: RunRecord) -> RunRecord:
+    """Mark the run ``run`` continued as superseded once ``record`` holds its changes; a
+    note on ``record`` when that run changed meanwhile and was left as it is."""
+    if run.resume is None or not (run.replayed and run.collected):
+        return record
+    previous = run.resume.record
+    if supersede(run.settings.ledger, previous.run_id, by=record.run_id,
+                 diff_sha256=previous.diff_sha256) is not None:
+        return record
+    return rewrite_record(run.settings.ledger, record.model_copy(update={"notes": [
+        *record.notes, f"run {previous.run_id} changed while this run continued it (applied, "
+        "discarded or changed by hand): it was left as it is"]}))
 
 
 def _no_model(exc: ModelError, settings: RunSettings) -> RunError:
