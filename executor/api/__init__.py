@@ -15,6 +15,7 @@
   :class:`FanoutResult` (with :class:`ChildResult` each), :class:`RunList`,
   :class:`Diff`, :class:`LogEvent`, :class:`ApplyReport`, :class:`Discarded`, :class:`Recovered`,
   :class:`GcReport`, :class:`BuiltEnvironment`, :class:`Agents`, :class:`AgentView`,
+  :class:`ShellResult` (with :class:`TerminalIO` in),
   each wrapping corral's own records (:class:`RunRecord`, :class:`FanoutRecord`);
 - errors: :class:`CorralError` and its families, each with ``code``,
   ``message``, ``context``, ``hint`` and ``exit_code``; :func:`error_json`
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
         RunList,
         RunResult,
     )
+    from executor.api.sessions import ShellResult
     from executor.apply import ApplyFailed, MergeRefused, PatchFile, PatchPlan, RestoreFailed
     from executor.fanout import ChildPlan
     from executor.ledger import (
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
     from sandbox.config import HOST_WARNING
     from sandbox.environment import EnvironmentInfo
     from sandbox.errors import EnvironmentSetupFailed, SandboxError
+    from sandbox.terminal import TerminalIO
 
 #: Public name -> the module that defines it (imported on first use).
 _WHERE = {
@@ -109,6 +112,8 @@ _WHERE = {
     "TrustState": "executor.agents.trust",
     "EnvironmentInfo": "sandbox.environment",
     **dict.fromkeys(("EnvironmentSetupFailed", "SandboxError"), "sandbox.errors"),
+    "ShellResult": "executor.api.sessions",
+    "TerminalIO": "sandbox.terminal",
 }
 
 __all__ = [
@@ -162,6 +167,8 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "SandboxError",
+    "ShellResult",
+    "TerminalIO",
     "TrustState",
     "error_json",
     "fanout_status",

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
     from executor.api.results import Diff, FanoutResult, RunList, RunResult
     from executor.api.running import SchedulerFactory
+    from executor.api.sessions import ShellResult
     from executor.apply import PatchPlan
     from executor.fanout import ChildPlan
     from executor.ledger import RunRecord
@@ -179,6 +180,33 @@ class AsyncCorral:
                                    on_warning=on_warning)
 
         return await self._bridged(work, progress=progress, cancel=cancel)
+
+    async def continue_run(self, run_id: str, prompt: str, *,
+                           script: str | os.PathLike[str] | Replay | None = None,
+                           model: str | None = None,
+                           approve: str | ApprovalHandler | None = None,
+                           timeout: float | None = None, environment: bool = True,
+                           setup_network: bool | None = None,
+                           progress: AsyncProgress | None = None,
+                           cancel: Cancellation | None = None,
+                           on_setup_output: Callable[[str], None] | None = None,
+                           on_warning: Callable[[str], None] | None = None) -> RunResult:
+        """:meth:`Corral.continue_run`, awaited as :meth:`run` is."""
+
+        def work(emit: _Emit | None, cancellation: Cancellation) -> RunResult:
+            return self.corral.continue_run(
+                run_id, prompt, script=script, model=model, approve=approve, timeout=timeout,
+                environment=environment, setup_network=setup_network, progress=emit,
+                cancel=cancellation, on_setup_output=on_setup_output, on_warning=on_warning)
+
+        return await self._bridged(work, progress=progress, cancel=cancel)
+
+    async def shell(self, run_id: str, command: Sequence[str], *,
+                    timeout: float | None = None, environment: bool = True,
+                    on_output: Callable[[str, bytes], None] | None = None) -> ShellResult:
+        """:meth:`Corral.shell` with a command (``on_output`` is called in its thread)."""
+        return await self._thread(partial(self.corral.shell, run_id, command, timeout=timeout,
+                                          environment=environment, on_output=on_output))
 
     async def fanout(self, prompt: str, *, agents: Sequence[str] = (), n: int | None = None,
                      scripts: Sequence[str | os.PathLike[str] | Replay] = (),

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
     from executor.api.results import Diff, FanoutResult, RunList, RunResult
     from executor.api.running import SchedulerFactory
+    from executor.api.sessions import ShellResult
     from executor.apply import PatchPlan
     from executor.fanout import ChildPlan
     from executor.ledger import RunRecord
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from executor.tools.dispatch import ApprovalHandler
     from sandbox.config import BackendConfig
     from sandbox.environment import EnvironmentInfo
+    from sandbox.terminal import TerminalIO
 
 __all__ = ["BACKENDS", "MODES", "Corral"]
 
@@ -95,21 +97,18 @@ class Corral:
     def state_root(self) -> Path:
         """The state dir (not checked: :meth:`ledger` checks it)."""
         from sandbox.state import default_state_root  # noqa: PLC0415 - sandbox only when used
-
         return self.state_dir or default_state_root()
 
     def ledger(self) -> Path:
         """The run ledger of this repository, after checking that no child could write it
         (a state dir inside a working tree is refused: ``state_dir_misplaced``, exit 2)."""
         from executor.ledger import ledger_dir  # noqa: PLC0415 - sandbox only when used
-
         env = {"CORRAL_STATE_DIR": str(self.state_dir)} if self.state_dir else None
         return ledger_dir(self.root, env=env)
 
     def backend_config(self) -> BackendConfig:
         """The backend's config (a fresh one for a name)."""
         from sandbox.config import USER_BACKENDS  # noqa: PLC0415 - sandbox only when used
-
         if isinstance(self.backend, str):
             return USER_BACKENDS[self.backend]()
         return self.backend
@@ -119,7 +118,6 @@ class Corral:
     def agents(self) -> Agents:
         """Every agent that won discovery, every diagnostic, the zuno ``default_agent``."""
         from executor.api.agents import discover  # noqa: PLC0415
-
         return discover(self.sources())
 
     def check(self) -> Agents:
@@ -131,7 +129,6 @@ class Corral:
         """Agent ``name``: its contract and what a run of it is offered. An unknown name is
         ``unknown_agent`` with a few close names in its hint."""
         from executor.api.agents import show  # noqa: PLC0415
-
         return show(self.sources(), name)
 
     def trust(self) -> str:
@@ -139,20 +136,17 @@ class Corral:
         discovery loads them without ``trust_project`` until one of them changes. Their
         digest."""
         from executor.agents.trust import trust  # noqa: PLC0415
-
         return trust(self.root, state_root=self.state_dir)
 
     def untrust(self) -> bool:
         """Forget :meth:`trust`; whether there was any."""
         from executor.agents.trust import untrust  # noqa: PLC0415
-
         return untrust(self.root, state_root=self.state_dir)
 
     def trust_state(self) -> TrustState:
         """``trusted``, ``changed`` (trusted once, changed since: not loaded) or
         ``untrusted``, and when."""
         from executor.agents.trust import trust_state  # noqa: PLC0415
-
         return trust_state(self.root, state_root=self.state_dir)
 
     # -- runs ------------------------------------------------------------------------------
@@ -193,12 +187,45 @@ class Corral:
         (``cancelled``) and raised again.
         """
         from executor.api.running import run_one  # noqa: PLC0415 - the run machinery
-
         return run_one(self, prompt, agent=agent, mode=mode, script=script, model=model,
                        approve=approve, timeout=timeout, environment=environment,
                        setup_network=setup_network, progress=progress, cancel=cancel,
                        on_setup_output=on_setup_output, on_warning=on_warning,
                        welcome=welcome)
+
+    def continue_run(self, run_id: str, prompt: str, *,
+                     script: str | os.PathLike[str] | Replay | None = None,
+                     model: str | None = None, approve: str | ApprovalHandler | None = None,
+                     timeout: float | None = None, environment: bool = True,
+                     setup_network: bool | None = None,
+                     progress: Callable[[ProgressEvent], None] | None = None,
+                     cancel: Cancellation | None = None,
+                     on_setup_output: Callable[[str], None] | None = None,
+                     on_warning: Callable[[str], None] | None = None,
+                     welcome: Callable[[str, str], None] | None = None) -> RunResult:
+        """A new run of run ``run_id``'s agent and contract on ``prompt``, in its mode and
+        backend, on its workspace rebuilt (the checkout now, its diff applied), its session
+        starting with its conversation; the diff is cumulative, the old run is then marked
+        ``discarded`` (``continued_by``). See :mod:`executor.api.sessions`; else :meth:`run`."""
+        from executor.api.sessions import continue_run  # noqa: PLC0415 - the run machinery
+        return continue_run(self, run_id, prompt, script=script, model=model, approve=approve,
+                            timeout=timeout, environment=environment,
+                            setup_network=setup_network, progress=progress, cancel=cancel,
+                            on_setup_output=on_setup_output, on_warning=on_warning,
+                            welcome=welcome)
+
+    def shell(self, run_id: str, command: Sequence[str] | None = None, *,
+              terminal: TerminalIO | None = None, timeout: float | None = None,
+              environment: bool = True, on_output: Callable[[str, bytes], None] | None = None,
+              on_setup_output: Callable[[str], None] | None = None,
+              on_warning: Callable[[str], None] | None = None) -> ShellResult:
+        """Run ``command`` (``on_output`` gets ``(stream, bytes)``), or a shell on the raw
+        ``terminal``, in run ``run_id``'s workspace rebuilt as :meth:`continue_run`'s; record
+        what it changed in the run, as changed by hand (:mod:`executor.api.sessions`)."""
+        from executor.api.sessions import shell  # noqa: PLC0415 - the sandboxes
+        return shell(self, run_id, command, terminal=terminal, timeout=timeout,
+                     environment=environment, on_output=on_output,
+                     on_setup_output=on_setup_output, on_warning=on_warning)
 
     def fanout(self, prompt: str, *, agents: Sequence[str] = (), n: int | None = None,
                scripts: Sequence[str | os.PathLike[str] | Replay] = (),
@@ -231,7 +258,6 @@ class Corral:
         ``FanoutResult.exit_code`` is ``corral fanout``'s.
         """
         from executor.api.running import fanout_many  # noqa: PLC0415 - the run machinery
-
         return fanout_many(self, prompt, agents=agents, n=n, scripts=scripts, models=models,
                            check=check, check_timeout=check_timeout, jobs=jobs,
                            timeout=timeout, approve=approve, environment=environment,
@@ -245,7 +271,6 @@ class Corral:
         """The recorded runs and fanouts, newest first (``RunList.groups()`` puts a fanout's
         children under it), and every record that cannot be read."""
         from executor.api import records  # noqa: PLC0415
-
         return records.runs(self)
 
     def show(self, run_id: str) -> RunResult:
@@ -254,14 +279,12 @@ class Corral:
         (or whose process died) has the calls so far from its journal
         (``RunResult.from_journal``; a call not ended yet is ``in_progress``)."""
         from executor.api import records  # noqa: PLC0415
-
         return records.show(self, run_id)
 
     def show_fanout(self, fanout_id: str) -> FanoutResult:
         """A recorded fanout (an id such as ``f-20261201-...`` or a unique start of one):
         its record and each child as it recorded itself, as :meth:`fanout` returned it."""
         from executor.api import records  # noqa: PLC0415
-
         return records.show_fanout(self, fanout_id)
 
     def pick(self, fanout_id: str, index: int) -> str:
@@ -269,14 +292,12 @@ class Corral:
         :meth:`diff` or :meth:`discard`; ``unknown_run`` when there is no such child or it
         never started."""
         from executor.api import records  # noqa: PLC0415
-
         return records.pick(self, fanout_id, index)
 
     def transcript(self, run_id: str) -> list[dict[str, Any]]:
         """A run's transcript: every message and tool result, one dict each (a run still
         going, or whose process died: the messages its journal holds so far)."""
         from executor.api import records  # noqa: PLC0415
-
         return records.transcript(self, run_id)
 
     def journal(self, run_id: str) -> list[LogEvent]:
@@ -285,7 +306,6 @@ class Corral:
         (``f-...``) gives every child's, interleaved by time, each labelled with its
         place (``LogEvent.child`` of ``children``)."""
         from executor.api import journal  # noqa: PLC0415
-
         return journal.events(self, run_id)
 
     def follow(self, run_id: str, *, poll: float = 0.1) -> Iterator[LogEvent]:
@@ -294,13 +314,11 @@ class Corral:
         died (a fanout: until the fanout ends); ``poll`` seconds between reads that found
         nothing new."""
         from executor.api import journal  # noqa: PLC0415
-
         return journal.follow(self, run_id, poll=poll)
 
     def diff(self, run_id: str) -> Diff:
         """A run's exact diff (the bytes :meth:`apply` merges)."""
         from executor.api import records  # noqa: PLC0415
-
         return records.diff(self, run_id)
 
     def apply(self, run_id: str, *, check_only: bool = False, three_way: bool = False,
@@ -319,14 +337,10 @@ class Corral:
         :class:`~executor.api.MergeRefused` (exit code 4): nothing was written.
         """
         from executor.api import records  # noqa: PLC0415
-        from executor.apply import ApplyOptions  # noqa: PLC0415
-
-        options = ApplyOptions(check_only=check_only, three_way=three_way,
-                               allow_symlinks=allow_symlinks, allow_binary=allow_binary,
-                               allow_git_dirs=allow_git_dirs,
-                               allow_unverified=allow_unverified)
-        return records.apply(self, run_id, options, yes=yes, confirm=confirm,
-                             on_plan=on_plan)
+        return records.apply(self, run_id, check_only=check_only, three_way=three_way,
+                             allow_symlinks=allow_symlinks, allow_binary=allow_binary,
+                             allow_git_dirs=allow_git_dirs, allow_unverified=allow_unverified,
+                             yes=yes, confirm=confirm, on_plan=on_plan)
 
     def branch(self, run_id: str, name: str, *, allow_symlinks: bool = False,
                allow_binary: bool = False, allow_git_dirs: bool = False,
@@ -337,23 +351,18 @@ class Corral:
         (``branch_exists``); a diff that does not apply to ``HEAD`` (a run over uncommitted
         changes) is ``branch_conflict``; both :class:`~executor.api.MergeRefused`."""
         from executor.api import records  # noqa: PLC0415
-        from executor.apply import ApplyOptions  # noqa: PLC0415
-
-        options = ApplyOptions(allow_symlinks=allow_symlinks, allow_binary=allow_binary,
-                               allow_git_dirs=allow_git_dirs,
-                               allow_unverified=allow_unverified)
-        return records.branch(self, run_id, name, options)
+        return records.branch(self, run_id, name, allow_symlinks=allow_symlinks,
+                              allow_binary=allow_binary, allow_git_dirs=allow_git_dirs,
+                              allow_unverified=allow_unverified)
 
     def recover(self, run_id: str) -> Recovered:
         """Put back the files an interrupted apply of the run saved."""
         from executor.api import records  # noqa: PLC0415
-
         return records.recover(self, run_id)
 
     def discard(self, run_id: str) -> Discarded:
         """Mark a run's diff discarded (it stays readable; the checkout does not change)."""
         from executor.api import records  # noqa: PLC0415
-
         return records.discard(self, run_id)
 
     def gc(self, older_than: str | float | None = None) -> GcReport:
@@ -362,7 +371,6 @@ class Corral:
         ``prune_after_days``; with ``older_than`` (seconds, or ``"7d"``, ``"12h"``,
         ``"1h30m"``; ``0`` for all) also what finished runs left."""
         from executor.api import records  # noqa: PLC0415
-
         return records.gc(self, older_than)
 
     # -- the project's environment ---------------------------------------------------------
@@ -374,14 +382,12 @@ class Corral:
         """Prepare the project's environment now, so the next run pays nothing (``None``:
         none is described). A failed setup is ``environment_setup_failed`` (exit 5)."""
         from executor.api.environments import build  # noqa: PLC0415
-
         return build(self, setup_network=setup_network, rebuild=rebuild,
                      on_output=on_output, on_warning=on_warning)
 
     def environments(self) -> list[EnvironmentInfo]:
         """The cached environments, most recently used first."""
         from executor.api.environments import listed  # noqa: PLC0415
-
         return listed(self)
 
     def prune_environments(self, keys: Sequence[str] = (), *,
@@ -390,5 +396,4 @@ class Corral:
         """Remove cached environments no live sandbox runs in (those whose key starts with
         one of ``keys``, those unused for ``older_than``, or ``everything``); what went."""
         from executor.api.environments import prune  # noqa: PLC0415
-
         return prune(self, keys, older_than=older_than, everything=everything)

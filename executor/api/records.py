@@ -103,10 +103,12 @@ def discard(corral: Corral, run_id: str) -> Discarded:
     return Discarded(RunResult(record), already)
 
 
-def apply(corral: Corral, run_id: str, options: ApplyOptions, *, yes: bool,
+def apply(corral: Corral, run_id: str, *, yes: bool,
           confirm: Callable[[PatchPlan], bool] | None,
-          on_plan: Callable[[RunRecord, PatchPlan], None] | None) -> ApplyReport:
-    """:meth:`Corral.apply`."""
+          on_plan: Callable[[RunRecord, PatchPlan], None] | None, **allowed: bool
+          ) -> ApplyReport:
+    """:meth:`Corral.apply` (``allowed``: the fields of :class:`ApplyOptions`)."""
+    options = ApplyOptions(**allowed)
     ledger = corral.ledger()
 
     def asked(plan: PatchPlan) -> bool:
@@ -117,10 +119,10 @@ def apply(corral: Corral, run_id: str, options: ApplyOptions, *, yes: bool,
     return ApplyReport(RunResult(record), plan, result)
 
 
-def branch(corral: Corral, run_id: str, name: str, options: ApplyOptions) -> BranchReport:
-    """:meth:`Corral.branch`."""
+def branch(corral: Corral, run_id: str, name: str, **allowed: bool) -> BranchReport:
+    """:meth:`Corral.branch` (``allowed``: fields of :class:`ApplyOptions`)."""
     record, plan, result = branch_run(corral.root.resolve(), corral.ledger(), run_id, name,
-                                      options)
+                                      ApplyOptions(**allowed))
     return BranchReport(RunResult(record), plan, result)
 
 

@@ -29,7 +29,7 @@ from executor.scheduling import Cancellation, Deadline, LocalScheduler, Schedule
 from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Diagnostic, Environment, LoadResult
-from sandbox.config import HOST_WARNING
+from sandbox.config import HOST_WARNING, BackendConfig
 
 if TYPE_CHECKING:
     from executor.api.corral import Corral
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from executor.run.session import ProgressEvent
     from executor.tools.dispatch import ApprovalHandler
 
-__all__ = ["fanout_many", "run_one"]
+__all__ = ["approval_handler", "fanout_many", "live_display", "replay_model", "run_one",
+           "settings_for", "usage"]
 
 #: ``(jobs, the shared deadline, the cancellation)`` -> where a fanout's children run.
 SchedulerFactory = Callable[[int, Deadline, Cancellation], Scheduler]
@@ -57,7 +58,7 @@ def _mode(mode: str) -> SandboxMode:
                     "read-only, worktree or workspace-write") from None
 
 
-def _model(script: str | os.PathLike[str] | Replay | None) -> ScriptedModel | None:
+def replay_model(script: str | os.PathLike[str] | Replay | None) -> ScriptedModel | None:
     if script is None:
         return None
     if isinstance(script, Replay):
@@ -85,7 +86,7 @@ def _warnings(on_warning: Callable[[str], None] | None) -> Callable[[Diagnostic]
 
 
 @contextlib.contextmanager
-def _live(progress: object) -> Iterator[None]:
+def live_display(progress: object) -> Iterator[None]:
     """A progress callback that is also a context manager (a live display) is entered
     around the children themselves: after every check and the environment's setup."""
     if isinstance(progress, contextlib.AbstractContextManager):
@@ -95,10 +96,13 @@ def _live(progress: object) -> Iterator[None]:
         yield
 
 
-def _settings(corral: Corral, registry: LoadResult, ledger: Path, *, environment: bool,
-              setup_network: bool | None, on_setup_output: Callable[[str], None] | None,
-              on_warning: Callable[[str], None] | None, **extra: Any) -> RunSettings:
-    backend = corral.backend_config()
+def settings_for(corral: Corral, registry: LoadResult, ledger: Path, *, environment: bool,
+                 setup_network: bool | None, on_setup_output: Callable[[str], None] | None,
+                 on_warning: Callable[[str], None] | None,
+                 backend: BackendConfig | None = None, **extra: Any) -> RunSettings:
+    """The settings of a run (or a fanout, a continuation, a shell) of ``corral``, the
+    project's environment prepared; ``backend`` instead of the Corral's own."""
+    backend = backend or corral.backend_config()
     if backend.type == "host" and on_warning is not None:
         on_warning(HOST_WARNING)
     settings = RunSettings(
@@ -126,13 +130,13 @@ def run_one(corral: Corral, prompt: str, *, agent: str | None, mode: str,
     registry = load(sources)
     if agent is not None or registry.default_agent is not None:  # run_agent says when neither
         find_agent(agent or str(registry.default_agent), registry, sources)
-    replay = _model(script)
-    settings = _settings(
+    replay = replay_model(script)
+    settings = settings_for(
         corral, registry, ledger, environment=environment, setup_network=setup_network,
         on_setup_output=on_setup_output, on_warning=on_warning, mode_ceiling=mode_ceiling,
         model_override=model, script=replay, approval=approval_handler(approve),
         progress=progress, timeout_seconds=timeout, welcome=welcome, cancellation=cancel)
-    with _live(progress):
+    with live_display(progress):
         return RunResult(run_agent(settings, agent, prompt))
 
 
@@ -167,7 +171,7 @@ def fanout_many(corral: Corral, prompt: str, *, agents: Sequence[str], n: int | 
     if check is not None and not check.strip():
         raise usage("the check command is empty",
                     "leave the check out, or give a command such as 'pytest -q'")
-    settings = _settings(corral, registry, ledger, environment=environment,
+    settings = settings_for(corral, registry, ledger, environment=environment,
                          setup_network=setup_network, on_setup_output=on_setup_output,
                          on_warning=on_warning)
     request = FanoutRequest(settings=settings, prompt=prompt, plans=plans, approve=approve,
@@ -175,7 +179,7 @@ def fanout_many(corral: Corral, prompt: str, *, agents: Sequence[str], n: int | 
                             timeout_seconds=timeout, replays=replays)
     if on_plan is not None:
         on_plan(plans)
-    with _live(progress):
+    with live_display(progress):
         pool = (scheduler or _local)(jobs, Deadline.after(timeout),
                                      cancel if cancel is not None else CancelToken())
         try:
