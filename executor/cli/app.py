@@ -72,6 +72,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
               "from now on, while they stay as they are."),
     "untrust": ("executor.cli.trust", "untrust_command", "Forget `corral trust` for a "
                 "repository."),
+    "shell": ("executor.cli.shell", "shell_command", "A shell (or -- CMD) on a run's "
+              "workspace; your changes are recorded in the run."),
     "show": ("executor.cli.runs", "show_command", "Print a run's whole record: every tool "
              "call and result."),
 }

@@ -21,7 +21,10 @@ __all__ = ["apply_command"]
 
 
 def _show(record: RunRecord, plan: PatchPlan) -> None:
-    if record.state == "discarded":
+    if record.continued_by:
+        click.echo(f"warning: run {record.run_id} was continued by run {record.continued_by}, "
+                   "whose diff holds this one's changes: apply that one, not both", err=True)
+    elif record.state == "discarded":
         click.echo(f"note: run {record.run_id} was discarded; applying it as you asked", err=True)
     click.echo(f"run {record.run_id}: {len(plan.files)} file(s)", err=True)
     for item in plan.files:

@@ -34,7 +34,13 @@ from executor.cli.app import (
 )
 from executor.cli.pager import show_patch
 from executor.cli.progress import Progress
-from executor.cli.run_views import child_lines, diff_banner, outside_lines, status_line
+from executor.cli.run_views import (
+    child_lines,
+    diff_banner,
+    lineage_lines,
+    outside_lines,
+    status_line,
+)
 from executor.options import echo, environment_options, loader_options
 from executor.text import one_line, printable
 
@@ -79,31 +85,52 @@ def _approval(approve: str | None, progress: Progress) -> str | ApprovalHandler 
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
               help="Wall-clock limit of the run, in seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--continue", "continues", metavar="RUN",
+              help="Continue run RUN: its agent, its workspace with its changes in place, its "
+              "conversation; the new run's diff holds RUN's too.")
 @environment_options
 @click.argument("prompt")
-def run_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                no_personal: bool, agent: str | None, backend: str, mode: str,
+@click.pass_context
+def run_command(ctx: click.Context, root: Path, trust_project: bool, config_file: Path | None,
+                strict: bool, no_personal: bool, agent: str | None, backend: str, mode: str,
                 script: Path | None,
                 model: str | None, approve: str | None, timeout: float | None, as_json: bool,
-                no_env: bool, setup_network: bool, prompt: str) -> None:
+                continues: str | None, no_env: bool, setup_network: bool, prompt: str) -> None:
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff.
+
+    With --continue RUN: a new run of RUN's agent, in its mode and backend, on RUN's
+    workspace (your checkout now with RUN's diff applied), its conversation continued;
+    RUN is then marked discarded (this run's diff holds its changes).
 
     Exit codes: 0 completed, 2 a user error (nothing ran), 3 the run failed or timed
     out, 4 a denial (the run was refused, or it completed with a denied tool call).
     """
     if script is not None and model is not None:
         raise click.UsageError("--script and --model are exclusive")
+    if continues is not None:
+        given = [f"--{name}" for name in ("agent", "mode")
+                 if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(f"{' and '.join(given)} cannot be given with --continue: "
+                                   "a continuation runs the same agent in the same mode")
     corral = loading_corral(root, trust_project, config_file, strict, no_personal,
                             backend=backend)
     progress = Progress(enabled=not as_json and sys.stderr.isatty())
     try:
         with stopped_like_ctrl_c():
-            result = corral.run(prompt, agent=agent, mode=mode, script=script, model=model,
-                                approve=_approval(approve, progress), timeout=timeout,
-                                environment=not no_env,
-                                setup_network=True if setup_network else None,
-                                progress=progress, on_setup_output=setup_output(as_json),
-                                on_warning=warn, welcome=None if as_json else _welcome)
+            asked, network = _approval(approve, progress), True if setup_network else None
+            if continues is not None:
+                result = corral.continue_run(
+                    continues, prompt, script=script, model=model, approve=asked,
+                    timeout=timeout, environment=not no_env, setup_network=network,
+                    progress=progress, on_setup_output=setup_output(as_json),
+                    on_warning=warn, welcome=None if as_json else _welcome)
+            else:
+                result = corral.run(prompt, agent=agent, mode=mode, script=script, model=model,
+                                    approve=asked, timeout=timeout, environment=not no_env,
+                                    setup_network=network, progress=progress,
+                                    on_setup_output=setup_output(as_json), on_warning=warn,
+                                    welcome=None if as_json else _welcome)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the run recorded itself cancelled
         raise interrupted(progress.top_run) from None
     if as_json:
@@ -129,6 +156,8 @@ def print_record(result: RunResult, show: Callable[[str], RunResult]) -> None:
     escaped, ours included."""
     record = result.record
     echo(status_line(record), err=True)
+    for line in lineage_lines(record):
+        echo(line, err=True)
     if record.fanout:
         echo(f"fanout: {one_line(record.fanout)} (`corral runs` shows its other children)",
              err=True)

@@ -26,8 +26,10 @@ __all__ = [
     "child_lines",
     "diff_banner",
     "diff_state",
+    "hand_note",
     "human_bytes",
     "human_seconds",
+    "lineage_lines",
     "outside_lines",
     "runs_line",
     "show_lines",
@@ -78,9 +80,36 @@ def diff_banner(record: RunRecord) -> str:
                 "`git diff` shows them, `git restore` undoes them ---")
     if record.state == "applied":
         return f"--- diff: {files}, applied to your checkout ---"
+    if record.continued_by:
+        return (f"--- diff: {files}, continued by run {one_line(record.continued_by)}, whose "
+                "diff holds it ---")
     if record.state == "discarded":
         return f"--- diff: {files}, discarded (your checkout was not changed) ---"
     return f"--- diff: {files} (`corral apply {run_id}` merges it into your checkout) ---"
+
+
+def lineage_lines(record: RunRecord) -> list[str]:
+    """Which run this one continues or was continued by, and which files were changed by
+    hand (``corral shell``), one escaped line each."""
+    lines = []
+    if record.continues:
+        lines.append(f"continues: run {one_line(record.continues)} (its changes are in this "
+                     "run's diff)")
+    if record.continued_by:
+        lines.append(f"continued by: run {one_line(record.continued_by)} (its diff holds "
+                     "this run's changes: apply that one)")
+    note = hand_note(record)
+    if note:
+        lines.append(note)
+    return lines
+
+
+def hand_note(record: RunRecord) -> str:
+    """``changed by hand (corral shell): PATH, ...``, or nothing; every path escaped."""
+    if not record.hand_changes:
+        return ""
+    return ("changed by hand (corral shell): "
+            + ", ".join(one_line(path) for path in record.hand_changes))
 
 
 def outside_lines(record: RunRecord) -> list[str]:
@@ -180,7 +209,9 @@ def show_lines(record: RunRecord, transcript: list[dict[str, Any]], *,
             lines.append(f"  {one_line(str(change.get('status', '?'))):9} "
                          f"{one_line(str(change.get('path', '?')))}"
                          + (f" (from {one_line(str(origin))})" if origin else "")
-                         + (f"  [{one_line(', '.join(map(str, flags)))}]" if flags else ""))
+                         + (f"  [{one_line(', '.join(map(str, flags)))}]" if flags else "")
+                         + ("  (by hand)" if change.get("path") in record.hand_changes
+                            else ""))
     lines += ["", "tool calls:" if record.audit else "tool calls: none"]
     for call in record.audit:
         reason = f" ({one_line(str(call.get('reason')))})" if call.get("reason") else ""
@@ -223,9 +254,12 @@ def age(iso: str, now: datetime | None = None) -> str:
 
 
 def diff_state(record: RunRecord) -> str:
-    """What became of a run's diff: ``pending``, ``applied``, ``discarded``, ``in checkout``
-    (workspace-write), or nothing (no diff, or still running)."""
+    """What became of a run's diff: ``pending``, ``applied``, ``discarded``, ``continued``
+    (a later run's diff holds it), ``in checkout`` (workspace-write), or nothing (no diff,
+    or still running)."""
     state = {"applied": "applied", "discarded": "discarded"}.get(record.state, "")
+    if record.continued_by:
+        state = "continued"
     if not state and record.diff and run_status(record) is not RunStatus.RUNNING:
         state = "in checkout" if record.mode == "workspace-write" else "pending"
     return state

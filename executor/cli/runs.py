@@ -19,7 +19,14 @@ from executor.cli.app import render_error
 from executor.cli.fanout_views import fanout_lines
 from executor.cli.pager import show_patch
 from executor.cli.run import print_record
-from executor.cli.run_views import RUNS_HEADER, check_lines, diff_state, runs_line, show_lines
+from executor.cli.run_views import (
+    RUNS_HEADER,
+    check_lines,
+    diff_state,
+    hand_note,
+    runs_line,
+    show_lines,
+)
 from executor.options import echo
 from executor.text import one_line, printable_patch
 
@@ -186,6 +193,8 @@ def diff_command(root: Path, force_escape: bool, no_pager: bool, pick: int | Non
         run_id = corral.pick(run_id, pick)
     found = corral.diff(run_id)
     patch, run_id = found.patch, found.run.run_id
+    if found.run.record.hand_changes:  # stderr: stdout stays the exact bytes
+        echo(f"note: {hand_note(found.run.record)}", err=True)
     if not patch:
         echo(f"note: run {one_line(run_id)} ({found.run.status.value}) changed "
              "nothing: its diff is empty", err=True)
