@@ -114,7 +114,8 @@ def continue_agent(settings: RunSettings, resume: Resume, prompt: str) -> RunRec
     ``settings`` carry the earlier run's backend and mode (as the ceiling). Once the new
     run's diff, which holds the earlier one's, is recorded, the earlier run is marked
     ``discarded`` with ``continued_by`` (:func:`executor.ledger.supersede`), also when the
-    new run failed or was cancelled after its workspace was rebuilt.
+    new run failed or was cancelled after its workspace was rebuilt; a run with no diff to
+    hand on stays as it is.
     """
     previous = resume.record
     contract, capability = check_top(settings, previous.agent)
@@ -143,9 +144,10 @@ def continue_agent(settings: RunSettings, resume: Resume, prompt: str) -> RunRec
 
 
 def _supersede(run: AgentRun, record: RunRecord) -> RunRecord:
-    """Mark the run ``run`` continued as superseded once ``record`` holds its changes; a
-    note on ``record`` when that run changed meanwhile and was left as it is."""
-    if run.resume is None or not (run.replayed and run.collected):
+    """Mark the run ``run`` continued as superseded once ``record`` holds its changes (a
+    run with none to hand on, read-only or workspace-write or one that changed nothing,
+    stays as it is); a note on ``record`` when that run changed meanwhile and was left."""
+    if run.resume is None or not (run.resume.patch and run.replayed and run.collected):
         return record
     previous = run.resume.record
     if supersede(run.settings.ledger, previous.run_id, by=record.run_id,

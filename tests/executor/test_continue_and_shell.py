@@ -310,6 +310,10 @@ def test_continue_refuses_applied_discarded_continued_and_delegated_runs(
     code, _, err = corral("run", "--root", str(w_repo), "--agent", "w", "--continue", once,
                           "x")
     assert code == 2 and "--agent cannot be given with --continue" in err
+    fresh = started(w_repo, tmp_path, "host", [{"text": "nothing"}])
+    code, _, err = corral("run", "--root", str(w_repo), "--backend", "bubblewrap",
+                          "--continue", fresh, "x")
+    assert code == 2 and f"run {fresh} ran on the host backend" in err  # its isolation
     # A delegated child continues only through its parent.
     zuno = w_repo / ".zuno/zuno.json"
     zuno.parent.mkdir(parents=True)
@@ -324,6 +328,24 @@ def test_continue_refuses_applied_discarded_continued_and_delegated_runs(
     code, out, _ = continued(w_repo, tmp_path, child, NOTES)
     assert code == 2 and "only a run you started can be continued" in \
         json.loads(out)["error"]["message"]
+
+
+def test_a_workspace_write_run_continues_in_the_checkout_and_stays_as_it_is(
+        w_repo: Path, tmp_path: Path) -> None:
+    code, out, err = corral("run", "--root", str(w_repo), "--trust-project", "--no-personal",
+                            "--agent", "w", "--backend", "host", "--mode", "workspace-write",
+                            "--json", "--script", str(script(tmp_path, NOTES)), "in place")
+    assert code == 0, err
+    first = json.loads(out)["run_id"]
+    code, out, err = continued(w_repo, tmp_path, first, [
+        call("read_file", path="notes.txt"), {"text": "read it"}])
+    assert code == 0, err
+    shown = record(w_repo, json.loads(out)["run_id"])
+    assert shown["mode"] == "workspace-write" and shown["continues"] == first
+    assert "first" in shown["audit"][0]["result"]  # the checkout, where its changes are
+    assert shown["changed_files"] == []  # nothing replayed: its diff is its own
+    earlier = record(w_repo, first)
+    assert earlier["state"] == "pending" and earlier["continued_by"] is None
 
 
 def test_continue_and_shell_from_python(w_repo: Path, tmp_path: Path) -> None:
