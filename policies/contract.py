@@ -261,6 +261,10 @@ class AgentContract(BaseModel):
     tools: frozenset[str] | None = None
     denied_tools: frozenset[str] = frozenset()
     delegates: frozenset[str] | None = None
+    #: ``delegates`` is this agent's own exact allowlist (zuno: "Exact child-agent allowlist
+    #: for direct delegation"), not a restriction its descendants inherit; omitted, the
+    #: agent may start any agent its parent's scope allows (see :mod:`policies.capability`).
+    delegates_exact: bool = False
     mode: AgentMode = AgentMode.BUILD
     user_invocable: bool = True
     subagent_available: bool = True

@@ -15,9 +15,10 @@ import pytest
 from runtime_support import run_in
 
 from executor.errors import RunError
-from executor.results import RunStatus
+from executor.results import RunStatus, find_run, ledger_dir
 from executor.session import FINALIZE_PROMPT
 from executor.watch import watch_definitions
+from policies.config import UserConfig
 from policies.contract import AgentFormat
 
 READ = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}
@@ -293,3 +294,73 @@ def test_check_watch_sees_a_nested_zuno_layer(fs) -> None:
     stop.set()
     thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+# --- delegates: each agent's own exact allowlist --------------------------------------------
+
+
+def _chain(fs, **top: Any) -> None:
+    _zuno(fs, {"lead": {"description": "leads", "delegates": ["mid"]},
+               "mid": {"description": "middle", "delegates": ["leaf"]},
+               "leaf": {"description": "leaf"},
+               "other": {"description": "not on mid's list"}}, **top)
+
+
+def _to(agent: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "delegate", "arguments": {"agent": agent, "prompt": "go"}}]}
+
+
+def test_delegates_is_each_agents_own_exact_allowlist(fs, cli) -> None:
+    """Spec (zuno-custom-agents.md): delegates string[] | null none Exact child-agent allowlist
+    for direct delegation and workflows
+
+    With ``lead -> [mid]``, ``mid -> [leaf]`` and two levels of nesting, mid delegates to
+    leaf: its own list decides, not the intersection of every ancestor's (which was
+    empty). Within its own list only: mid cannot reach ``other``, and lead cannot reach
+    leaf directly. ``agents show mid`` says exactly what mid may do in the run.
+    """
+    _chain(fs, subagent_depth=2)
+    ran = run_in(fs, "lead", [_to("mid"), _to("leaf"), {"text": "leaf done"},
+                              _to("other"), {"text": "mid done"},
+                              _to("leaf"), {"text": "lead done"}],
+                 config=UserConfig(subagent_depth=2))
+    ledger = ledger_dir(ran.repo)
+    mid = find_run(ledger, ran.record.children[0])
+    assert mid.agent == "mid" and len(mid.children) == 1
+    leaf = find_run(ledger, mid.children[0])
+    assert leaf.agent == "leaf" and leaf.final_text == "leaf done"
+    assert [d["tool"] for d in mid.denied_calls] == ["delegate"]
+    assert "allowed: leaf" in mid.denied_calls[0]["reason"]
+    assert "allowed: mid" in ran.record.denied_calls[0]["reason"]
+    # What mid's model was offered is what `agents show mid` says it may do.
+    offered = next(s for s in ran.requests[1].tools if s.name == "delegate")
+    assert offered.parameters["properties"]["agent"]["enum"] == ["leaf"]
+    fs.write(fs.tmp / "corral-config.toml", "subagent_depth = 2\n")
+    shown = json.loads(cli("agents", "show", "mid", "--json", "--root", str(fs.repo),
+                           "--trust-project", "--no-personal").output)
+    assert shown["effective"]["delegates_to"] == ["leaf"]
+    assert "delegate" in shown["effective"]["tools"]
+
+
+def test_an_exact_allowlist_never_widens_the_parents_capability(fs) -> None:
+    """Spec (zuno-custom-agents.md): The rule that governs everything below: an agent contract
+    can only narrow.
+
+    mid's own list names leaf, but mid runs under an ngn lead whose ``allowed_agents:
+    [mid]`` restricts every descendant (ngn: "the intersection of its own restrictions,
+    the parent's permissions at creation, subsequent ancestor restrictions"): the exact
+    list cannot reach past it. And with the user's default depth (1) mid delegates to
+    nobody, whatever its list says.
+    """
+    _chain(fs, subagent_depth=2)
+    fs.md(".ngn/agents/boss.md", "description: an ngn lead\nallowed_agents: [mid]")
+    ran = run_in(fs, "boss", [_to("mid"), _to("leaf"), {"text": "mid done"},
+                              {"text": "boss done"}], config=UserConfig(subagent_depth=2))
+    mid = find_run(ledger_dir(ran.repo), ran.record.children[0])
+    assert mid.children == [] and "no agent may be delegated to" in \
+        mid.denied_calls[0]["reason"]
+    assert "delegate" not in {s.name for s in ran.requests[1].tools}
+    shallow = run_in(fs, "lead", [_to("mid"), _to("leaf"), {"text": "mid done"},
+                                  {"text": "lead done"}])
+    mid = find_run(ledger_dir(shallow.repo), shallow.record.children[0])
+    assert mid.children == [] and "depth" in mid.denied_calls[0]["reason"]
