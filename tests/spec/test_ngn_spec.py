@@ -1035,21 +1035,25 @@ def test_codex_other_modes_reasoning_mcp_overrides_unsupported(fs, extra: str,
     assert found[0].file == ".codex/agents/r.toml"
 
 
-def test_codex_workspace_write_and_reasoning_are_supported_by_corral(fs) -> None:
-    """Spec (ngn-agent-definitions.md): Other sandbox modes, reasoning settings, MCP and session
-    overrides are unsupported.
+def test_codex_workspace_write_and_reasoning_are_unsupported_with_a_diagnostic(fs) -> None:
+    """Spec (ngn-agent-definitions.md): sandbox_mode: read-only narrows to reviewer. Other
+    sandbox modes, reasoning settings, MCP and session overrides are unsupported.
 
-    corral's documented choice (policies/loader/formats/codex.py) goes further than ngn
-    here: corral has a workspace-write sandbox mode and a reasoning field, so
-    ``sandbox_mode = "workspace-write"`` and ``model_reasoning_effort`` map onto them
-    exactly instead of being unsupported.
+    And "Unsupported fields produce a diagnostic identifying the file and field":
+    ``sandbox_mode = "workspace-write"`` and ``model_reasoning_effort = "high"`` each get
+    a warning on their field (they no longer load silently); neither is applied (the
+    reasoning level is kept in extras and never sent; where the role writes is the
+    user's ``--mode``).
     """
     extra = 'sandbox_mode = "workspace-write"\nmodel_reasoning_effort = "high"\n'
     outcome = fs.load(fs.write(".codex/agents/r.toml", _CODEX_BASE + extra), AgentFormat.CODEX)
-    assert not fs.problems(outcome.diagnostics, "sandbox_mode")
+    for field in ("sandbox_mode", "model_reasoning_effort"):
+        (found,) = fs.problems(outcome.diagnostics, field)
+        assert found.severity is Severity.WARNING and found.file == ".codex/agents/r.toml"
+        assert "not supported" in found.reason
     (contract,) = outcome.agents
-    assert contract.sandbox is SandboxMode.WORKSPACE_WRITE
-    assert contract.reasoning == "high"
+    assert contract.sandbox is None and contract.reasoning is None
+    assert contract.extras["model_reasoning_effort"] == "high"
 
 
 # Cursor ------------------------------------------------------------------------------------
