@@ -15,8 +15,7 @@ import click
 
 from executor.cli import cli, echo, loader_options
 from executor.errors import EXIT_FINDINGS, ExecutorError
-from executor.text import one_line
-from executor.views import agent_json, list_json, render_check, render_show
+from executor.views import agent_json, list_json, list_lines, render_check, render_show
 from policies.config import load_user_config
 from policies.loader import Environment, LoadResult, Options, Severity, discover
 
@@ -95,16 +94,8 @@ def agents_list(root: Path, trust_project: bool, config_file: Path | None, stric
             f": {untrusted[0].reason}" if untrusted else
             " (personal: ~/.claude/agents, ~/.config/ngn/agents, ...; project: .claude/agents, "
             ".ngn/agents, ... with --trust-project; any file with --config FILE)"))
-    for name, contract in sorted(result.agents.items()):
-        flags = "".join([
-            "R" if contract.is_read_only else "-",
-            "u" if contract.user_invocable else "-",
-            "s" if contract.subagent_available else "-",
-        ])
-        shown = f"  ({one_line(contract.display_name)})" if contract.display_name not in (
-            name, contract.origin.source) else ""
-        echo(f"{one_line(name):32} {flags} {contract.origin.format.value:11} "
-             f"{one_line(contract.origin.source)}{shown}")
+    for line in list_lines(result):
+        echo(line)
     problems = [d for d in result.diagnostics if d.severity is not Severity.INFO]
     if problems:
         rejected = sum(1 for d in problems if d.severity is Severity.ERROR)

@@ -7,14 +7,17 @@ from typing import Any
 
 from executor.offer import make_offer
 from executor.text import one_line, printable
-from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, restrict
+from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, refusal, restrict
 from policies.contract import AgentContract
 from policies.loader import Diagnostic, LoadResult, Severity
 from policies.mcp import McpServerConfig
 from policies.tools import group_of, tool_matches
 
-__all__ = ["agent_json", "diagnostics_json", "list_json", "own_tools", "render_check",
-           "render_show"]
+__all__ = ["agent_json", "diagnostics_json", "list_json", "list_lines", "own_tools",
+           "render_check", "render_show", "runnable"]
+
+#: How much of a description ``agents list`` shows (``agents show`` shows it whole).
+LIST_DESCRIPTION_CHARS = 100
 
 
 def own_tools(contract: AgentContract) -> list[str] | None:
@@ -26,6 +29,13 @@ def own_tools(contract: AgentContract) -> list[str] | None:
     if contract.is_read_only:
         tools = {t for t in tools if group_of(t) not in READ_ONLY_REMOVED_GROUPS}
     return sorted(tools)
+
+
+def runnable(contract: AgentContract) -> dict[str, bool]:
+    """Whether the agent can run at the top level (``corral run``) and as a delegated
+    child: what a run refuses, a listing never offers (:func:`policies.capability.refusal`)."""
+    return {"user": refusal(contract, delegated=False) is None,
+            "subagent": refusal(contract, delegated=True) is None}
 
 
 def agent_json(contract: AgentContract, *, effective: Capability | None = None,
@@ -58,6 +68,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
         },
         "user_invocable": contract.user_invocable,
         "subagent_available": contract.subagent_available,
+        "runnable": runnable(contract),
         "hidden": contract.hidden,
         "disabled": contract.disabled,
         "steps": contract.steps,
@@ -102,6 +113,31 @@ def list_json(result: LoadResult) -> dict[str, Any]:
         "diagnostics": diagnostics_json(result.diagnostics),
         "default_agent": result.default_agent,
     }
+
+
+def list_lines(result: LoadResult) -> list[str]:
+    """``agents list`` as text (the picker): per agent its name, flags (``R`` read-only,
+    ``u`` runnable by you, ``s`` runnable as a subagent), format and source, why it cannot
+    run at all when it cannot, and its description under it (its first line, cut at
+    :data:`LIST_DESCRIPTION_CHARS` with a marker; ``agents show`` has it whole)."""
+    lines: list[str] = []
+    for name, contract in sorted(result.agents.items()):
+        can = runnable(contract)
+        flags = "".join(["R" if contract.is_read_only else "-", "u" if can["user"] else "-",
+                         "s" if can["subagent"] else "-"])
+        shown = f"  ({one_line(contract.display_name)})" if contract.display_name not in (
+            name, contract.origin.source) else ""
+        why = refusal(contract, delegated=True) if not any(can.values()) else None
+        lines.append(f"{one_line(name):32} {flags} {contract.origin.format.value:11} "
+                     f"{one_line(contract.origin.source)}{shown}"
+                     + (f"  [not runnable: {why}]" if why else ""))
+        description = (contract.description or "").strip().split("\n", 1)[0].strip()
+        if description:
+            cut = len(description) > LIST_DESCRIPTION_CHARS
+            lines.append("    " + one_line(description[:LIST_DESCRIPTION_CHARS])
+                         + (" [...]" if cut or "\n" in (contract.description or "").strip()
+                            else ""))
+    return lines
 
 
 def render_show(contract: AgentContract, effective: Capability,

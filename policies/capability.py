@@ -47,6 +47,7 @@ __all__ = [
     "admit_listed",
     "check_delegation",
     "derive_child",
+    "refusal",
     "restrict",
 ]
 
@@ -239,6 +240,21 @@ def derive_child(parent: Capability, contract: AgentContract) -> Capability:
     """
     narrowed = restrict(parent, contract)
     return narrowed.model_copy(update={"depth": max(parent.depth - 1, 0)})
+
+
+def refusal(contract: AgentContract, *, delegated: bool) -> str | None:
+    """Why ``contract`` can never run at the top level (``delegated=False``: what
+    ``corral run`` refuses) or as a delegated child (what :func:`check_delegation`
+    refuses whoever the parent is), or ``None`` when it can. Listings say the same."""
+    if contract.disabled:
+        return "it is disabled"
+    if contract.status is not None and contract.status is not AgentStatus.ACTIVE:
+        return f"its status is {contract.status.value}; only ACTIVE agents are usable"
+    if delegated and not contract.subagent_available:
+        return "it is not available as a subagent (a top-level agent only)"
+    if not delegated and not contract.user_invocable:
+        return "it is not user-invocable (a subagent only)"
+    return None
 
 
 def check_delegation(parent: Capability, contract: AgentContract) -> None:

@@ -166,6 +166,26 @@ def test_description_required_and_nonempty(fs, header: str) -> None:
     fs.rejected_with(fs.load(path, NGN), "description")
 
 
+def test_descriptions_appear_in_the_picker(fs, cli) -> None:
+    """Spec (ngn-agent-definitions.md): Descriptions appear in the picker and the model's
+    delegation tool schema.
+
+    corral's picker is ``agents list``: each agent's description is on the line under it
+    (its first line, escaped, cut at 100 characters with a marker: ``agents show`` has
+    it whole).
+    """
+    fs.md(".ngn/agents/research.md", "description: Find evidence and report it with file "
+          "references.")
+    fs.md(".ngn/agents/long.md", "description: " + "word " * 40)
+    out = cli("agents", "list", "--root", str(fs.repo), "--trust-project", "--no-personal")
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("research "))
+    assert lines[at + 1] == "    Find evidence and report it with file references."
+    long_at = next(i for i, line in enumerate(lines) if line.startswith("long "))
+    assert lines[long_at + 1].endswith("[...]") and len(lines[long_at + 1]) < 120
+
+
 def test_mode_build_is_default_reviewer_allowed(fs) -> None:
     """Spec (ngn-agent-definitions.md): build (default) or reviewer. Reviewer prohibits writes,
     shell, and custom tools.

@@ -158,6 +158,34 @@ def test_an_invalid_project_layer_never_replaces_a_valid_one(fs) -> None:
 # --- related top-level keys ----------------------------------------------------------------
 
 
+def test_a_disabled_agent_is_not_listed_as_runnable(fs, cli) -> None:
+    """Spec (zuno-custom-agents.md): disable removes a built-in agent from the roster. That is the
+    intended way to drop a role you do not want available, rather than trying to strip its tools
+    one by one.
+
+    A run refuses a disabled agent, as the top-level agent and as a delegation target;
+    ``agents list`` says the same (no ``u``, no ``s``, and why), as text and as JSON, and
+    it is not offered to a delegating agent.
+    """
+    _zuno(fs, {"gone": {"description": "dropped", "disable": True},
+               "boss": {"description": "delegates"}})
+    with pytest.raises(RunError, match="disabled"):
+        run_in(fs, "gone", [{"text": "x"}])
+    ran = run_in(fs, "boss", [{"tool_calls": [{"name": "delegate", "arguments": {
+        "agent": "gone", "prompt": "go"}}]}, {"text": "alone"}])
+    assert ran.record.children == [] and ran.record.denied_calls
+    offered = next(s for s in ran.requests[0].tools if s.name == "delegate")
+    assert "gone" not in offered.parameters["properties"]["agent"]["enum"]
+    args = ("--root", str(fs.repo), "--trust-project", "--no-personal")
+    listed = cli("agents", "list", *args).stdout.splitlines()
+    line = next(line for line in listed if line.startswith("gone "))
+    assert line.split()[1] == "---" and "[not runnable: it is disabled]" in line
+    assert next(line for line in listed if line.startswith("boss ")).split()[1] == "-us"
+    data = json.loads(cli("agents", "list", "--json", *args).output)
+    gone = next(a for a in data["agents"] if a["name"] == "gone")
+    assert gone["runnable"] == {"user": False, "subagent": False}
+
+
 def test_default_agent_may_be_markdown_and_is_used_when_none_is_named(fs, cli) -> None:
     """Spec (zuno-custom-agents.md): default_agent string | null none Agent to use when none is
     named. Must be a primary agent
