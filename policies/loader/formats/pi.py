@@ -8,7 +8,8 @@ omitted (no recursive delegation: "every tool the parent has, minus
 subagent"), ``model`` and the
 ordered ``models`` fallbacks (``@role`` aliases, ``:level`` suffixes, ``*`` and
 ``@default`` for the parent's model), ``thinking``, ``sandbox`` and
-``color``. The header is strict YAML.
+``color`` (one of the eight accepted values, as the spec lists them: any
+other rejects). The header is strict YAML.
 
 What the spec says happens at run time is in the contract too: ``name`` is
 kebab-case ("Unique identifier (kebab-case)"); ``sandbox: read-only``
@@ -76,7 +77,7 @@ class PiAdapter:
         sandbox = reader.choice("sandbox", [mode.value for mode in SandboxMode])
         color = reader.string("color")
         if color is not None and color not in COLORS:
-            reader.warn("color", f"unknown colour {color!r}; pi accepts {', '.join(COLORS)}")
+            reader.error("color", f"{color!r} is not an accepted value: {', '.join(COLORS)}")
         route = native_route(reader, "model", ([model] if model else []) + models)
         if route.candidates and not reader.ctx.options.model:  # then the parent's model
             route = route.model_copy(update={"parent_fallback": True})
