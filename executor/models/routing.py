@@ -23,6 +23,12 @@ candidate is tried. A provider without ``api_key_env`` needs no key (Ollama,
 llama.cpp). When nothing is available the error lists every candidate tried
 and why.
 
+A route that inherits but names a ``provider`` (ngn: "provider: Existing ngn
+provider connection ID; omitted inherits the connection", with "model: ...
+omitted inherits the selected model") runs the parent's model id on that
+connection; a provider the user config does not define is a config error,
+never a silent run on the parent's connection.
+
 A route with ``parent_fallback`` (pi: "then the authenticated parent model")
 falls back to the parent's model when no candidate is available; the error
 then lists the parent too.
@@ -197,6 +203,9 @@ def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None
             context={"model": route.foreign, "format": fmt or "unknown"},
             hint="pass --model ROUTE" + (f", or map it under [model_map.{fmt}] in your corral "
                                          "config" if fmt else ""))
+    if route.inherit and route.provider is not None:
+        return _inherited_on(route.provider, config=config, parent=parent, env=env,
+                             variant=variant)
     if route.inherit:
         if parent is None:
             raise ModelError("the agent inherits its parent's model, but there is no parent "
@@ -229,6 +238,35 @@ def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None
         context={"attempts": [str(attempt) for attempt in attempts]},
         hint="set the provider's key variable, add the provider to your corral config, "
              "or pass --model ROUTE")
+
+
+def _inherited_on(provider: str, *, config: UserConfig, parent: Model | None,
+                  env: Mapping[str, str], variant: str | None) -> Model:
+    """The parent's model id on the connection ``provider`` (ngn: model omitted, provider
+    named)."""
+    if provider not in config.providers:
+        known = ", ".join(sorted(config.providers)) or "none"
+        raise ModelError(
+            f"provider {provider!r} is not a provider connection of the user config "
+            f"(connections: {known})", code="config", operation="resolve_model",
+            context={"provider": provider},
+            hint=f"add [providers.{provider}] to your corral config, or name an existing "
+            "connection in the agent's provider field")
+    level = None
+    inner = parent
+    if isinstance(inner, LeveledModel):
+        inner, level = inner.inner, inner.level
+    head, sep, model_id = (inner.name if inner is not None else "").partition("/")
+    if inner is None or not (sep and head and model_id):
+        raise ModelError(
+            f"the agent inherits its parent's model on provider {provider!r}, but the parent "
+            f"model ({inner.name if inner is not None else 'none'}) has no model id to run "
+            "there", code="config", operation="resolve_model",
+            context={"provider": provider},
+            hint="give the agent a model, or set default_model in your corral config")
+    model = build_provider_model(provider, config.providers[provider], model_id, env=env,
+                                 variant=variant)
+    return with_level(model, level)
 
 
 def _connect(candidate: Candidate, *, route: ModelRoute, config: UserConfig,

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from executor.errors import ExecutorError, ModelError
+from executor.prepare import agent_model
 from policies.capability import Capability, DelegationDenied, check_delegation, restrict
+from policies.config import UserConfig
 from policies.contract import AgentFormat, AgentMode, SandboxMode, Scope
 from policies.loader import Options, Severity
 from policies.permissions import Action, PermissionMode, PermissionPolicy, PermissionRule
@@ -233,6 +236,54 @@ def test_provider_connection_or_inherit(fs) -> None:
     assert omitted.model.provider is None
     secret = fs.md(".ngn/agents/c.md", "description: d\nprovider: local\napi_key: sk-123")
     fs.rejected_with(fs.load(secret, NGN), "api_key")
+
+
+def test_provider_must_be_an_existing_connection(fs, cli) -> None:
+    """Spec (ngn-agent-definitions.md): provider Existing ngn provider connection ID; omitted
+    inherits the connection. Credentials remain in ngn.
+
+    ``provider: nosuch`` (no model) is an error naming the file and the field when the
+    user's connections are known (``agents check``), and it never runs on the default
+    connection: ``corral run`` refuses it before anything runs.
+    """
+    fs.md(".ngn/agents/a.md", "description: d\nprovider: nosuch")
+    config = fs.write(fs.tmp / "corral.toml", 'default_model = "local/qwen"\n'
+                      '[providers.local]\ntype = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    args = ("--root", str(fs.repo), "--trust-project", "--no-personal")
+    checked = cli("agents", "check", *args, corral_config=config)
+    assert checked.exit_code == 1
+    assert "error: .ngn/agents/a.md:3: provider: 'nosuch' is not a provider connection" in \
+        checked.stdout
+    ran = cli("run", "--agent", "a", "--backend", "host", *args, "go", corral_config=config)
+    error = ran.exception
+    assert isinstance(error, ExecutorError) and error.exit_code == 2
+    assert "nosuch" in f"{error.message} {error.context} {error.hint}"
+    outcome = fs.load(fs.repo / ".ngn/agents/a.md", NGN,
+                      options=Options(providers=frozenset({"local"})))
+    fs.rejected_with(outcome, "provider")
+
+
+def test_provider_without_model_runs_the_inherited_model_on_that_connection(fs) -> None:
+    """Spec (ngn-agent-definitions.md): model Exact model ID; omitted inherits the selected
+    model. ... provider Existing ngn provider connection ID; omitted inherits the connection.
+
+    ``provider: cloud`` without ``model``: the selected model's id on the ``cloud``
+    connection (not the parent's connection), and a provider the config lacks is an
+    error, never the default connection.
+    """
+    config = UserConfig.model_validate({
+        "default_model": "local/qwen",
+        "providers": {"local": {"type": "openai", "base_url": "http://127.0.0.1:9/v1"},
+                      "cloud": {"type": "openai", "base_url": "http://127.0.0.1:8/v1"}}})
+    moved = fs.agent(fs.md(".ngn/agents/a.md", "description: d\nprovider: cloud"), NGN)
+    assert agent_model(moved, config=config, script=None, override=None,
+                       parent=None).name == "cloud/qwen"
+    kept = fs.agent(fs.md(".ngn/agents/b.md", "description: d"), NGN)
+    assert agent_model(kept, config=config, script=None, override=None,
+                       parent=None).name == "local/qwen"
+    lost = fs.agent(fs.md(".ngn/agents/c.md", "description: d\nprovider: nosuch"), NGN)
+    with pytest.raises(ModelError, match="'nosuch' is not a provider connection"):
+        agent_model(lost, config=config, script=None, override=None, parent=None)
 
 
 def test_tools_list_or_comma_string(fs) -> None:
