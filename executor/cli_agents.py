@@ -37,7 +37,7 @@ def load(root: Path, trust_project: bool, config_file: Path | None, strict: bool
     user = load_user_config()
     options = Options(strict=strict, custom_tools=frozenset(user.custom_tools),
                       model_map=user.model_map, mcp_servers=frozenset(user.mcp_servers),
-                      providers=frozenset(user.providers),
+                      providers=frozenset(user.providers), roles=frozenset(user.roles),
                       provided_tools=frozenset(custom for server in user.mcp_servers.values()
                                                for custom in server.provides))
     if not root.is_dir():

@@ -143,10 +143,15 @@ class ModelRoute(BaseModel):
     #: When no candidate is available, the parent's model runs the agent (pi: "then the
     #: authenticated parent model").
     parent_fallback: bool = False
+    #: ``@role`` chains the definition's own harness defines for the roles the route
+    #: names (pi: ``subagent.roles`` of ``~/.pi/agent/settings.json``); the user's corral
+    #: config ``[roles]`` wins over them.
+    roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     @property
     def inherit(self) -> bool:
-        """Whether the parent's model is used."""
+        """Whether the parent's model is used (on the route's ``provider``, when it names
+        one: ngn's "omitted inherits the selected model")."""
         return not self.candidates and self.foreign is None
 
     @property

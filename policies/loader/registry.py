@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,7 +124,15 @@ def discover(
     options = options or Options()
     env = env or Environment.from_env()
     root = root.resolve()
-    result = LoadResult(options=options)
+    if personal and (env.pi_dir / "settings.json").exists():
+        # pi's settings file, for its roles, only where one is (its reader on demand).
+        from policies.loader.pi_settings import read_pi_roles  # noqa: PLC0415
+
+        pi_roles, pi_notes = read_pi_roles(env)
+        options = replace(options, pi_roles=pi_roles)
+    else:
+        pi_notes = []
+    result = LoadResult(options=options, diagnostics=list(pi_notes))
     if personal:
         found, notes = personal_candidates(env)
         found, over = bounded(found, "personal", env.display(env.home))
