@@ -65,6 +65,8 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
             "foreign": route.foreign,
             "needs_override": route.needs_override,
             "parent_fallback": route.parent_fallback,
+            "preset": route.preset,
+            "roles": {role: list(chain) for role, chain in sorted(route.roles.items())},
         },
         "user_invocable": contract.user_invocable,
         "subagent_available": contract.subagent_available,
@@ -158,6 +160,8 @@ def render_show(contract: AgentContract, effective: Capability,
     else:
         model = " -> ".join(route["candidates"]) + (f" via {route['provider']}"
                                                     if route["provider"] else "")
+    if route["preset"]:
+        model += f" (preset {route['preset']})"
 
     def names(items: list[str]) -> str:
         return ", ".join(one_line(item) for item in items)

@@ -147,6 +147,9 @@ class ModelRoute(BaseModel):
     #: names (pi: ``subagent.roles`` of ``~/.pi/agent/settings.json``); the user's corral
     #: config ``[roles]`` wins over them.
     roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: The zuno preset whose agent route this is ("When it is absent, the active preset's
+    #: agent route applies"): not the agent's configured model.
+    preset: str | None = None
 
     @property
     def inherit(self) -> bool:

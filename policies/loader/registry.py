@@ -165,11 +165,13 @@ def discover(
         for outcome in _load_json_config(config_file, shown, Scope.IMPORT, options):
             result._take(outcome)
     if result.zuno_settings:  # only a zuno.json sets these
-        from policies.loader.zuno_layers import apply_settings  # noqa: PLC0415
+        from policies.loader.zuno_layers import apply_presets, apply_settings  # noqa: PLC0415
 
         result.default_agent, result.subagent_depth, notes = apply_settings(
             result.zuno_settings, result.agents)
-        result.diagnostics += notes
+        routed, preset_notes = apply_presets(result.zuno_settings, result.agents)
+        result.agents.update(routed)
+        result.diagnostics += notes + preset_notes
     return result
 
 

@@ -15,6 +15,7 @@ import pytest
 from runtime_support import run_in
 
 from executor.errors import RunError
+from executor.prepare import agent_model
 from executor.results import RunStatus, find_run, ledger_dir
 from executor.session import FINALIZE_PROMPT
 from executor.watch import watch_definitions
@@ -392,3 +393,74 @@ def test_an_exact_allowlist_never_widens_the_parents_capability(fs) -> None:
                                   {"text": "lead done"}])
     mid = find_run(ledger_dir(shallow.repo), shallow.record.children[0])
     assert mid.children == [] and "depth" in mid.denied_calls[0]["reason"]
+
+
+# --- model routing: presets ------------------------------------------------------------------
+
+PROVIDERS = {"providers": {"local": {"type": "openai", "base_url": "http://127.0.0.1:9/v1"}}}
+
+
+def _model_of(contract: Any, parent: str | None = "local/parent") -> str:
+    config = UserConfig.model_validate({**PROVIDERS, "default_model": parent})
+    return agent_model(contract, config=config, script=None, override=None, parent=None).name
+
+
+def test_the_active_presets_agent_route_applies_when_the_agent_has_no_model(fs, cli) -> None:
+    """Spec (zuno-custom-agents.md): An agent's model is the most specific route. When it is
+    absent, the active preset's agent route applies, then the parent session model.
+
+    ``explorer`` (no model) runs the active preset's route, with the route's reasoning;
+    ``deep`` keeps its own model; ``plain`` (not in the preset) runs the parent's. The
+    agent's own ``reasoning`` does not apply on a preset's route (it goes with its
+    configured model only), and ``agents show`` prints the route a run takes.
+    """
+    _zuno(fs, {"explorer": {"description": "explores", "reasoning": "low"},
+               "deep": {"description": "thinks", "model": "local/own"},
+               "plain": {"description": "inherits"}},
+          preset="house",
+          presets={"house": {"agents": {"explorer": {"model": "local/fast", "reasoning": "high"},
+                                        "deep": "local/big"}},
+                   "other": {"agents": {"plain": "local/other"}}})
+    result = fs.discover(trust_project=True, personal=False)
+    assert not fs.problems(result.diagnostics)
+    agents = result.agents
+    assert _model_of(agents["explorer"]) == "local/fast:high"
+    assert _model_of(agents["deep"]) == "local/own"
+    assert _model_of(agents["plain"]) == "local/parent"
+    ran = run_in(fs, "explorer", [{"text": "x"}])
+    assert ran.requests[0].sampling.reasoning is None  # its own "low" is not sent
+    shown = cli("agents", "show", "explorer", "--root", str(fs.repo), "--trust-project",
+                "--no-personal")
+    assert "model        local/fast:high (preset house)" in shown.output
+    as_json = json.loads(cli("agents", "show", "explorer", "--json", "--root", str(fs.repo),
+                             "--trust-project", "--no-personal").output)
+    assert as_json["model_route"]["preset"] == "house"
+
+
+@pytest.mark.parametrize(("top", "field"), [
+    ({"preset": "nosuch", "presets": {"house": {"agents": {}}}}, "preset"),
+    ({"preset": "house", "presets": {"house": {"explorer": "local/fast"}}},
+     "presets.house.explorer"),
+    ({"preset": "house", "presets": {"house": {"agents": {}, "variant": "fast"}}},
+     "presets.house.variant"),
+    ({"preset": "house", "presets": {"house": {"agents": {"explorer": {
+        "model": "local/fast", "variant": "x"}}}}}, "presets.house.agents.explorer"),
+    ({"presets": ["house"]}, "presets"),
+], ids=["unknown-active", "flat-form", "variant", "choice-variant", "not-a-map"])
+def test_a_preset_that_cannot_apply_is_an_error_never_ignored(fs, top: dict[str, Any],
+                                                               field: str) -> None:
+    """Spec (zuno-custom-agents.md): When it is absent, the active preset's agent route
+    applies, then the parent session model. Presets are the better tool for routing a whole
+    team — see Model routing — because they keep model choices in one place instead of
+    scattered across agent definitions.
+
+    A ``presets`` key no longer loads silently: a preset that cannot route (an unknown
+    active preset, a flat body, a provider-specific ``variant``) is an error on its key,
+    and the agents still load, inheriting.
+    """
+    _zuno(fs, {"explorer": {"description": "explores"}}, **top)
+    result = fs.discover(trust_project=True, personal=False)
+    found = fs.errors(result.diagnostics, field)
+    assert found and found[0].file == ".zuno/zuno.json", [d.render() for d in
+                                                          result.diagnostics]
+    assert result.agents["explorer"].model.inherit

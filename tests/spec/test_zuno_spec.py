@@ -558,7 +558,8 @@ def test_agent_model_is_most_specific_route(fs) -> None:
     """Spec (zuno-custom-agents.md): An agent's model is the most specific route. When it is
     absent, the active preset's agent route applies, then the parent session model.
 
-    (corral has no presets; an absent model inherits the parent's.)
+    Without a preset, an absent model inherits the parent's (presets:
+    ``test_zuno_runtime.py``).
     """
     chosen = _one(fs, {"model": "anthropic/claude-sonnet-4-5"})
     assert [str(r) for r in chosen.model.candidates] == ["anthropic/claude-sonnet-4-5"]
