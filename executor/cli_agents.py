@@ -15,7 +15,14 @@ import click
 
 from executor.cli import cli, echo, loader_options
 from executor.errors import EXIT_FINDINGS, ExecutorError
-from executor.views import agent_json, list_json, list_lines, render_check, render_show
+from executor.views import (
+    agent_json,
+    list_json,
+    list_lines,
+    render_check,
+    render_show,
+    show_context,
+)
 from policies.config import load_user_config
 from policies.loader import Environment, LoadResult, Options, Severity, discover
 
@@ -115,11 +122,13 @@ def agents_show(root: Path, trust_project: bool, config_file: Path | None, stric
     contract = find_agent(name, result, root=root, trust_project=trust_project,
                           config_file=config_file, strict=strict, no_personal=no_personal)
     servers = load_user_config().mcp_servers
+    extra = show_context(contract, result, root=root, trust_project=trust_project)
     if as_json:
         click.echo(json.dumps(agent_json(contract, effective=_root_capability(result),
-                                         agents=result.agents, servers=servers), indent=2))
+                                         agents=result.agents, servers=servers, **extra),
+                              indent=2))
     else:
-        echo(render_show(contract, _root_capability(result), result.agents, servers))
+        echo(render_show(contract, _root_capability(result), result.agents, servers, **extra))
 
 
 @agents.command("check")

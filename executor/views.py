@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from executor.offer import make_offer
 from executor.text import one_line, printable
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, refusal, restrict
 from policies.contract import AgentContract
-from policies.loader import Diagnostic, LoadResult, Severity
+from policies.loader import Diagnostic, Environment, LoadResult, Severity
 from policies.mcp import McpServerConfig
 from policies.tools import group_of, tool_matches
 
-__all__ = ["agent_json", "diagnostics_json", "list_json", "list_lines", "own_tools",
-           "render_check", "render_show", "runnable"]
+__all__ = ["agent_diagnostics", "agent_json", "diagnostics_json", "list_json", "list_lines",
+           "own_tools", "render_check", "render_show", "runnable", "show_context",
+           "skill_views"]
 
 #: How much of a description ``agents list`` shows (``agents show`` shows it whole).
 LIST_DESCRIPTION_CHARS = 100
@@ -40,9 +44,13 @@ def runnable(contract: AgentContract) -> dict[str, bool]:
 
 def agent_json(contract: AgentContract, *, effective: Capability | None = None,
                agents: Mapping[str, AgentContract] | None = None,
-               servers: Mapping[str, McpServerConfig] | None = None) -> dict[str, Any]:
+               servers: Mapping[str, McpServerConfig] | None = None,
+               diagnostics: Sequence[Diagnostic] | None = None,
+               skills: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ``agents show --json`` object; ``effective`` is the root capability, and the
-    ``effective`` tools are exactly what a run's model is offered (:mod:`executor.offer`)."""
+    ``effective`` tools are exactly what a run's model is offered (:mod:`executor.offer`).
+    ``diagnostics`` are the agent's own (:func:`agent_diagnostics`), ``skills`` its
+    required skills as a run resolves them (:func:`skill_views`)."""
     route = contract.model
     data: dict[str, Any] = {
         "name": contract.name,
@@ -80,6 +88,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
         "top_p": contract.top_p,
         "variant": contract.variant,
         "permission": contract.permission.model_dump(mode="json"),
+        "options": contract.options,
         "required_skills": list(contract.required_skills),
         "memory": contract.memory.model_dump(mode="json"),
         "tool_bindings": [b.model_dump(mode="json") for b in contract.tool_bindings],
@@ -92,15 +101,88 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
         "digest": contract.digest(),
         "instructions": contract.instructions,
     }
+    if skills is not None:
+        data["skills"] = [dict(skill) for skill in skills]
+    if diagnostics is not None:
+        data["diagnostics"] = diagnostics_json(list(diagnostics))
     if effective is not None:
         narrowed = restrict(effective, contract)
+        offer = make_offer(narrowed, contract, agents or {}, servers=servers)
         data["effective"] = {
-            **make_offer(narrowed, contract, agents or {}, servers=servers).to_json(),
+            **offer.to_json(),
             "sandbox": narrowed.sandbox.value,
             "read_only": narrowed.read_only,
-            "approval_required": sorted(narrowed.approval_required),
+            # Every tool some call of which waits for a human: needsApproval, or an ask rule.
+            "approval_required": sorted(tool for tool in (*offer.tools, *offer.deferred)
+                                        if narrowed.may_ask(tool)),
         }
     return data
+
+
+#: A diagnostic on one entry of a file that maps names to definitions (zuno.json,
+#: opencode.json, an ngn JSON file's profiles).
+_ENTRY_RE = re.compile(r"^(?:agents?|profiles)\.(?P<name>[^.]+)(?:\.|$)")
+
+
+def agent_diagnostics(contract: AgentContract,
+                      diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """The diagnostics about ``contract``'s own definition: those of its source file (and
+    of the zuno layers it merged), without those of other entries of a shared file."""
+    files = {contract.origin.source, *contract.origin.layers}
+    names = {contract.name, contract.display_name, contract.name.rsplit("/", 1)[-1]}
+    out = []
+    for diagnostic in diagnostics:
+        if diagnostic.file not in files:
+            continue
+        entry = _ENTRY_RE.match(diagnostic.field)
+        if entry is not None and entry.group("name") not in names:
+            continue
+        out.append(diagnostic)
+    return out
+
+
+def skill_views(contract: AgentContract, *, root: Path, env: Environment,
+                trust_project: bool) -> list[dict[str, Any]]:
+    """Each required skill as a run resolves it (:func:`executor.skills.resolve_skills`):
+    its source, its metadata (the SKILL.md header's ``name`` and ``description``) and
+    its body budget (a run sends the whole body; a SKILL.md over 256 KiB is refused), or
+    why a run cannot start with it."""
+    # The skill resolver (the run's own) only when an agent requires skills.
+    from executor.errors import RunError  # noqa: PLC0415
+    from executor.skills import resolve_skills  # noqa: PLC0415
+    from policies.loader.diagnostics import DefinitionRejected  # noqa: PLC0415
+    from policies.loader.files import MAX_FILE_BYTES  # noqa: PLC0415
+    from policies.loader.frontmatter import split_frontmatter  # noqa: PLC0415
+
+    views: list[dict[str, Any]] = []
+    for name in contract.required_skills:
+        try:
+            (skill,) = resolve_skills((name,), root=root, env=env, trust_project=trust_project)
+        except RunError as exc:
+            views.append({"name": name, "status": exc.code, "reason": exc.message,
+                          "context": {k: str(v) for k, v in exc.context.items()}})
+            continue
+        metadata: dict[str, Any] = {}
+        try:
+            header = split_frontmatter(skill.path.read_text(encoding="utf-8"), lenient=True)
+            metadata = {key: header.fields[key] for key in ("name", "description")
+                        if isinstance(header.fields.get(key), str)}
+        except (DefinitionRejected, OSError, UnicodeDecodeError):
+            pass
+        body = skill.instructions.encode("utf-8")
+        views.append({"name": name, "status": "resolved", "source": str(skill.path),
+                      "metadata": metadata,
+                      "budget": {"body_bytes": len(body), "sent": len(body),
+                                 "limit_bytes": MAX_FILE_BYTES}})
+    return views
+
+
+def show_context(contract: AgentContract, result: LoadResult, *, root: Path,
+                 trust_project: bool) -> dict[str, Any]:
+    """What ``agents show`` adds to the contract: its own diagnostics and its skills."""
+    return {"diagnostics": agent_diagnostics(contract, result.diagnostics),
+            "skills": skill_views(contract, root=root, env=Environment.from_env(),
+                                  trust_project=trust_project)}
 
 
 def diagnostics_json(diagnostics: list[Diagnostic]) -> list[dict[str, object]]:
@@ -144,19 +226,23 @@ def list_lines(result: LoadResult) -> list[str]:
 
 def render_show(contract: AgentContract, effective: Capability,
                 agents: Mapping[str, AgentContract] | None = None,
-                servers: Mapping[str, McpServerConfig] | None = None) -> str:
+                servers: Mapping[str, McpServerConfig] | None = None, *,
+                diagnostics: Sequence[Diagnostic] | None = None,
+                skills: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The effective, resolved contract as text (like ``zuno debug agent``).
 
     Every value a definition file chose is escaped (:func:`one_line`): a
     description cannot carry terminal escapes, nor a newline that would fake
     the ``tools`` or ``effective`` line after it. The instructions keep their lines.
     """
-    data = agent_json(contract, effective=effective, agents=agents, servers=servers)
+    data = agent_json(contract, effective=effective, agents=agents, servers=servers,
+                      diagnostics=diagnostics, skills=skills)
     route = data["model_route"]
     if route["needs_override"]:
         model = f"{route['foreign']} ({contract.origin.format.value} model: needs an override)"
     elif route["inherit"]:
-        model = "inherit (the parent's model)"
+        model = "inherit (the parent's model)" + (
+            f" on provider {route['provider']}" if route["provider"] else "")
     else:
         model = " -> ".join(route["candidates"]) + (f" via {route['provider']}"
                                                     if route["provider"] else "")
@@ -200,20 +286,51 @@ def render_show(contract: AgentContract, effective: Capability,
               + (f"  {one_line(rule.pattern)}" if rule.pattern else "")
               for rule in contract.permission.rules]
     if data["effective"]["approval_required"]:
-        lines.append("approval     " + names(data["effective"]["approval_required"]))
+        lines.append("approval     " + ", ".join(
+            one_line(tool) + (" (every call: needsApproval)"
+                              if tool in effective.approval_required
+                              or tool in contract.approval_required else " (ask rule)")
+            for tool in data["effective"]["approval_required"]))
+    lines += [f"role         {one_line(role)} = {one_line(', '.join(chain))} (from the "
+              f"{contract.origin.format.value} settings; your [roles] win)"
+              for role, chain in route["roles"].items()]
+    if contract.options:
+        lines.append("options      " + ", ".join(
+            f"{one_line(key)}={one_line(json.dumps(value, sort_keys=True))}"
+            for key, value in sorted(contract.options.items())) + " (sent with every request)")
     if contract.required_skills:
         lines.append("skills       " + names(list(contract.required_skills)))
+        for skill in data.get("skills", []):
+            lines.append(_skill_line(skill))
     if contract.extras:
         lines.append("extras       " + names(sorted(contract.extras)))
     if contract.response_reviewers:
         lines.append("reviewers    " + names(list(contract.response_reviewers)))
     if contract.welcome_message:
         lines.append(f"welcome      {one_line(contract.welcome_message)}")
+    if diagnostics is not None:
+        lines.append("diagnostics  " + (f"{len(diagnostics)}" if diagnostics else "none"))
+        lines += [f"  {d.severity.value}: {one_line(f'{d.file}:{d.line}: {d.field}: {d.reason}')}"
+                  + (f"\n    hint: {one_line(d.hint)}" if d.hint else "")
+                  for d in diagnostics]
     # Split on newlines only: splitlines() would also break at \r, \x85 or U+2028 and
     # hide them instead of showing them.
     body = contract.instructions.removesuffix("\n")
     lines += ["", "instructions", *("  " + printable(line) for line in body.split("\n") if body)]
     return "\n".join(lines)
+
+
+def _skill_line(skill: Mapping[str, Any]) -> str:
+    """One required skill under ``skills``: its source, metadata and body budget, or why a
+    run cannot start with it."""
+    if skill["status"] != "resolved":
+        return f"  {one_line(skill['name'])}: {one_line(skill['reason'])} (a run will not start)"
+    meta = skill["metadata"]
+    about = (f" \"{one_line(meta['description'])}\"" if meta.get("description") else "")
+    budget = skill["budget"]
+    return (f"  {one_line(skill['name'])}: {one_line(skill['source'])}{about}; body "
+            f"{budget['body_bytes']} bytes, sent whole (a SKILL.md over "
+            f"{budget['limit_bytes'] // 1024} KiB is refused)")
 
 
 def render_check(result: LoadResult) -> list[str]:

@@ -139,6 +139,12 @@ class Capability(BaseModel):
             return Action.ASK
         return decision
 
+    def may_ask(self, tool: str) -> bool:
+        """Whether some call of ``tool`` needs a human's approval: every call
+        (``needsApproval``), or the calls an ``ask`` rule of a layer may decide."""
+        return tool in self.tools and (
+            tool in self.approval_required or any(layer.may_ask(tool) for layer in self.layers))
+
     def is_within(self, parent: Capability) -> bool:
         """Whether this capability is no wider than ``parent`` in every dimension.
 

@@ -8,6 +8,7 @@ capability rules in ``test_capability_spec.py``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,35 @@ def test_descriptions_appear_in_the_picker(fs, cli) -> None:
     assert lines[at + 1] == "    Find evidence and report it with file references."
     long_at = next(i for i, line in enumerate(lines) if line.startswith("long "))
     assert lines[long_at + 1].endswith("[...]") and len(lines[long_at + 1]) < 120
+
+
+def test_show_prints_the_source_file_and_its_loading_diagnostics(fs, cli) -> None:
+    """Spec (ngn-agent-definitions.md): Web settings show the selected source file and
+    expandable loading diagnostics. Terminal diagnostics also include parsing failures and
+    collisions.
+
+    corral's settings view is ``agents show``: the selected source, then the diagnostics
+    of that agent's own file (here the collision that made it win over a personal
+    definition, and a granted custom tool nothing provides), never another file's.
+    """
+    fs.md(fs.env.xdg_config / "ngn/agents/research.md", "description: personal")
+    fs.md(".ngn/agents/research.md", "description: project\ntools: [read_file, repo_lookup]")
+    fs.md(".ngn/agents/other.md", "description: other\ntools: [repo_lookup]")
+    config = fs.write(fs.tmp / "corral.toml", 'custom_tools = ["repo_lookup"]\n')
+    args = ("--root", str(fs.repo), "--trust-project")
+    out = cli("agents", "show", "research", *args, corral_config=config)
+    assert out.exit_code == 0, out.output
+    assert "source       .ngn/agents/research.md  [ngn, project]" in out.output
+    shown = [line for line in out.output.splitlines() if line.startswith("  ")
+             and (": .ngn/" in line or ": ~/" in line)]
+    assert shown and all(".ngn/agents/research.md:" in line for line in shown), shown
+    assert any("replaces the one from ~/.config/ngn/agents/research.md" in line
+               for line in shown)
+    assert any("repo_lookup" in line for line in shown)
+    data = json.loads(cli("agents", "show", "research", "--json", *args,
+                          corral_config=config).output)
+    assert {d["file"] for d in data["diagnostics"]} == {".ngn/agents/research.md"}
+    assert {d["code"] for d in data["diagnostics"]} >= {"collision"}
 
 
 def test_mode_build_is_default_reviewer_allowed(fs) -> None:
