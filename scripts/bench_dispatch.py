@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from executor.dispatch import Dispatcher, ToolOutput
 from executor.models.base import ToolCall
 from executor.tools import ToolContext, native_tools
+from executor.tools.dispatch import Dispatcher, ToolOutput
 from policies.capability import Capability
 from policies.contract import SandboxMode
 from policies.permissions import Action, PermissionPolicy, PermissionRule

@@ -300,19 +300,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{NAMES}::test_disguised_native_names_are_refused"],
         "'Read_File' is taken as read_file (a fuzzy match grants a misspelled deny's tool)"),
     mutation(
-        "dispatch-exact-name", "tool names", "executor/dispatch.py",
+        "dispatch-exact-name", "tool names", "executor/tools/dispatch.py",
         "        name = self.canonical(call.name)\n",
         "        name = self.canonical(call.name.strip().lower())\n",
         [f"{DISPATCH}::test_variants_of_a_real_name_are_denied_and_nothing_runs"],
         "the dispatcher normalizes names: 'SHELL' and 'shell\\n' run the shell"),
     mutation(
-        "dispatch-hidden-tools", "tool names", "executor/dispatch.py",
+        "dispatch-hidden-tools", "tool names", "executor/tools/dispatch.py",
         "self.tools = {name: tool for name, tool in tools.items() if name in visible}",
         "self.tools = dict(tools)",
         [f"{DISPATCH}::test_a_hidden_tool_is_refused_by_every_layer_on_its_own"],
         "tools the child does not hold are offered and reach the permission layer"),
     mutation(
-        "dispatch-deferred", "tool names", "executor/dispatch.py",
+        "dispatch-deferred", "tool names", "executor/tools/dispatch.py",
         "tool = self.tools.get(name) if name is not None and name not in self.deferred else None",
         "tool = self.tools.get(name) if name is not None else None",
         [f"{DISPATCH}::test_deferred_tools_are_uncallable_until_activated"],
@@ -417,26 +417,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/test_corpus.py::test_corpus_authority_pins"],
         "a Claude agent allowed Grep gets the shell; the hand-kept corpus pins see it even "
         "after --snapshot-update"),
-    # -- apply validation (the patch alone: executor/merge_patch.py) ------------------------
+    # -- apply validation (the patch alone: executor/apply/patch.py) ------------------------
     mutation(
-        "apply-dotdot", "apply", "executor/merge_patch.py",
+        "apply-dotdot", "apply", "executor/apply/patch.py",
         "    elif \"..\" in text.split(\"/\"):\n", "    elif False:\n",
         [f"{APPLY}::test_apply_rejects_parent_traversal",
          f"{APPLY}::test_apply_rejects_rename_target_outside"],
         "a patch writes ../outside"),
     mutation(
-        "apply-git-alias", "apply", "executor/merge_patch.py",
+        "apply-git-alias", "apply", "executor/apply/patch.py",
         "elif any(is_git_alias(part) for part in text.split(\"/\")):",
         "elif \".git\" in text.split(\"/\"):",
         [f"{APPLY}::test_apply_rejects_dot_git_variants"],
         "a patch writes .GIT/hooks (an alias of .git on case-insensitive filesystems)"),
     mutation(
-        "apply-gitlink", "apply", "executor/merge_patch.py",
+        "apply-gitlink", "apply", "executor/apply/patch.py",
         'if "160000" in (item.new_mode, item.old_mode):', 'if item.old_mode == "160000":',
         [f"{APPLY}::test_patch_with_gitlink_rejected"],
         "a patch adds a gitlink (submodule)"),
     mutation(
-        "apply-symlink", "apply", "executor/merge_patch.py",
+        "apply-symlink", "apply", "executor/apply/patch.py",
         '        if item.new_mode == "120000" and not allow_symlinks:\n'
         '            plan.problems.append(',
         '        if item.new_mode == "120000" and allow_symlinks:\n'
@@ -444,29 +444,29 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{APPLY}::test_patch_symlink_mode_rejected_by_policy"],
         "a patch creates a symlink without --allow-symlinks"),
     mutation(
-        "apply-beyond-symlink", "apply", "executor/merge_patch.py",
+        "apply-beyond-symlink", "apply", "executor/apply/patch.py",
         "        if parents & links:\n", "        if item.path in links and parents & links:\n",
         [f"{APPLY}::test_apply_beyond_symlink_rejected"],
         "a patch writes through a symlink it creates (lnk -> /tmp, then lnk/x)"),
     mutation(
-        "apply-gitdir-pointer", "apply", "executor/merge_patch.py",
+        "apply-gitdir-pointer", "apply", "executor/apply/patch.py",
         "        if item.gitdir_pointer and not allow_git_dirs:\n", "        if False:\n",
         [f"{ATTACKS}::test_a_gitdir_pointer_and_a_commondir_are_refused"],
         "a file starting with 'gitdir:' (a pointer git follows to a repository) is merged"),
     Mutation(
         "apply-git-dir-signature", "apply",
-        (Edit("executor/merge_patch.py",
+        (Edit("executor/apply/patch.py",
               "    if not allow_git_dirs:\n        plan.problems += git_dir_problems(plan, None)\n",
               "    if False:\n        plan.problems += git_dir_problems(plan, None)\n"),
-         Edit("executor/merge_checkout.py",
+         Edit("executor/apply/checkout.py",
               "    unsafe = [] if allow_git_dirs else git_dir_problems(",
               "    unsafe = [] if True else git_dir_problems(")),
         (f"{ATTACKS}::test_an_embedded_git_directory_is_refused_unless_allowed",),
         "a child's HEAD + config + objects/ + refs/ (a repository whose config runs a program "
         "when a tool opens the folder) is merged; the patch and the checkout check both go"),
-    # -- apply against the checkout (executor/merge_checkout.py, merge_apply.py, merge_run.py) --
+    # -- apply against the checkout (executor/apply/: checkout.py, merge.py, recorded.py) ----
     mutation(
-        "apply-precheck-absent", "apply", "executor/merge_checkout.py",
+        "apply-precheck-absent", "apply", "executor/apply/checkout.py",
         "            if checker.parents(target):\n                checker.absent(target)\n",
         "            if checker.parents(target):\n                pass\n",
         [f"{ATTACKS}::test_an_ignored_directory_where_the_child_wrote_a_file_is_a_conflict_"
@@ -474,12 +474,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a file the patch creates where an ignored directory holds the user's files is not a "
         "conflict: git apply fails halfway"),
     mutation(
-        "apply-restore", "apply", "executor/merge_apply.py",
+        "apply-restore", "apply", "executor/apply/merge.py",
         "        backup.restore(checkout)  # RestoreFailed", "        pass  # RestoreFailed",
         [f"{FAULTS}::test_a_failure_at_any_step_leaves_the_checkout_byte_identical"],
         "a failure after git apply wrote leaves the checkout half-applied"),
     mutation(
-        "apply-digest", "apply", "executor/merge_run.py",
+        "apply-digest", "apply", "executor/apply/recorded.py",
         "    elif hashlib.sha256(patch).hexdigest() != record.diff_sha256:\n",
         "    elif False:\n",
         [f"{ATTACKS}::test_a_tampered_diff_is_refused_by_apply_check_and_3way"],
@@ -569,13 +569,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
         "ESC[2K and CR in a child's Makefile hide a `curl | sh` line on the terminal"),
     mutation(
-        "terminal-diff-tty", "terminal", "executor/cli_runs.py",
+        "terminal-diff-tty", "terminal", "executor/cli/runs.py",
         "    if force_escape or sys.stdout.isatty():\n", "    if force_escape:\n",
         [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
         "`corral diff` writes the child's raw bytes to a terminal"),
-    # -- fanout (executor/fanout.py, executor/fanout_gc.py) -------------------------------
+    # -- fanout (executor/fanout/, executor/ledger/prune.py) -------------------------------
     mutation(
-        "fanout-gc-unverified", "fanout", "executor/fanout_gc.py",
+        "fanout-gc-unverified", "fanout", "executor/ledger/prune.py",
         "    if record.diff_sha256 is None:\n        return False\n",
         "    if True:\n        return True\n",
         ["tests/executor/test_fanout_gc.py::test_a_diff_no_record_holds_is_never_removed"],
@@ -650,7 +650,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{MCP_CONF}::test_confined_server_cannot_read_the_users_home[docker]"],
         "a confine = true server runs on the host: network, home and credentials reachable"),
     mutation(
-        "mcp-start-only-when-holdable", "mcp", "executor/offer.py",
+        "mcp-start-only-when-holdable", "mcp", "executor/agents/offer.py",
         "    wanted = {server for server, _ in providers(servers, held).values()}\n",
         "    wanted = set(servers)\n",
         [f"{MCP}::test_child_without_the_grant_is_denied_and_no_server_starts[host]"],
@@ -662,8 +662,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{MCP_POLICY}::test_read_only_agent_keeps_a_vouched_tool_only_by_exact_grant"],
         "a pattern such as mcp__s__* opts a read-only agent into a tool"),
     mutation(
-        "mcp-child-schema-bound", "mcp", "executor/runner.py",
-        "        if self.mcp_bound is not None:\n", "        if False:\n",
+        "mcp-child-schema-bound", "mcp", "executor/run/opening.py",
+        "    if run.mcp_bound is not None:\n", "    if False:\n",
         [f"{MCP}::test_child_refuses_a_tool_its_server_lists_with_another_schema[host]"],
         "a child is offered a schema its parent was never shown"),
     mutation(
@@ -692,8 +692,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a web page (another local port's included) drives the HTTP server from a browser"),
     mutation(
         "mcp-apply-confirm", "mcp-server", "executor/mcpserver/handlers.py",
-        "            confirm=lambda plan: False, show=lambda record, plan: plans.append(plan))",
-        "            confirm=lambda plan: True, show=lambda record, plan: plans.append(plan))",
+        "confirm=lambda plan: False, on_plan=seen)",
+        "confirm=lambda plan: True, on_plan=seen)",
         ["tests/executor/test_mcp_server_attacks.py::test_only_a_person_widens_apply"],
         "apply_run on a server with --allow-apply merges files flagged for review"),
     mutation(
@@ -784,14 +784,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "after rm -rf d && mkdir d the snapshot's files under d vanish without a deletion in "
         "the diff"),
     mutation(
-        "backup-copy-verified", "apply", "executor/merge_backup.py",
+        "backup-copy-verified", "apply", "executor/apply/backup.py",
         "                    if copied != saved.sha256:\n", "                    if False:\n",
         ["tests/executor/test_apply_backup.py::test_a_backup_copy_that_differs_from_the_file_"
          "stops_the_apply"],
         "an apply goes ahead with a backup copy that differs from the file: a failed apply "
         "restores the wrong bytes"),
     mutation(
-        "backup-copy-fsync", "apply", "executor/merge_backup.py",
+        "backup-copy-fsync", "apply", "executor/apply/backup.py",
         '                    with (directory / "files" / name).open("rb+") as handle:\n'
         "                        os.fsync(handle.fileno())\n", "",
         ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
@@ -799,13 +799,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the backup copies may still be in the page cache when git writes: a power loss "
         "leaves --recover without them"),
     mutation(
-        "backup-files-dir-fsync", "apply", "executor/merge_backup.py",
+        "backup-files-dir-fsync", "apply", "executor/apply/backup.py",
         '            _fsync_dir(directory / "files")\n', "",
         ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
          "directories_are_synced_before_git_writes"],
         "the backup copies' directory entries are not on disk when git writes"),
     mutation(
-        "backup-manifest-fsync", "apply", "executor/merge_backup.py",
+        "backup-manifest-fsync", "apply", "executor/apply/backup.py",
         "        handle.flush()\n        os.fsync(handle.fileno())\n",
         "        handle.flush()\n",
         ["tests/executor/test_apply_backup.py::test_every_backup_copy_the_manifest_and_their_"
@@ -901,7 +901,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{SURVIVE}::test_an_oversized_frame_is_a_lost_supervisor[docker]"],
         "a supervisor announcing a 1 GiB frame makes the host wait for it past the deadline"),
     mutation(
-        "check-on-recorded-diff", "fanout", "executor/fanout.py",
+        "check-on-recorded-diff", "fanout", "executor/fanout/child.py",
         '    patch = run.patch if settings.snapshot is not None else b""\n',
         '    patch = b""\n',
         [f"{CHECKS}::test_a_survivor_cannot_pass_the_check_for_a_diff_that_fails_it[bubblewrap]",
@@ -920,8 +920,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{REPLAY}::test_an_abandoned_replay_is_removed_by_gc_without_a_diff[bubblewrap]"],
         "gc keeps a crashed check's output as if it were a child's diff"),
     mutation(
-        "review-on-record", "review", "executor/runner.py",
-        "            yield replay.root\n", "            yield self.sandbox.root\n",
+        "review-on-record", "review", "executor/run/reviews.py",
+        "        yield replay.root\n", "        yield run.sandbox.root\n",
         [f"{CATALOG_RUN}::test_reviewers_read_the_recorded_diff_not_the_agents_workspace"],
         "a reviewer reads an ignored file the agent left (in no diff) that approves its work"),
     # -- issue 17: the project's environment --------------------------------------------

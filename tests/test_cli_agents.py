@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from executor.cli import cli, main
-from executor.watch import watch_definitions
+from executor.cli.watch import watch_definitions
 from policies.loader import Environment
 
 SHOW_KEYS = {"name", "description", "format", "source", "scope", "mode", "sandbox", "tools",

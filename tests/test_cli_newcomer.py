@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
-from executor import cli_runs
+from executor.api import records as api_records
 from executor.cli import main
-from executor.results import ledger_dir
+from executor.ledger import ledger_dir
 from sandbox.config import USER_BACKENDS, AutoConfig, BubblewrapConfig, DockerConfig
 from sandbox.factory import clear_probe_cache
 from tests.backends import git
@@ -178,7 +178,7 @@ def test_an_unexpected_error_is_still_rendered_in_one_place(
     def broken(*_: object, **__: object) -> None:
         raise RuntimeError("boom \x1b]52;c;eA==\x07")
 
-    monkeypatch.setattr(cli_runs, "scan_runs", broken)
+    monkeypatch.setattr(api_records, "scan_runs", broken)
     text = corral("runs", "--root", str(repo))
     assert text.code == 3 and "Traceback" in text.err
     assert "error: internal error in corral (a bug): RuntimeError: boom \\x1b]52" in text.err

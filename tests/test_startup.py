@@ -24,8 +24,8 @@ import pytest
 from rich.console import Console
 
 from executor.cli import LAZY_COMMANDS, cli
-from executor.progress import Progress
-from executor.session import ProgressEvent
+from executor.cli.progress import Progress
+from executor.run.session import ProgressEvent
 from policies.contract import AgentFormat
 from policies.loader.formats import ADAPTER_CLASSES, adapter_for
 
@@ -42,15 +42,19 @@ ENGINES = {"docker", "watchdog"}
 #: What reading definitions needs.
 LOADER = {"pydantic", "yaml", "policies.loader"}
 #: The run machinery: sandboxes, the agent loop, the tools, merges.
-RUNS = {"sandbox", "executor.runner", "executor.session", "executor.tools", "executor.merge"}
+RUNS = {"sandbox", "executor.run.agent", "executor.run.session", "executor.tools",
+        "executor.apply"}
+#: The Python API every command goes through (its module of calls, not its light names).
+API = {"executor.api.corral"}
 #: One module per definition format, imported when a file of that format is loaded.
 FORMATS = {f"policies.loader.formats.{module}" for module, _ in ADAPTER_CLASSES.values()}
 #: Loaded only for what a repository holds: zuno layers, ngn JSON configs; close names
 #: (difflib) only for a name that matches no agent.
-ON_DEMAND = {"policies.loader.zuno_layers", "policies.loader.ngnjson", "executor.suggest",
+ON_DEMAND = {"policies.loader.zuno_layers", "policies.loader.ngnjson", "executor.agents.suggest",
              "difflib"}
-WATCHED = sorted(HTTP | DISPLAY | ENGINES | LOADER | RUNS | FORMATS | ON_DEMAND
-                 | {"executor.cli_agents", "executor.cli_runs", "executor.offer"})
+WATCHED = sorted(HTTP | DISPLAY | ENGINES | LOADER | RUNS | FORMATS | ON_DEMAND | API
+                 | {"executor.cli.agents", "executor.cli.runs", "executor.agents.offer",
+                    "executor.mcpserver.command"})
 #: Models a clean listing validates none of: their schemas are built on first use
 #: (``defer_build``).
 DEFERRED = {"policies.capability": "Capability", "policies.loader.diagnostics": "Diagnostic"}
@@ -146,7 +150,7 @@ def test_agents_list_loads_the_loader_and_nothing_of_runs(tmp_path: Path,
     code, loaded = _probe(tmp_path, "agents", "list", "--json", "--root", str(small_repo),
                           "--trust-project", "--no-personal")
     assert code == 0
-    assert loaded >= LOADER
+    assert loaded >= LOADER | API  # through the Python API, like every command
     assert loaded & (HTTP | DISPLAY | ENGINES | RUNS) == set()
     # and as text on a terminal: nothing is drawn live, so rich stays out too
     code, loaded = _probe(tmp_path, "agents", "list", "--root", str(small_repo),
@@ -212,7 +216,7 @@ def test_an_unknown_agent_loads_the_close_names_it_suggests(tmp_path: Path) -> N
     code, loaded = _probe(tmp_path, "agents", "show", "reviewr", "--trust-project",
                           "--no-personal", "--root", str(claude))
     assert code == 2
-    assert {"executor.suggest", "difflib"} <= loaded
+    assert {"executor.agents.suggest", "difflib"} <= loaded
 
 
 def test_every_format_has_one_adapter_module_that_adapts_it() -> None:
@@ -241,7 +245,7 @@ def test_scripted_run_loads_no_http_client_and_no_rich_for_json(
                           "--no-personal", "--agent", "w", "--backend", "host", "--json",
                           "--script", str(script), "write n.txt")
     assert code == 0
-    assert {"executor.runner", "sandbox"} <= loaded
+    assert {"executor.run.agent", "sandbox"} | API <= loaded
     assert loaded & (HTTP | DISPLAY | ENGINES) == set()
 
 
@@ -268,20 +272,37 @@ def test_a_run_with_an_openai_route_builds_the_http_client(
     assert {"httpx", "executor.models.openai"} <= loaded
 
 
-def test_lazy_command_table_matches_the_commands_modules_register() -> None:
-    """Every command an ``executor/cli_*.py`` module registers is in LAZY_COMMANDS, under the
-    module that defines it, and shows the table's line once loaded (one text, not two)."""
-    for path in sorted((REPO / "executor").glob("cli_*.py")):
-        importlib.import_module(f"executor.{path.stem}")
+#: The modules that define ``corral``'s commands: the CLI's, and ``corral mcp``'s own.
+COMMAND_MODULES = [*(f"executor.cli.{path.stem}"
+                     for path in sorted((REPO / "executor" / "cli").glob("*.py"))
+                     if path.stem not in ("__init__", "app")),
+                   "executor.mcpserver.command"]
+
+
+def test_lazy_command_table_matches_the_commands_modules_define() -> None:
+    """Every top-level command a command module defines is in LAZY_COMMANDS, under the
+    module and name that define it, and shows the table's line once loaded (one text, not
+    two)."""
+    defined: dict[str, tuple[str, str]] = {}
+    for module in COMMAND_MODULES:
+        found = {attribute: value for attribute, value in
+                 vars(importlib.import_module(module)).items()
+                 if isinstance(value, click.Command) and value.callback is not None
+                 and value.callback.__module__ == module}
+        nested = {id(sub) for value in found.values() if isinstance(value, click.Group)
+                  for sub in value.commands.values()}
+        defined |= {str(value.name): (module, attribute) for attribute, value in found.items()
+                    if id(value) not in nested}
+    assert defined == {name: entry[:2] for name, entry in LAZY_COMMANDS.items()}, (
+        "add the command to LAZY_COMMANDS in executor/cli/app.py (name -> module, "
+        "attribute, summary)")
     ctx = click.Context(cli)
-    registered = set(cli.commands)
-    assert registered == set(LAZY_COMMANDS), (
-        "add the command to LAZY_COMMANDS in executor/cli.py (name -> module, summary)")
-    for name, (module, summary) in LAZY_COMMANDS.items():
+    for name, (module, _, summary) in LAZY_COMMANDS.items():
         command = cli.get_command(ctx, name)
         assert command is not None and command.callback is not None
         assert command.callback.__module__ == module, name
         assert command.get_short_help_str(200) == summary
+    assert set(cli.commands) == set(LAZY_COMMANDS)
     assert cli.list_commands(ctx) == sorted(LAZY_COMMANDS)
 
 

@@ -1,12 +1,16 @@
-"""What each tool of ``corral mcp`` does: the CLI's library calls, with the CLI's checks.
+"""What each tool of ``corral mcp`` does: a call of the Python API (:mod:`executor.api`),
+bounded by how the server was started.
 
-Every handler is a plain blocking function (the server runs the long ones in a
-thread, :mod:`executor.mcpserver.bridge`) that takes the server's
-:class:`ServerOptions` and the tool's validated arguments and returns a JSON
-object, or raises the :class:`~policies.errors.CorralError` the CLI would have
-rendered: same contract, same ledger, same apply checks, same codes. Definitions
-are discovered anew on every call, as every CLI command does, so an agent file
-edited while the server runs is seen by the next call.
+Every handler takes the server's :class:`ServerOptions` and the tool's validated
+arguments and returns a JSON object, or raises the
+:class:`~executor.api.CorralError` the CLI would have rendered: same contract,
+same ledger, same apply checks, same codes, because it is the same call. The
+quick ones are plain blocking functions (the server runs them in a thread); the
+long ones (``run_agent``, ``fanout``) are coroutines over
+:class:`executor.api.AsyncCorral`, whose progress becomes the request's
+notifications and whose cancellation stops the run. Definitions are discovered
+anew on every call, as every CLI command does, so an agent file edited while the
+server runs is seen by the next call.
 
 What a client may ask for is bounded by how the user started the server, never
 widened by an argument:
@@ -39,22 +43,23 @@ from __future__ import annotations
 import base64
 import os
 import shlex
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from executor.approval import parse_approve, policy_handler
-from executor.cli_agents import find_agent, load
-from executor.cli_fanout import fanout_exit_code
-from executor.cli_runs import exit_code, run_json
-from executor.environments import with_environment
-from executor.errors import ExecutorError, ModelError
-from executor.fanout import FanoutRequest, run_fanout
-from executor.fanout_plan import plan_children
-from executor.fanout_record import write_fanout
-from executor.fanout_view import fanout_json
+from executor.api import (
+    HOST_WARNING,
+    MODES,
+    AsyncCorral,
+    ChildPlan,
+    Corral,
+    ExecutorError,
+    MergeRefused,
+    PatchPlan,
+    Replay,
+    RunRecord,
+)
 from executor.mcpserver.arguments import (
     DEFAULT_MAX_CHILDREN,
     DEFAULT_MAX_JOBS,
@@ -68,25 +73,7 @@ from executor.mcpserver.arguments import (
     RunRefArgs,
     ShowRunArgs,
 )
-from executor.mcpserver.bridge import ProgressSink
-from executor.merge import ApplyOptions, MergeRefused, PatchPlan, apply_run
-from executor.models import ScriptedModel
-from executor.results import (
-    discard_run,
-    find_run,
-    ledger_dir,
-    load_patch,
-    load_transcript,
-    run_status,
-)
-from executor.runner import RunSettings
-from executor.runner import run_agent as run_agent_tree
-from executor.scheduling import Cancellation, Deadline, LocalScheduler
-from executor.views import diagnostics_json
-from policies.config import config_path, load_user_config
-from policies.contract import SandboxMode
-from policies.loader import Environment, LoadResult
-from sandbox.config import HOST_WARNING, USER_BACKENDS
+from executor.mcpserver.progress import CANCEL_REASON, ProgressSink
 
 __all__ = [
     "ServerOptions",
@@ -100,6 +87,10 @@ __all__ = [
     "run_agent_tool",
     "show_run_tool",
 ]
+
+#: Sends one progress line to the client (the request's ``notifications/progress``).
+Send = Callable[[str], Awaitable[None]]
+_WORKSPACE_WRITE = MODES[2]
 
 
 class ServerRefused(ExecutorError):
@@ -139,6 +130,17 @@ class ServerOptions:
                 "scripts": children, "script_texts": children, "models": children,
                 "timeout": timeout, "check_timeout": timeout}
 
+    def corral(self, backend: str | None = None) -> Corral:
+        """The Corral every call of this server runs on (``backend``: a call's choice, once
+        :func:`_backend` allowed it)."""
+        return Corral(self.root, trust_project=self.trust_project,
+                      config_file=self.config_file, strict=self.strict,
+                      personal=not self.no_personal, backend=backend or self.backend)
+
+    def runs_on(self, backend: str) -> AsyncCorral:
+        """What a long call awaits; a client that gives up cancels its run."""
+        return AsyncCorral(self.corral(backend), cancel_reason=CANCEL_REASON)
+
 
 def _within_ceilings(options: ServerOptions, args: RunAgentArgs | FanoutArgs) -> None:
     """Refuse an argument the call gave above the server's ceiling, before anything is
@@ -154,17 +156,6 @@ def _within_ceilings(options: ServerOptions, args: RunAgentArgs | FanoutArgs) ->
             context={"argument": name, "ceiling": f"{limit:g}"},
             hint=f"ask for at most {limit:g} (the maximum in the tool's input schema); the "
             f"user may restart the server with `corral mcp {option} N`")
-
-
-def _load(options: ServerOptions) -> LoadResult:
-    return load(options.root, options.trust_project, options.config_file, options.strict,
-                options.no_personal)
-
-
-def _find(options: ServerOptions, name: str, registry: LoadResult) -> None:
-    find_agent(name, registry, root=options.root, trust_project=options.trust_project,
-               config_file=options.config_file, strict=options.strict,
-               no_personal=options.no_personal)
 
 
 def confined(root: Path, value: str, *, argument: str) -> Path:
@@ -189,32 +180,15 @@ def confined(root: Path, value: str, *, argument: str) -> Path:
     return real
 
 
-def _turns(source: str, text: str) -> list[object]:
-    """A replay's turns, validated as ``ScriptedModel`` does (a user error otherwise)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ExecutorError(f"{source}: not valid YAML: {exc}", code="bad_script",
-                            operation="load_script", context={"script": source},
-                            hint="a script is a YAML list of turns: {text: ...} or "
-                            "{tool_calls: [{name, arguments}]}") from exc
-    try:
-        ScriptedModel(data, source=source)
-    except ModelError as exc:
-        raise ExecutorError(exc.message, code="bad_script", operation="load_script",
-                            context=exc.context, hint=exc.hint or "a script is a YAML list "
-                            "of turns: {text: ...} or {tool_calls: [{name, arguments}]}"
-                            ) from exc
-    return list(data)
-
-
-def _read_script(options: ServerOptions, value: str, *, argument: str) -> tuple[str, str]:
+def _read_script(options: ServerOptions, value: str, *, argument: str) -> Replay:
+    """The replay in a file under the server's root (:func:`confined`)."""
     path = confined(options.root, value, argument=argument)
     try:
-        return str(path), path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ExecutorError(f"cannot read {argument} {value!r}: {exc}", code="bad_script",
                             operation="load_script", context={"file": str(path)}) from exc
+    return Replay.from_text(text, source=str(path))
 
 
 def _backend(options: ServerOptions, requested: str | None) -> str:
@@ -236,38 +210,30 @@ def _usage(message: str, hint: str) -> ExecutorError:
 
 def list_agents_tool(options: ServerOptions, args: ListAgentsArgs) -> dict[str, Any]:
     """``list_agents``: what ``corral agents list --json`` lists, in brief."""
-    registry = _load(options)
+    found = options.corral().agents()
     agents = [{"name": name, "description": contract.description,
                "format": contract.origin.format.value, "mode": contract.mode.value,
                "sandbox": contract.sandbox.value if contract.sandbox else None,
                "display_name": contract.display_name, "source": contract.origin.source,
                "scope": contract.origin.scope.value, "read_only": contract.is_read_only,
                "user_invocable": contract.user_invocable}
-              for name, contract in sorted(registry.agents.items())]
+              for name, contract in sorted(found.agents.items())]
     return {"root": str(options.root), "agents": agents,
-            "default_agent": registry.default_agent,
-            "diagnostics": diagnostics_json(registry.diagnostics)}
+            "default_agent": found.default_agent, "diagnostics": found.diagnostics_json()}
 
 
-def _settings(options: ServerOptions, registry: LoadResult, backend: str, *,
-              ledger: Path, **extra: Any) -> RunSettings:
-    allowed = parse_approve(options.approve)
-    settings = RunSettings(
-        root=options.root, backend=USER_BACKENDS[backend](), config=load_user_config(),
-        registry=registry, ledger=ledger, env=Environment.from_env(),
-        trust_project=options.trust_project, config_file=config_path(),
-        approval=policy_handler(allowed) if allowed is not None else None, **extra)
-    # The project's environment: the server owner's grants only (no client asks for them).
-    return with_environment(settings, no_env=options.no_env,
-                            network=True if options.setup_network else None)
+def _environment(options: ServerOptions) -> dict[str, Any]:
+    """The project's environment: the server owner's grants only (no client asks for them)."""
+    return {"environment": not options.no_env,
+            "setup_network": True if options.setup_network else None}
 
 
-def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: ProgressSink,
-                   cancellation: Cancellation) -> dict[str, Any]:
+async def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *,
+                         send: Send | None = None) -> dict[str, Any]:
     """``run_agent``: ``corral run --json``, its exit code, and what to do with the diff."""
     _within_ceilings(options, args)
     backend = _backend(options, args.backend)
-    if args.mode == SandboxMode.WORKSPACE_WRITE.value and not options.allow_workspace_write:
+    if args.mode == _WORKSPACE_WRITE and not options.allow_workspace_write:
         raise ServerRefused(
             "mode workspace-write lets the child write the checkout itself, flagged files "
             "(CI, hooks, agent settings) included, with no review before they land; this "
@@ -280,96 +246,72 @@ def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *, progress: Prog
                      "server's root as script, or the replay itself as script_text")
     if (args.script is not None or args.script_text is not None) and args.model is not None:
         raise _usage("a script and a model are exclusive", "replay a script, or run a model")
-    ledger = ledger_dir(options.root)  # refuses a state dir a child could write
-    registry = _load(options)
-    if args.agent is not None or registry.default_agent is not None:
-        _find(options, args.agent or str(registry.default_agent), registry)
+    options.corral().ledger()  # refuses a state dir a child could write, before anything
     replay = None
     if args.script is not None:
-        source, text = _read_script(options, args.script, argument="script")
-        replay = ScriptedModel(_turns(source, text), source=source)
+        replay = _read_script(options, args.script, argument="script")
     elif args.script_text is not None:
-        replay = ScriptedModel(_turns("script_text", args.script_text), source="script_text")
-    settings = _settings(options, registry, backend, ledger=ledger,
-                         mode_ceiling=SandboxMode(args.mode), model_override=args.model,
-                         script=replay, progress=progress,
-                         timeout_seconds=args.timeout or options.max_timeout,
-                         cancellation=cancellation)
-    record = run_agent_tree(settings, args.agent, args.prompt)
-    result = run_json(record) | {"exit_code": exit_code(record),
-                                 "warnings": [HOST_WARNING] if backend == "host" else []}
-    if record.diff and record.mode != SandboxMode.WORKSPACE_WRITE.value:
-        result["next"] = (f"apply_run {{run_id: {record.run_id}}} validates the diff "
-                          f"against the checkout (`corral apply {record.run_id}` merges it)")
-    return result
+        replay = Replay.from_text(args.script_text, source="script_text")
+    result = await options.runs_on(backend).run(
+        args.prompt, agent=args.agent, mode=args.mode, script=replay, model=args.model,
+        approve=options.approve, timeout=args.timeout or options.max_timeout,
+        progress=ProgressSink(send), **_environment(options))
+    data = result.to_json() | {"exit_code": result.exit_code,
+                               "warnings": [HOST_WARNING] if backend == "host" else []}
+    if result.diff and result.record.mode != _WORKSPACE_WRITE:
+        data["next"] = (f"apply_run {{run_id: {result.run_id}}} validates the diff "
+                        f"against the checkout (`corral apply {result.run_id}` merges it)")
+    return data
 
 
-def fanout_tool(options: ServerOptions, args: FanoutArgs, *, progress: ProgressSink,
-                cancellation: Cancellation) -> dict[str, Any]:
+async def fanout_tool(options: ServerOptions, args: FanoutArgs, *,
+                      send: Send | None = None) -> dict[str, Any]:
     """``fanout``: ``corral fanout --json`` and its exit code."""
     _within_ceilings(options, args)
-    timeout = args.timeout or options.max_timeout
-    check_timeout = min(args.check_timeout, options.max_timeout)
-    jobs = min(args.jobs, options.max_jobs)
     backend = _backend(options, args.backend)
     if args.scripts and args.script_texts:
         raise _usage("scripts and script_texts are exclusive", "pass replay files under the "
                      "server's root as scripts, or the replays themselves as script_texts")
-    ledger = ledger_dir(options.root)
-    registry = _load(options)
-    named = list(args.agents) or ([registry.default_agent] if registry.default_agent else [])
-    replays: dict[str, list[object]] = {}
-    keys: list[Path] = []
-    for value in args.scripts:
-        source, text = _read_script(options, value, argument="scripts")
-        replays.setdefault(source, _turns(source, text))
-        keys.append(Path(source))
-    for index, text in enumerate(args.script_texts, 1):
-        source = f"script_texts[{index}]"
-        replays[source] = _turns(source, text)
-        keys.append(Path(source))
-    plans = plan_children(count=args.n, agents=named, models=args.models, scripts=keys)
-    for agent in dict.fromkeys(plan.agent for plan in plans):
-        _find(options, agent, registry)
+    options.corral().ledger()
+    replays = [_read_script(options, value, argument="scripts") for value in args.scripts]
+    replays += [Replay.from_text(text, source=f"script_texts[{index}]")
+                for index, text in enumerate(args.script_texts, 1)]
     if args.check_cmd is not None and not args.check_cmd.strip():
         raise _usage("the check command is empty", "leave check_cmd out, or give a command "
                      "such as 'pytest -q'")
-    settings = _settings(options, registry, backend, ledger=ledger)
-    request = FanoutRequest(settings=settings, prompt=args.prompt, plans=plans,
-                            approve=options.approve, check_command=args.check_cmd,
-                            check_timeout=check_timeout, jobs=jobs,
-                            timeout_seconds=timeout, replays=replays)
-    for plan in plans:
-        progress.label(plan.run_id, f"[{plan.index}/{len(plans)}] {plan.agent} {plan.run_id}")
-    with LocalScheduler(jobs=jobs, deadline=Deadline.after(timeout),
-                        cancellation=cancellation, name="corral-mcp-fanout") as scheduler:
-        record = run_fanout(request, scheduler=scheduler, report=progress)
-    if cancellation.cancelled and record.status != "cancelled":
-        record = record.model_copy(update={"status": "cancelled"})
-        write_fanout(ledger, record)
-    return fanout_json(record, ledger) | {"exit_code": fanout_exit_code(record, ledger),
-                                          "warnings": [HOST_WARNING] if backend == "host"
-                                          else []}
+    progress = ProgressSink(send)
+
+    def label(plans: list[ChildPlan]) -> None:
+        for plan in plans:
+            progress.label(plan.run_id, f"[{plan.index}/{len(plans)}] {plan.agent} "
+                           f"{plan.run_id}")
+
+    result = await options.runs_on(backend).fanout(
+        args.prompt, agents=args.agents, n=args.n, scripts=replays, models=args.models,
+        check=args.check_cmd, check_timeout=min(args.check_timeout, options.max_timeout),
+        jobs=min(args.jobs, options.max_jobs), timeout=args.timeout or options.max_timeout,
+        approve=options.approve, progress=progress, on_plan=label,
+        **_environment(options))
+    return result.to_json() | {"exit_code": result.exit_code,
+                               "warnings": [HOST_WARNING] if backend == "host" else []}
 
 
 def show_run_tool(options: ServerOptions, args: ShowRunArgs) -> dict[str, Any]:
     """``show_run``: ``corral show --json`` (the transcript optional)."""
-    ledger = ledger_dir(options.root)
-    record = find_run(ledger, args.run_id)
-    data = record.model_dump(mode="json") | {"status": run_status(record).value}
+    corral = options.corral()
+    run = corral.show(args.run_id)
+    data = run.record_json()
     if args.transcript:
-        data["transcript"] = load_transcript(ledger, record.run_id)
+        data["transcript"] = corral.transcript(run.run_id)
     return data
 
 
 def diff_run_tool(options: ServerOptions, args: RunRefArgs) -> dict[str, Any]:
     """``diff_run``: the run's exact diff (``diff_base64`` too when it is not UTF-8)."""
-    ledger = ledger_dir(options.root)
-    record = find_run(ledger, args.run_id)
-    patch = load_patch(ledger, record.run_id)
-    text = patch.decode("utf-8", "replace")
+    found = options.corral().diff(args.run_id)
+    record, patch, text = found.run.record, found.patch, found.text
     result: dict[str, Any] = {
-        "run_id": record.run_id, "status": run_status(record).value, "state": record.state,
+        "run_id": record.run_id, "status": found.run.status.value, "state": record.state,
         "mode": record.mode, "diff": text, "changed_files": record.changed_files,
         "empty": not patch}
     if text.encode("utf-8") != patch:
@@ -399,8 +341,8 @@ _PERSON_CODES = frozenset({"review_required", "merge_refused", "record_unverifie
 def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]:
     """``apply_run``: ``corral apply``'s checks, and its merge when the server may and the
     diff's review list is empty (see the module docstring)."""
-    ledger = ledger_dir(options.root)
-    run_id = find_run(ledger, args.run_id).run_id
+    corral = options.corral()
+    run_id = corral.show(args.run_id).run_id
     command = _apply_command(options, run_id)
     asked = [name for name in WIDENING if getattr(args, name)]
     if asked:
@@ -411,11 +353,13 @@ def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]
             hint=_person(command))
     check_only = args.check or not options.allow_apply
     plans: list[PatchPlan] = []
+
+    def seen(record: RunRecord, plan: PatchPlan) -> None:
+        plans.append(plan)
+
     try:
-        record, plan, result = apply_run(
-            options.root, ledger, run_id,
-            ApplyOptions(check_only=check_only, three_way=args.three_way),
-            confirm=lambda plan: False, show=lambda record, plan: plans.append(plan))
+        report = corral.apply(run_id, check_only=check_only, three_way=args.three_way,
+                              confirm=lambda plan: False, on_plan=seen)
     except MergeRefused as exc:
         if exc.code not in _PERSON_CODES:
             raise
@@ -426,15 +370,8 @@ def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]
         raise ServerRefused(exc.message, code=exc.code, operation="apply_run",
                             context=context | {"command": command},
                             hint=_person(command)) from exc
-    data: dict[str, Any] = {
-        "run_id": record.run_id, "status": result.status,
-        "applied": result.status in ("applied", "conflicts"),
-        "files": [{"path": f.path, "status": f.status, "old_path": f.old_path,
-                   "flags": list(f.flags)} for f in plan.files],
-        "flagged": [f.path for f in plan.flagged], "merged": result.merged,
-        "conflicts": result.conflicts,
-        "backup": str(result.backup) if result.backup is not None else None,
-        "state": record.state}
+    plan, result = report.plan, report.result
+    data = report.to_json()
     if result.status == "checked" and plan.flagged:
         data["note"] = (f"{len(plan.flagged)} file(s) are flagged for review: only a person "
                         f"merges them, with `{command}` and --yes after reading the list")
@@ -451,11 +388,12 @@ def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]
 
 def discard_run_tool(options: ServerOptions, args: DiscardRunArgs) -> dict[str, Any]:
     """``discard_run``: ``corral discard``."""
-    record, already = discard_run(ledger_dir(options.root), args.run_id)
+    done = options.corral().discard(args.run_id)
+    record = done.run.record
     data: dict[str, Any] = {"run_id": record.run_id, "state": record.state,
-                            "already_discarded": already,
+                            "already_discarded": done.already,
                             "changed_files": len(record.changed_files)}
-    if record.mode == SandboxMode.WORKSPACE_WRITE.value and record.diff:
+    if record.mode == _WORKSPACE_WRITE and record.diff:
         data["note"] = ("its changes were made in the checkout (workspace-write) and stay "
                         "there: `git restore` undoes them")
     return data

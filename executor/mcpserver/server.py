@@ -10,10 +10,11 @@ exit_code}}``, as ``--json`` prints it), never a crashed server or a bare
 protocol error: bad arguments are ``bad_arguments``, an unknown tool
 ``unknown_tool``, a bug ``internal`` (its traceback on the server's stderr).
 
-The long tools (``run_agent``, ``fanout``) run in a thread of their own through
-:mod:`executor.mcpserver.bridge`: progress notifications while a child runs
-(when the client sent a progressToken), and a ``notifications/cancelled`` from
-the client stops the child the way Ctrl-C does, its diff recorded.
+The long tools (``run_agent``, ``fanout``) are awaited through
+:class:`executor.api.AsyncCorral`: progress notifications while a child runs
+(:mod:`executor.mcpserver.progress`, when the client sent a progressToken), and a
+``notifications/cancelled`` from the client stops the child the way Ctrl-C does,
+its diff recorded.
 
 Over HTTP the server listens on 127.0.0.1 only, and every request must carry
 ``Authorization: Bearer TOKEN`` (the token is ``$CORRAL_MCP_TOKEN``, or one
@@ -36,13 +37,11 @@ import socket
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
 from importlib.metadata import version
 from typing import Any
 
 import anyio
 import anyio.to_thread
-import click
 import mcp_types as types
 import uvicorn
 from mcp.server.context import ServerRequestContext
@@ -50,13 +49,10 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
-from executor.cli import error_json
+from executor.api import CorralError, error_json
 from executor.mcpserver import handlers
 from executor.mcpserver.arguments import TOOLS, ToolSpec
-from executor.mcpserver.bridge import ProgressSink, run_blocking
 from executor.mcpserver.handlers import ServerOptions
-from executor.scheduling import Cancellation
-from policies.errors import CorralError
 
 __all__ = ["TOKEN_ENV", "build_server", "serve_http", "serve_stdio"]
 
@@ -72,7 +68,7 @@ _QUICK: dict[str, Callable[[ServerOptions, Any], dict[str, Any]]] = {
     "diff_run": handlers.diff_run_tool, "apply_run": handlers.apply_run_tool,
     "discard_run": handlers.discard_run_tool,
 }
-_LONG: dict[str, Callable[..., dict[str, Any]]] = {
+_LONG: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
     "run_agent": handlers.run_agent_tool, "fanout": handlers.fanout_tool,
 }
 _INSTRUCTIONS = (
@@ -133,12 +129,7 @@ def _progress_sender(ctx: ServerRequestContext[Any, Any]) -> Callable[[str], Awa
 async def _call(options: ServerOptions, spec: ToolSpec, args: Any,
                 ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
     if spec.name in _LONG:
-        cancellation = Cancellation()
-        sink = ProgressSink()
-        work = partial(_LONG[spec.name], options, args, progress=sink,
-                       cancellation=cancellation)
-        return await run_blocking(work, cancellation=cancellation, progress=sink,
-                                  send=_progress_sender(ctx))
+        return await _LONG[spec.name](options, args, send=_progress_sender(ctx))
     return await anyio.to_thread.run_sync(_QUICK[spec.name], options, args)
 
 
@@ -165,9 +156,6 @@ def build_server(options: ServerOptions) -> Server[Any]:
             return _result(await _call(options, spec, args, ctx))
         except CorralError as exc:
             return error_result(exc.to_dict(), exc.exit_code)
-        except click.ClickException as exc:  # a check shared with the CLI (e.g. --root)
-            return error_result({"code": "usage_error", "message": exc.format_message(),
-                                 "operation": spec.name}, 2)
         except Exception as exc:  # a bug: the server and the other calls go on
             traceback.print_exc(file=sys.stderr)
             return error_result({

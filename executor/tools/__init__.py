@@ -5,6 +5,9 @@ definition came from. Each tool has a pydantic argument model (its JSON
 schema is what the model is shown) and reports failures as tool errors.
 ``web_fetch`` and ``web_search`` have no implementation: sandboxes have no
 network, so those tools are never offered.
+
+Every call reaches them through :mod:`executor.tools.dispatch`, the one door
+(exact name, arguments, permission rules, approval, audit).
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from executor.dispatch import Tool
 from executor.tools.agents import DelegateTool, ListAgentsTool, TodoTool, ToolSearchTool
 from executor.tools.context import ToolContext, truncate
+from executor.tools.dispatch import Tool
 from executor.tools.files import EditTool, FindTool, ListFilesTool, ReadFileTool, WriteFileTool
 from executor.tools.overrides import with_overrides
 from executor.tools.patch import ApplyPatchTool

@@ -22,8 +22,8 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, create_model, model_validator
 
-from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
+from executor.tools.dispatch import ToolFailure, ToolOutput
 
 __all__ = ["MAX_INSTRUCTIONS_BYTES", "MAX_PARALLEL_TASKS", "DelegateTask", "DelegateTool",
            "ListAgentsTool", "TodoTool", "ToolSearchTool"]

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from executor.dispatch import Tool, ToolFailure, ToolOutput
 from executor.mcpclient import ListedTool, McpError, McpServers
 from executor.tools.context import ToolContext, truncate
+from executor.tools.dispatch import Tool, ToolFailure, ToolOutput
 from policies.mcp import McpServerConfig
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, JsonValue
 
-from executor.dispatch import Tool, ToolOutput
 from executor.tools.context import ToolContext, truncate
+from executor.tools.dispatch import Tool, ToolOutput
 from policies.overrides import base_dir
 
 __all__ = ["OverriddenTool", "with_overrides"]

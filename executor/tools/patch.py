@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
-from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
+from executor.tools.dispatch import ToolFailure, ToolOutput
 from sandbox.errors import SandboxError
 from sandbox.files.confined import ConfinedFiles
 from sandbox.names import is_git_alias

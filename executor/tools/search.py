@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import Field
 
-from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
+from executor.tools.dispatch import ToolFailure, ToolOutput
 from sandbox.errors import SandboxError
 from sandbox.names import has_git_alias
 

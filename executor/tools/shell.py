@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from executor.dispatch import ToolFailure, ToolOutput
 from executor.tools.context import Args, ToolContext
+from executor.tools.dispatch import ToolFailure, ToolOutput
 from sandbox.errors import SandboxError
 
 __all__ = ["ShellTool"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from executor.cli import main
-from executor.results import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
+from executor.ledger import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
 
 
 def corral(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

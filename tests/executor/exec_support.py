@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from executor.ledger import RunRecord, ledger_dir
 from executor.models import ScriptedModel
-from executor.results import RunRecord, ledger_dir
-from executor.runner import RunSettings, run_agent
+from executor.run import RunSettings, run_agent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import Environment, discover

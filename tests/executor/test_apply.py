@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 from exec_support import git
 
+from executor.apply import MergeRefused, apply_to_checkout, inspect_patch
 from executor.cli import cli
-from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
-from executor.results import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
+from executor.ledger import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
 
 
 def new_file(path: str, body: str = "x\n", mode: str = "100644") -> str:

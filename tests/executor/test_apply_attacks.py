@@ -21,7 +21,7 @@ import pytest
 from apply_support import call, checkout_digest, corral, record_patch
 from exec_support import Runner, agent_file, git
 
-from executor.results import ledger_dir, load_patch
+from executor.ledger import ledger_dir, load_patch
 
 HOST = pytest.mark.parametrize("backend", ["host"], indirect=True)
 

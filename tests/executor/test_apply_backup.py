@@ -1,4 +1,4 @@
-"""The backup an apply takes before it writes (``executor/merge_backup.py``) is a true copy,
+"""The backup an apply takes before it writes (``executor/apply/backup.py``) is a true copy,
 and on disk.
 
 A restore is only as good as the backup it reads: a copy that differs from what it
@@ -21,9 +21,10 @@ import pytest
 from apply_support import checkout_digest, record_patch
 from exec_support import git
 
-from executor import merge_backup, merge_steps
-from executor.merge import ApplyFailed, ApplyOptions, apply_run
-from executor.results import ledger_dir
+from executor.apply import ApplyFailed, ApplyOptions, apply_run
+from executor.apply import backup as merge_backup
+from executor.apply import steps as merge_steps
+from executor.ledger import ledger_dir
 
 
 def _patched_run(repo: Path) -> str:

@@ -11,7 +11,7 @@ import pytest
 from apply_support import checkout_digest
 from exec_support import git
 
-from executor.merge import ApplyFailed, MergeRefused, apply_to_checkout
+from executor.apply import ApplyFailed, MergeRefused, apply_to_checkout
 
 
 def make_patch(repo: Path, tmp_path: Path, change: Callable[[Path], None]) -> bytes:
@@ -154,7 +154,7 @@ def test_a_repository_that_is_not_a_checkout_is_a_refusal(tmp_path: Path) -> Non
 def test_an_unreadable_checkout_fails_before_writing(repo: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A step that cannot even look (here: the precheck) fails as infrastructure."""
-    from executor import merge_steps
+    from executor.apply import steps as merge_steps
 
     patch = make_patch(repo, tmp_path, lambda c: (c / "x.txt").write_text("x\n"))
 
@@ -173,7 +173,7 @@ def test_a_linked_worktree_of_the_user_is_applied_to_and_restored(
 ) -> None:
     """A linked worktree keeps its index and HEAD in .git/worktrees/<name>: the fingerprint
     and the restore use those, and the main checkout is never touched."""
-    from executor import merge_steps
+    from executor.apply import steps as merge_steps
 
     linked = tmp_path / "linked"
     git(repo, "worktree", "add", "-q", str(linked))

@@ -23,9 +23,9 @@ import pytest
 from apply_support import call, checkout_digest, corral
 from exec_support import Runner, agent_file, git
 
-from executor import merge_steps
-from executor.merge import ApplyFailed, ApplyOptions, apply_run
-from executor.results import RunRecord, ledger_dir
+from executor.apply import ApplyFailed, ApplyOptions, apply_run
+from executor.apply import steps as merge_steps
+from executor.ledger import RunRecord, ledger_dir
 
 NOTES = "".join(f"line {n}\n" for n in range(1, 13))
 CHILD = ("echo more >> README.md && sed -i 's/^line 9$/line 9 (child)/' notes.txt && "
@@ -152,7 +152,7 @@ def test_an_apply_killed_halfway_blocks_new_ones_until_recovered(
     expected = checkout_digest(repo)
     script = (
         "import os, signal\n"
-        "from executor import merge_steps\n"
+        "from executor.apply import steps as merge_steps\n"
         "from executor.cli import main\n"
         "def crash(name):\n"
         "    if name == 'applied':\n"

@@ -11,7 +11,7 @@ import pytest
 from apply_support import call, checkout_digest, corral, record_patch
 from exec_support import BACKENDS, Runner, agent_file, git
 
-from executor.results import ledger_dir
+from executor.ledger import ledger_dir
 from tests.backends import git as plain_git
 
 HOST = pytest.mark.parametrize("backend", ["host"], indirect=True)

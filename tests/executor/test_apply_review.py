@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.merge import inspect_patch
+from executor.apply import inspect_patch
 from sandbox.names import REVIEW_RULES, git_dir_signature, review_flags
 
 README = Path(__file__).resolve().parents[2] / "README.md"

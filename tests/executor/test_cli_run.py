@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from exec_support import agent_file
 
 from executor.cli import cli
-from executor.results import ledger_dir
+from executor.ledger import ledger_dir
 
 RUN_KEYS = {"run_id", "agent", "status", "final_text", "diff", "changed_files", "denied_calls"}
 

@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from exec_support import agent_file
 
 from executor.cli import cli
-from executor.results import ledger_dir
-from executor.runview import ITEM_LIMIT
+from executor.cli.run_views import ITEM_LIMIT
+from executor.ledger import ledger_dir
 
 
 def corral(*args: str) -> tuple[int, str, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from exec_support import Runner
 
-from executor.results import RunStatus, find_run, ledger_dir
+from executor.ledger import RunStatus, find_run, ledger_dir
 from policies.config import UserConfig
 
 pytestmark = [pytest.mark.parametrize("backend", [pytest.param("bubblewrap",

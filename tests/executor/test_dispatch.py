@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from executor.dispatch import (
+from executor.models.base import ToolCall
+from executor.tools.dispatch import (
     ApprovalRequest,
     Decision,
     Dispatcher,
     ToolFailure,
     ToolOutput,
 )
-from executor.models.base import ToolCall
 from policies.capability import Capability, restrict
 from policies.contract import AgentContract, AgentFormat, Origin, Scope, ToolBinding
 from policies.permissions import Action, PermissionPolicy, PermissionRule

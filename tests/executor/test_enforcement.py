@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from exec_support import BACKENDS, Runner, agent_file, tree_digest
 
-from executor.results import RunStatus
+from executor.ledger import RunStatus
 from policies.contract import SandboxMode
 
 WRITE = {"path": "pwned.txt", "content": "x\n"}

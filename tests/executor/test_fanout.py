@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from exec_support import BACKENDS, agent_file, git
 
 from executor.cli import cli
-from executor.results import find_run, ledger_dir
+from executor.ledger import find_run, ledger_dir
 
 BIG = "".join(f"line {n}\n" for n in range(1, 21))
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from executor.fanout_conflicts import compare, matrix, parse_patch
+from executor.fanout.conflicts import compare, matrix, parse_patch
 from tests.backends import git
 
 LINES = [f"line {n}" for n in range(1, 13)]

@@ -29,8 +29,7 @@ from click.testing import CliRunner
 from exec_support import agent_file
 
 from executor.cli import cli
-from executor.fanout_record import scan_fanouts
-from executor.results import RunStatus, find_run, ledger_dir
+from executor.ledger import RunStatus, find_run, ledger_dir, scan_fanouts
 from sandbox.backends.limits import cgroup_group, find_pids_hierarchy
 from sandbox.config import DockerConfig
 from sandbox.state import default_state_root

@@ -13,8 +13,7 @@ from click.testing import CliRunner
 from exec_support import agent_file
 
 from executor.cli import cli
-from executor.fanout_gc import parse_duration
-from executor.results import find_run, ledger_dir
+from executor.ledger import find_run, ledger_dir, parse_duration
 from policies.contract import SandboxMode
 from sandbox.config import HostConfig
 from sandbox.factory import open_sandbox

@@ -29,10 +29,10 @@ from exec_support import agent_file
 from tty_support import on_terminal, raw_controls
 
 from executor.fanout import FanoutRequest, run_fanout
-from executor.fanout_plan import plan_children
+from executor.fanout.plan import plan_children
+from executor.ledger import RunStatus, find_run, ledger_dir
 from executor.models import ScriptedModel
-from executor.results import RunStatus, find_run, ledger_dir
-from executor.runner import RunSettings
+from executor.run import RunSettings
 from executor.scheduling import Cancellation, Deadline, Job, JobContext, JobNotRun, Outcome
 from policies.config import UserConfig
 from policies.loader import Environment, discover

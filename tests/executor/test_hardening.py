@@ -19,12 +19,12 @@ import pytest
 from click.testing import CliRunner
 from exec_support import BACKENDS, Runner, agent_file, git
 
-from executor.approval import prompt_handler
 from executor.cli import cli
-from executor.dispatch import ApprovalRequest
 from executor.errors import RunError
-from executor.results import RunStatus, ledger_dir, load_patch
+from executor.ledger import RunStatus, ledger_dir, load_patch
+from executor.run.approval import prompt_handler
 from executor.text import printable
+from executor.tools.dispatch import ApprovalRequest
 from policies.contract import SandboxMode
 
 
@@ -164,7 +164,7 @@ def test_terminal_output_and_prompts_show_control_characters() -> None:
 
 def test_apply_command_is_not_fooled_by_the_display_text(repo: Path) -> None:
     """``corral diff`` writes the exact bytes too."""
-    from executor.results import RunRecord, new_run_id, write_run
+    from executor.ledger import RunRecord, new_run_id, write_run
 
     patch = subprocess.run(["git", "diff", "--no-index", "--binary", "/dev/null", "-"],
                            input=b"", capture_output=True, check=False).stdout
@@ -183,7 +183,7 @@ def test_a_diff_over_the_cap_fails_the_run_and_teardown_says_what_it_left(
     """The child's work is never silently dropped: the run fails with the cap's error, the
     worktree is kept for `corral gc`, and the record says so."""
     from executor.models import ScriptedModel
-    from executor.runner import RunSettings, run_agent
+    from executor.run import RunSettings, run_agent
     from policies.config import UserConfig
     from policies.loader import Environment, discover
     from sandbox.config import HostConfig, Limits
@@ -259,7 +259,7 @@ def test_an_unforeseen_error_still_leaves_the_record(run: Runner, repo: Path,
     agent_file(repo, "a", "tools: [list_files]")
     with pytest.raises(RecursionError):
         run("a", [call("list_files"), {"text": "done"}])
-    from executor.results import list_runs
+    from executor.ledger import list_runs
 
     (record,) = list_runs(ledger_dir(repo))
     assert record.status is RunStatus.FAILED and record.error is not None
@@ -278,7 +278,7 @@ def test_deeply_nested_tool_arguments_are_kept_raw() -> None:
 
 
 def test_a_renamed_symlink_needs_allow_symlinks(repo: Path) -> None:
-    from executor.merge import MergeRefused, apply_to_checkout, inspect_patch
+    from executor.apply import MergeRefused, apply_to_checkout, inspect_patch
 
     (repo / "d1").mkdir()
     (repo / "d1" / "lnk").symlink_to("../src")

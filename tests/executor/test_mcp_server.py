@@ -32,7 +32,7 @@ from mcp_support import (
 )
 
 from executor.cli import cli
-from executor.results import ledger_dir, scan_runs
+from executor.ledger import ledger_dir, scan_runs
 
 TOOLS = {"list_agents", "run_agent", "fanout", "show_run", "diff_run", "apply_run",
          "discard_run"}

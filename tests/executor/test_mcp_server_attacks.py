@@ -16,7 +16,7 @@ import pytest
 from exec_support import agent_file, tree_digest
 from mcp_support import call, data, error, replay, run, stdio_client
 
-from executor.results import ledger_dir, scan_runs
+from executor.ledger import ledger_dir, scan_runs
 
 HOST = ("--backend", "host")
 WRITE = replay(call("write_file", path="n.txt", content="n\n"), {"text": "wrote n.txt"})

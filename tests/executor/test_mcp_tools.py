@@ -16,10 +16,10 @@ import psutil
 import pytest
 from exec_support import CONFIGS, LIMITS, agent_file
 
-from executor.dispatch import ApprovalRequest
+from executor.ledger import RunRecord, RunStatus, find_run, ledger_dir
 from executor.models import ScriptedModel
-from executor.results import RunRecord, RunStatus, find_run, ledger_dir
-from executor.runner import RunSettings, run_agent
+from executor.run import RunSettings, run_agent
+from executor.tools.dispatch import ApprovalRequest
 from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import Environment, Options, discover

@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from executor.errors import ExecutorError
-from executor.memory import estimate_tokens, request_view
-from executor.models.base import Message, ToolCall
-from executor.results import (
+from executor.ledger import (
     RunRecord,
     RunStatus,
     find_run,
@@ -20,6 +18,8 @@ from executor.results import (
     new_run_id,
     write_run,
 )
+from executor.models.base import Message, ToolCall
+from executor.run.memory import estimate_tokens, request_view
 from policies.contract import MemoryConfig, MemoryKind, ToolResultEviction
 
 SYSTEM = Message(role="system", content="You are a test agent.")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from exec_support import Runner, git
 
-from executor.results import find_run, ledger_dir
+from executor.ledger import find_run, ledger_dir
 from policies.contract import SandboxMode
 
 pytestmark = [pytest.mark.parametrize("backend", [pytest.param("bubblewrap",

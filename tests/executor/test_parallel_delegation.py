@@ -19,9 +19,9 @@ import pytest
 from exec_support import BACKENDS, Runner
 
 from executor.errors import ModelError
-from executor.results import RunStatus, find_run, ledger_dir
+from executor.ledger import RunStatus, find_run, ledger_dir
+from executor.run.session import SharedLimits
 from executor.scheduling import Cancellation
-from executor.session import SharedLimits
 
 
 def zuno(repo: Path, agents: dict[str, object]) -> None:

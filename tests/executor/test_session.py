@@ -9,9 +9,9 @@ import pytest
 from exec_support import Runner, agent_file
 
 from executor.errors import RunError
+from executor.ledger import RunStatus, ledger_dir, load_transcript
 from executor.models import ScriptedModel
-from executor.results import RunStatus, ledger_dir, load_transcript
-from executor.session import FINALIZE_PROMPT
+from executor.run.session import FINALIZE_PROMPT
 
 pytestmark = pytest.mark.parametrize("backend", ["host"], indirect=True)
 
@@ -120,8 +120,8 @@ def test_agent_not_user_invocable_is_refused_before_anything(run: Runner, repo: 
 
 
 def test_progress_reports_steps_tools_and_files_changed(run: Runner, repo: Path) -> None:
-    from executor.progress import Progress
-    from executor.session import ProgressEvent
+    from executor.cli.progress import Progress
+    from executor.run.session import ProgressEvent
 
     events: list[ProgressEvent] = []
     zuno(repo, {"a": {}})

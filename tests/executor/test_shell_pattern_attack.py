@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from exec_support import BACKENDS, Runner, git
 
-from executor.results import RunStatus
+from executor.ledger import RunStatus
 
 
 def _claude(repo: Path, name: str, fields: str) -> None:

@@ -22,9 +22,9 @@ import pytest
 import yaml
 from exec_support import LIMITS, agent_file, git
 
+from executor.ledger import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
 from executor.models import ScriptedModel
-from executor.results import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
-from executor.runner import RunSettings, run_agent
+from executor.run import RunSettings, run_agent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import Environment, discover

@@ -23,7 +23,7 @@ from exec_support import Runner, agent_file
 from tty_support import on_terminal, raw_controls
 
 from executor.cli import render_error
-from executor.results import RunRecord, RunStatus, ledger_dir, load_patch, new_run_id, write_run
+from executor.ledger import RunRecord, RunStatus, ledger_dir, load_patch, new_run_id, write_run
 from executor.text import one_line, printable, printable_patch
 from tests.backends import git as run_git
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.dispatch import ToolFailure
 from executor.tools import ToolContext, native_tools
+from executor.tools.dispatch import ToolFailure
 from executor.tools.patch import parse_patch
 from policies.contract import SandboxMode
 from sandbox.config import HostConfig, Limits

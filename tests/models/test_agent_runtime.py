@@ -16,8 +16,8 @@ import pytest
 from model_support import Harness
 from servers import KEY
 
-from executor.results import RunRecord, RunStatus, ledger_dir
-from executor.runner import RunSettings, run_agent
+from executor.ledger import RunRecord, RunStatus, ledger_dir
+from executor.run import RunSettings, run_agent
 from policies.config import ProviderConfig, UserConfig
 from policies.loader import Environment, discover
 from sandbox.config import HostConfig, Limits

@@ -22,8 +22,7 @@ import psutil
 import pytest
 from sbx_support import OpenSandbox, backends, make_repo
 
-from executor.fanout_record import FanoutRecord, fanout_status
-from executor.results import RunRecord, RunStatus, run_status
+from executor.ledger import FanoutRecord, RunRecord, RunStatus, fanout_status, run_status
 from sandbox.gc import gc
 from sandbox.workspaces.snapshot import SNAPSHOTS, acquire_snapshot, release_snapshot
 

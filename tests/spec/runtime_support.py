@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from executor.ledger import RunRecord, ledger_dir, load_transcript
 from executor.models import ScriptedModel, ScriptedRequest
-from executor.results import RunRecord, ledger_dir, load_transcript
-from executor.runner import RunSettings, run_agent
+from executor.run import RunSettings, run_agent
 from policies.config import UserConfig
 from policies.contract import SandboxMode
 from policies.loader import LoadResult, Options, Severity

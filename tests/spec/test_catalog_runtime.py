@@ -16,7 +16,7 @@ import pytest
 from runtime_support import make_repo, run_in
 
 from executor.errors import RunError
-from executor.results import RunStatus, find_run, ledger_dir
+from executor.ledger import RunStatus, find_run, ledger_dir
 from policies.contract import AgentFormat
 
 CAT = AgentFormat.CATALOG

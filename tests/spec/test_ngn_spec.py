@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from executor.errors import ExecutorError, ModelError
-from executor.prepare import agent_model
+from executor.run.prepare import agent_model
 from policies.capability import Capability, DelegationDenied, check_delegation, restrict
 from policies.config import UserConfig
 from policies.contract import AgentFormat, AgentMode, SandboxMode, Scope

@@ -11,10 +11,10 @@ import pytest
 from runtime_support import make_repo, run_in
 
 from executor.errors import ModelError, RunError
+from executor.ledger import find_run, ledger_dir
 from executor.models import ScriptedModel, resolve_model
 from executor.models.routing import expand_candidates
-from executor.prepare import agent_model
-from executor.results import find_run, ledger_dir
+from executor.run.prepare import agent_model
 from policies.config import UserConfig, load_user_config
 from policies.contract import AgentFormat, MemoryKind, ModelRef
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from runtime_support import run_in
 
+from executor.cli.watch import watch_definitions
 from executor.errors import RunError
-from executor.prepare import agent_model
-from executor.results import RunStatus, find_run, ledger_dir
-from executor.session import FINALIZE_PROMPT
-from executor.watch import watch_definitions
+from executor.ledger import RunStatus, find_run, ledger_dir
+from executor.run.prepare import agent_model
+from executor.run.session import FINALIZE_PROMPT
 from policies.config import UserConfig
 from policies.contract import AgentFormat
 
@@ -184,7 +184,7 @@ def test_a_disabled_agent_is_not_listed_as_runnable(fs, cli) -> None:
     assert next(line for line in listed if line.startswith("boss ")).split()[1] == "-us"
     data = json.loads(cli("agents", "list", "--json", *args).output)
     gone = next(a for a in data["agents"] if a["name"] == "gone")
-    assert gone["runnable"] == {"user": False, "subagent": False}
+    assert gone["runnable"] == {"user": False, "subagent": False, "why_not": "it is disabled"}
 
 
 def test_default_agent_may_be_markdown_and_is_used_when_none_is_named(fs, cli) -> None:

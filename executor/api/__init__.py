@@ -1,0 +1,178 @@
+"""corral's Python API: the one thing every front door calls.
+
+::
+
+    from executor import Corral
+
+    corral = Corral(".", config_file="examples/agents.json", backend="host")
+    result = corral.fanout("Add a changelog", agents=["patcher"], scripts=[...], check="...")
+    corral.apply(result.passed[0].run_id)
+
+- :class:`Corral` (and :class:`AsyncCorral` for event loops): agents, runs,
+  fanouts, the ledger (runs, show, diff, transcript, apply, recover, discard,
+  gc), the project's environment;
+- inputs: :class:`CancelToken`, :class:`Replay`; outputs: :class:`RunResult`,
+  :class:`FanoutResult` (with :class:`ChildResult` each), :class:`RunList`,
+  :class:`Diff`, :class:`ApplyReport`, :class:`Discarded`, :class:`Recovered`,
+  :class:`GcReport`, :class:`BuiltEnvironment`, :class:`Agents`, :class:`AgentView`,
+  each wrapping corral's own records (:class:`RunRecord`, :class:`FanoutRecord`);
+- errors: :class:`CorralError` and its families, each with ``code``,
+  ``message``, ``context``, ``hint`` and ``exit_code``; :func:`error_json`
+  gives the JSON every front door prints.
+
+The CLI (:mod:`executor.cli`) and the MCP server (:mod:`executor.mcpserver`) are
+adapters over it and never import each other. Names are loaded when first used,
+so ``import executor.api`` costs nothing and listing agents never loads the
+sandboxes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from executor.api.agents import Agents, AgentView
+    from executor.api.aio import AsyncCorral, AsyncProgress
+    from executor.api.corral import BACKENDS, MODES, Corral
+    from executor.api.environments import BuiltEnvironment
+    from executor.api.errors import (
+        EXIT_DENIED,
+        EXIT_FAILURE,
+        EXIT_FINDINGS,
+        EXIT_INTERRUPTED,
+        EXIT_OK,
+        EXIT_USER,
+        CorralError,
+        ExecutorError,
+        ModelError,
+        PolicyError,
+        RunError,
+        error_json,
+    )
+    from executor.api.inputs import CancelToken, Replay
+    from executor.api.records import GcReport
+    from executor.api.results import (
+        ApplyReport,
+        ChildResult,
+        Diff,
+        Discarded,
+        FanoutResult,
+        Recovered,
+        RunList,
+        RunResult,
+    )
+    from executor.apply import ApplyFailed, MergeRefused, PatchFile, PatchPlan, RestoreFailed
+    from executor.fanout import ChildPlan
+    from executor.ledger import (
+        FanoutRecord,
+        RecordError,
+        RunRecord,
+        RunStatus,
+        fanout_status,
+        run_status,
+    )
+    from executor.run.approval import parse_approve, prompt_handler
+    from executor.run.session import ProgressEvent
+    from executor.scheduling import DEFAULT_JOBS
+    from executor.tools.dispatch import ApprovalHandler, ApprovalRequest
+    from sandbox.config import HOST_WARNING
+    from sandbox.environment import EnvironmentInfo
+    from sandbox.errors import EnvironmentSetupFailed, SandboxError
+
+#: Public name -> the module that defines it (imported on first use).
+_WHERE = {
+    **dict.fromkeys(("Agents", "AgentView"), "executor.api.agents"),
+    **dict.fromkeys(("AsyncCorral", "AsyncProgress"), "executor.api.aio"),
+    **dict.fromkeys(("BACKENDS", "MODES", "Corral"), "executor.api.corral"),
+    "BuiltEnvironment": "executor.api.environments",
+    **dict.fromkeys(("EXIT_DENIED", "EXIT_FAILURE", "EXIT_FINDINGS", "EXIT_INTERRUPTED",
+                     "EXIT_OK", "EXIT_USER", "CorralError", "ExecutorError", "ModelError",
+                     "PolicyError", "RunError", "error_json"), "executor.api.errors"),
+    **dict.fromkeys(("CancelToken", "Replay"), "executor.api.inputs"),
+    "GcReport": "executor.api.records",
+    **dict.fromkeys(("ApplyReport", "ChildResult", "Diff", "Discarded", "FanoutResult",
+                     "Recovered", "RunList", "RunResult"), "executor.api.results"),
+    **dict.fromkeys(("ApplyFailed", "MergeRefused", "PatchFile", "PatchPlan",
+                     "RestoreFailed"), "executor.apply"),
+    "ChildPlan": "executor.fanout",
+    **dict.fromkeys(("FanoutRecord", "RecordError", "RunRecord", "RunStatus",
+                     "fanout_status", "run_status"), "executor.ledger"),
+    **dict.fromkeys(("parse_approve", "prompt_handler"), "executor.run.approval"),
+    "ProgressEvent": "executor.run.session",
+    "DEFAULT_JOBS": "executor.scheduling",
+    **dict.fromkeys(("ApprovalHandler", "ApprovalRequest"), "executor.tools.dispatch"),
+    "HOST_WARNING": "sandbox.config",
+    "EnvironmentInfo": "sandbox.environment",
+    **dict.fromkeys(("EnvironmentSetupFailed", "SandboxError"), "sandbox.errors"),
+}
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_JOBS",
+    "EXIT_DENIED",
+    "EXIT_FAILURE",
+    "EXIT_FINDINGS",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USER",
+    "HOST_WARNING",
+    "MODES",
+    "AgentView",
+    "Agents",
+    "ApplyFailed",
+    "ApplyReport",
+    "ApprovalHandler",
+    "ApprovalRequest",
+    "AsyncCorral",
+    "AsyncProgress",
+    "BuiltEnvironment",
+    "CancelToken",
+    "ChildPlan",
+    "ChildResult",
+    "Corral",
+    "CorralError",
+    "Diff",
+    "Discarded",
+    "EnvironmentInfo",
+    "EnvironmentSetupFailed",
+    "ExecutorError",
+    "FanoutRecord",
+    "FanoutResult",
+    "GcReport",
+    "MergeRefused",
+    "ModelError",
+    "PatchFile",
+    "PatchPlan",
+    "PolicyError",
+    "ProgressEvent",
+    "RecordError",
+    "Recovered",
+    "Replay",
+    "RestoreFailed",
+    "RunError",
+    "RunList",
+    "RunRecord",
+    "RunResult",
+    "RunStatus",
+    "SandboxError",
+    "error_json",
+    "fanout_status",
+    "parse_approve",
+    "prompt_handler",
+    "run_status",
+]
+
+
+def __getattr__(name: str) -> object:
+    """Load a public name's module on first use (see the module docstring)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,326 @@
+"""corral from Python: :class:`Corral`, the one API under every front door.
+
+``corral ...`` on the command line and ``corral mcp`` are thin adapters over
+this class: the same contracts, ledger, errors and exit codes. Each method
+imports the machinery it needs when it is called, so listing agents never
+loads the sandboxes, and nothing here prints: progress, setup output and
+warnings go to the callbacks a caller passes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from executor.agents.registry import Sources
+from executor.errors import ExecutorError
+from executor.scheduling import DEFAULT_JOBS
+
+if TYPE_CHECKING:
+    from executor.api.agents import Agents, AgentView
+    from executor.api.environments import BuiltEnvironment
+    from executor.api.inputs import Replay
+    from executor.api.records import GcReport
+    from executor.api.results import (
+        ApplyReport,
+        Diff,
+        Discarded,
+        FanoutResult,
+        Recovered,
+        RunList,
+        RunResult,
+    )
+    from executor.api.running import SchedulerFactory
+    from executor.apply import PatchPlan
+    from executor.fanout import ChildPlan
+    from executor.ledger import RunRecord
+    from executor.run.session import ProgressEvent
+    from executor.scheduling import Cancellation
+    from executor.tools.dispatch import ApprovalHandler
+    from sandbox.config import BackendConfig
+    from sandbox.environment import EnvironmentInfo
+
+__all__ = ["BACKENDS", "MODES", "Corral"]
+
+#: Where children run: ``auto`` (bubblewrap, else docker; never host), ``bubblewrap``,
+#: ``docker``, or ``host`` (changes isolated, processes not: see the README).
+BACKENDS = ("auto", "bubblewrap", "docker", "host")
+#: The most a child may write: nothing, a fresh worktree (a diff), or the checkout itself.
+MODES = ("read-only", "worktree", "workspace-write")
+
+
+class Corral:
+    """corral for one repository: its agents, runs, fanouts and ledger.
+
+    ``root`` is the repository (a git checkout). Definitions are discovered as the
+    CLI discovers them: personal ones (``~/.claude/agents``, ...) unless ``personal``
+    is false, the project's own only with ``trust_project``, and the agents an ngn JSON
+    ``config_file`` imports. ``strict`` rejects every definition with a warning.
+    ``backend`` is one of :data:`BACKENDS` (or a :mod:`sandbox.config` backend
+    config); ``state_dir`` is where sandboxes and the run ledger live (default:
+    ``$CORRAL_STATE_DIR``, else ``~/.local/state/corral``). Your corral config
+    (providers, roles, MCP servers, the environment) is read from
+    ``$CORRAL_CONFIG`` or ``~/.config/corral/config.toml``.
+
+    Every method raises :class:`~executor.api.CorralError` (code, message, context,
+    hint, exit code) on purpose, and nothing else; a user's mistake (an unknown agent,
+    a missing replay) is raised before anything runs. A Corral holds no open resource:
+    make one wherever you need it, use it from any thread.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] = ".", *, trust_project: bool = False,
+                 config_file: str | os.PathLike[str] | None = None, strict: bool = False,
+                 personal: bool = True, backend: str | BackendConfig = "auto",
+                 state_dir: str | os.PathLike[str] | None = None) -> None:
+        if isinstance(backend, str) and backend not in BACKENDS:
+            raise ExecutorError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}",
+                                code="usage_error", operation="check_arguments",
+                                hint="auto picks bubblewrap, else docker")
+        self.root = Path(root)
+        self.trust_project = trust_project
+        self.config_file = Path(config_file) if config_file is not None else None
+        self.strict = strict
+        self.personal = personal
+        self.backend = backend
+        self.state_dir = Path(state_dir).absolute() if state_dir is not None else None
+
+    def __repr__(self) -> str:
+        backend = self.backend if isinstance(self.backend, str) else self.backend.type
+        return f"Corral({str(self.root)!r}, backend={backend!r})"
+
+    # -- where things are ------------------------------------------------------------------
+
+    def sources(self) -> Sources:
+        """Where this Corral's definitions come from."""
+        return Sources(self.root, self.trust_project, self.config_file, self.strict,
+                       self.personal)
+
+    def state_root(self) -> Path:
+        """The state dir (not checked: :meth:`ledger` checks it)."""
+        from sandbox.state import default_state_root  # noqa: PLC0415 - sandbox only when used
+
+        return self.state_dir or default_state_root()
+
+    def ledger(self) -> Path:
+        """The run ledger of this repository, after checking that no child could write it
+        (a state dir inside a working tree is refused: ``state_dir_misplaced``, exit 2)."""
+        from executor.ledger import ledger_dir  # noqa: PLC0415 - sandbox only when used
+
+        env = {"CORRAL_STATE_DIR": str(self.state_dir)} if self.state_dir else None
+        return ledger_dir(self.root, env=env)
+
+    def backend_config(self) -> BackendConfig:
+        """The backend's config (a fresh one for a name)."""
+        from sandbox.config import USER_BACKENDS  # noqa: PLC0415 - sandbox only when used
+
+        if isinstance(self.backend, str):
+            return USER_BACKENDS[self.backend]()
+        return self.backend
+
+    # -- agents ----------------------------------------------------------------------------
+
+    def agents(self) -> Agents:
+        """Every agent that won discovery, every diagnostic, the zuno ``default_agent``."""
+        from executor.api.agents import discover  # noqa: PLC0415
+
+        return discover(self.sources())
+
+    def check(self) -> Agents:
+        """Discovery for its diagnostics: ``rejected`` says whether a definition was
+        rejected (``corral agents check`` then exits 1)."""
+        return self.agents()
+
+    def agent(self, name: str) -> AgentView:
+        """Agent ``name``: its contract and what a run of it is offered. An unknown name is
+        ``unknown_agent`` with a few close names in its hint."""
+        from executor.api.agents import show  # noqa: PLC0415
+
+        return show(self.sources(), name)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def run(self, prompt: str, *, agent: str | None = None, mode: str = "worktree",
+            script: str | os.PathLike[str] | Replay | None = None, model: str | None = None,
+            approve: str | ApprovalHandler | None = None, timeout: float | None = None,
+            environment: bool = True, setup_network: bool | None = None,
+            progress: Callable[[ProgressEvent], None] | None = None,
+            cancel: Cancellation | None = None,
+            on_setup_output: Callable[[str], None] | None = None,
+            on_warning: Callable[[str], None] | None = None,
+            welcome: Callable[[str, str], None] | None = None) -> RunResult:
+        """Run ``agent`` (default: the zuno ``default_agent``) on ``prompt`` in a sandbox;
+        return its record (also in the ledger). Blocks until the run ends.
+
+        ``mode`` is the most it may write (:data:`MODES`; its contract can only narrow
+        it). ``script`` replays a scripted model (a YAML file or a :class:`Replay`) for the
+        whole run tree; ``model`` is a route (``provider/model``, ``@role``) overriding the
+        agent's; the two are exclusive. ``approve``: ``"never"``, ``"always-for=TOOL,..."``,
+        or a callable asked for each call an ``ask`` rule holds (``None``: every such call
+        is denied). ``timeout``: the run's wall-clock limit in seconds. The project's
+        ``environment`` (setup, carried paths, image, variables) is built first unless
+        false; ``setup_network`` lets its setup reach the network.
+
+        ``progress`` gets every :class:`~executor.api.ProgressEvent` (from any thread); a
+        progress object that is also a context manager (a live display) is entered around
+        the run itself, after every check and the environment's setup. ``cancel`` (a
+        :class:`~executor.api.CancelToken`) stops the run from another thread: it ends
+        ``cancelled``, its diff recorded. ``on_setup_output`` gets the environment's
+        setup output as it streams, ``on_warning`` each warning (the host backend's,
+        what an environment's description had ignored), ``welcome`` an agent's
+        ``(name, welcome message)`` when its session starts.
+
+        The run's own outcome is its status (``completed``, ``failed``, ``timeout``,
+        ``denied``, ``cancelled``, ``step_limit``, ``review_failed``), never an
+        exception; ``RunResult.exit_code`` is the CLI's. A KeyboardInterrupt is recorded
+        (``cancelled``) and raised again.
+        """
+        from executor.api.running import run_one  # noqa: PLC0415 - the run machinery
+
+        return run_one(self, prompt, agent=agent, mode=mode, script=script, model=model,
+                       approve=approve, timeout=timeout, environment=environment,
+                       setup_network=setup_network, progress=progress, cancel=cancel,
+                       on_setup_output=on_setup_output, on_warning=on_warning,
+                       welcome=welcome)
+
+    def fanout(self, prompt: str, *, agents: Sequence[str] = (), n: int | None = None,
+               scripts: Sequence[str | os.PathLike[str] | Replay] = (),
+               models: Sequence[str] = (), check: str | None = None,
+               check_timeout: float = 600.0, jobs: int = DEFAULT_JOBS,
+               timeout: float | None = None, approve: str | None = None,
+               environment: bool = True, setup_network: bool | None = None,
+               progress: Callable[[ProgressEvent], None] | None = None,
+               cancel: Cancellation | None = None,
+               on_plan: Callable[[list[ChildPlan]], None] | None = None,
+               on_setup_output: Callable[[str], None] | None = None,
+               on_warning: Callable[[str], None] | None = None,
+               scheduler: SchedulerFactory | None = None) -> FanoutResult:
+        """Run ``prompt`` in several children at once, each in its own sandbox from one
+        snapshot of the checkout; run ``check`` (a shell command, e.g. ``"pytest -q"``) on
+        each child's recorded diff; return every child's result and which diffs conflict.
+        Nothing is applied: :meth:`apply` merges the child you choose.
+
+        ``agents``, ``models`` and ``scripts`` each take one value (every child gets it)
+        or exactly ``n`` values (child *i* gets the *i*-th); ``n`` may be left out when one
+        of them is given once per child. ``jobs`` children run at once; ``timeout`` is
+        the whole fanout's, checks included; ``check_timeout`` one check's. Nobody is
+        asked during a fanout: ``approve`` (``"never"``, ``"always-for=TOOLS"``) decides
+        an ``ask`` rule, which denies otherwise.
+
+        ``on_plan`` gets the children's plans (index, run id, agent, model or replay)
+        before any starts; ``progress``, ``cancel``, ``on_setup_output`` and ``on_warning``
+        are :meth:`run`'s. ``scheduler`` makes where the children run from ``(jobs, the
+        shared deadline, the cancellation)`` (default: threads of this process).
+        ``FanoutResult.exit_code`` is ``corral fanout``'s.
+        """
+        from executor.api.running import fanout_many  # noqa: PLC0415 - the run machinery
+
+        return fanout_many(self, prompt, agents=agents, n=n, scripts=scripts, models=models,
+                           check=check, check_timeout=check_timeout, jobs=jobs,
+                           timeout=timeout, approve=approve, environment=environment,
+                           setup_network=setup_network, progress=progress, cancel=cancel,
+                           on_plan=on_plan, on_setup_output=on_setup_output,
+                           on_warning=on_warning, scheduler=scheduler)
+
+    # -- the ledger ------------------------------------------------------------------------
+
+    def runs(self) -> RunList:
+        """The recorded runs and fanouts, newest first (``RunList.groups()`` puts a fanout's
+        children under it), and every record that cannot be read."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.runs(self)
+
+    def show(self, run_id: str) -> RunResult:
+        """A run's record. ``run_id`` is an id or a unique prefix of one, never a pattern;
+        an unknown one is ``unknown_run``."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.show(self, run_id)
+
+    def transcript(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's transcript: every message and tool result, one dict each."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.transcript(self, run_id)
+
+    def diff(self, run_id: str) -> Diff:
+        """A run's exact diff (the bytes :meth:`apply` merges)."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.diff(self, run_id)
+
+    def apply(self, run_id: str, *, check_only: bool = False, three_way: bool = False,
+              yes: bool = False, allow_symlinks: bool = False, allow_binary: bool = False,
+              allow_git_dirs: bool = False, allow_unverified: bool = False,
+              confirm: Callable[[PatchPlan], bool] | None = None,
+              on_plan: Callable[[RunRecord, PatchPlan], None] | None = None) -> ApplyReport:
+        """Verify a run's diff (its digest), judge it (paths, symlinks, binaries, git
+        directories, review flags), check it against the checkout, and merge it, all or
+        nothing, with a backup kept; ``check_only`` changes nothing.
+
+        ``three_way`` merges files changed since the child's snapshot (conflicts are left
+        marked: status ``conflicts``). Files flagged for review are merged only with
+        ``yes`` or when ``confirm(plan)`` says so; ``allow_*`` widen what is accepted.
+        ``on_plan`` sees the judged plan before any refusal. A refusal is
+        :class:`~executor.api.MergeRefused` (exit code 4): nothing was written.
+        """
+        from executor.api import records  # noqa: PLC0415
+        from executor.apply import ApplyOptions  # noqa: PLC0415
+
+        options = ApplyOptions(check_only=check_only, three_way=three_way,
+                               allow_symlinks=allow_symlinks, allow_binary=allow_binary,
+                               allow_git_dirs=allow_git_dirs,
+                               allow_unverified=allow_unverified)
+        return records.apply(self, run_id, options, yes=yes, confirm=confirm,
+                             on_plan=on_plan)
+
+    def recover(self, run_id: str) -> Recovered:
+        """Put back the files an interrupted apply of the run saved."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.recover(self, run_id)
+
+    def discard(self, run_id: str) -> Discarded:
+        """Mark a run's diff discarded (it stays readable; the checkout does not change)."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.discard(self, run_id)
+
+    def gc(self, older_than: str | float | None = None) -> GcReport:
+        """Clean what crashed runs left (their diffs saved and handed to their records),
+        mark crashed fanouts, remove environments unused for the config's
+        ``prune_after_days``; with ``older_than`` (seconds, or ``"7d"``, ``"12h"``,
+        ``"1h30m"``; ``0`` for all) also what finished runs left."""
+        from executor.api import records  # noqa: PLC0415
+
+        return records.gc(self, older_than)
+
+    # -- the project's environment ---------------------------------------------------------
+
+    def build_environment(self, *, setup_network: bool | None = None, rebuild: bool = False,
+                          on_output: Callable[[str], None] | None = None,
+                          on_warning: Callable[[str], None] | None = None,
+                          ) -> BuiltEnvironment | None:
+        """Prepare the project's environment now, so the next run pays nothing (``None``:
+        none is described). A failed setup is ``environment_setup_failed`` (exit 5)."""
+        from executor.api.environments import build  # noqa: PLC0415
+
+        return build(self, setup_network=setup_network, rebuild=rebuild,
+                     on_output=on_output, on_warning=on_warning)
+
+    def environments(self) -> list[EnvironmentInfo]:
+        """The cached environments, most recently used first."""
+        from executor.api.environments import listed  # noqa: PLC0415
+
+        return listed(self)
+
+    def prune_environments(self, keys: Sequence[str] = (), *,
+                           older_than: str | float | None = None,
+                           everything: bool = False) -> list[EnvironmentInfo]:
+        """Remove cached environments no live sandbox runs in (those whose key starts with
+        one of ``keys``, those unused for ``older_than``, or ``everything``); what went."""
+        from executor.api.environments import prune  # noqa: PLC0415
+
+        return prune(self, keys, older_than=older_than, everything=everything)

@@ -1,0 +1,153 @@
+"""What :class:`Corral` reads and changes in the ledger: runs, diffs, applies, discards, gc.
+
+Every call checks the state dir first (a ledger a child could write is refused:
+:func:`executor.ledger.ledger_dir`); a run id is an id or a unique prefix of one,
+never a pattern (:func:`executor.ledger.find_run`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from executor.api.results import (
+    ApplyReport,
+    Diff,
+    Discarded,
+    Recovered,
+    RunList,
+    RunResult,
+)
+from executor.apply import ApplyOptions, PatchPlan, apply_run, recover_run
+from executor.ledger import (
+    CrashedRun,
+    FanoutRecord,
+    Pruned,
+    discard_run,
+    finalize_crashed_fanouts,
+    finalize_crashed_runs,
+    find_run,
+    load_patch,
+    load_transcript,
+    parse_duration,
+    prune_finished,
+    scan_fanouts,
+    scan_runs,
+)
+from policies.config import load_user_config
+from sandbox.state import check_state_dir
+
+if TYPE_CHECKING:
+    from executor.api.corral import Corral
+    from executor.ledger import RunRecord
+    from sandbox.environment import EnvironmentInfo
+    from sandbox.results import GcReport as SandboxReport
+
+__all__ = ["GcReport", "apply", "diff", "discard", "gc", "recover", "runs", "show",
+           "transcript"]
+
+
+def runs(corral: Corral) -> RunList:
+    """:meth:`Corral.runs`."""
+    ledger = corral.ledger()
+    records, broken = scan_runs(ledger)
+    fanouts, broken_fanouts = scan_fanouts(ledger)
+    return RunList(tuple(RunResult(r) for r in records), tuple(fanouts),
+                   (*broken, *broken_fanouts))
+
+
+def show(corral: Corral, run_id: str) -> RunResult:
+    """:meth:`Corral.show`."""
+    return RunResult(find_run(corral.ledger(), run_id))
+
+
+def transcript(corral: Corral, run_id: str) -> list[dict[str, Any]]:
+    """:meth:`Corral.transcript`."""
+    ledger = corral.ledger()
+    return load_transcript(ledger, find_run(ledger, run_id).run_id)
+
+
+def diff(corral: Corral, run_id: str) -> Diff:
+    """:meth:`Corral.diff`."""
+    ledger = corral.ledger()
+    record = find_run(ledger, run_id)
+    return Diff(RunResult(record), load_patch(ledger, record.run_id))
+
+
+def discard(corral: Corral, run_id: str) -> Discarded:
+    """:meth:`Corral.discard`."""
+    record, already = discard_run(corral.ledger(), run_id)
+    return Discarded(RunResult(record), already)
+
+
+def apply(corral: Corral, run_id: str, options: ApplyOptions, *, yes: bool,
+          confirm: Callable[[PatchPlan], bool] | None,
+          on_plan: Callable[[RunRecord, PatchPlan], None] | None) -> ApplyReport:
+    """:meth:`Corral.apply`."""
+    ledger = corral.ledger()
+
+    def asked(plan: PatchPlan) -> bool:
+        return yes or (confirm is not None and confirm(plan))
+
+    record, plan, result = apply_run(corral.root.resolve(), ledger, run_id, options,
+                                     confirm=asked, show=on_plan)
+    return ApplyReport(RunResult(record), plan, result)
+
+
+def recover(corral: Corral, run_id: str) -> Recovered:
+    """:meth:`Corral.recover`."""
+    record, restored, saved = recover_run(corral.root.resolve(), corral.ledger(), run_id)
+    return Recovered(RunResult(record), restored, saved)
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What ``gc`` cleaned: abandoned ``sandboxes`` (their diffs saved first), the runs and
+    fanouts it marked ``crashed``, what ``older_than`` pruned or kept, and the cached
+    environments no run used for ``environment_days`` days."""
+
+    sandboxes: SandboxReport
+    crashed: tuple[CrashedRun, ...]
+    fanouts: tuple[FanoutRecord, ...]
+    pruned: tuple[Pruned, ...]
+    environments: tuple[EnvironmentInfo, ...]
+    environment_days: float
+
+    @property
+    def empty(self) -> bool:
+        """Whether there was nothing to clean."""
+        return not (self.sandboxes.entries or self.crashed or self.fanouts or self.pruned
+                    or self.environments)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``corral gc --json`` object (ASCII JSON: a directory name cannot put raw
+        controls on a terminal)."""
+        return self.sandboxes.model_dump(mode="json") | {"runs": [
+            {"run_id": c.record.run_id, "agent": c.record.agent, "status": "crashed",
+             "ledger": str(c.ledger), "changed_files": len(c.record.changed_files),
+             "patch_path": str(c.patch) if c.patch else None} for c in self.crashed],
+            "fanouts": [{"fanout_id": f.fanout_id, "status": f.status} for f in self.fanouts],
+            "pruned": [{"path": str(p.path), "action": p.action, "run_id": p.run_id,
+                        "detail": p.detail} for p in self.pruned],
+            "environments": [{"key": e.key, "repo": e.repo, "size_bytes": e.size_bytes}
+                             for e in self.environments]}
+
+
+def gc(corral: Corral, older_than: str | float | None) -> GcReport:
+    """:meth:`Corral.gc`."""
+    from sandbox.environment import prune_environments  # noqa: PLC0415
+    from sandbox.gc import gc as sweep  # noqa: PLC0415 - docker only where gc runs
+
+    age = parse_duration(older_than) if isinstance(older_than, str) else older_than
+    state_root = corral.state_root()
+    check_state_dir(state_root)
+    report = sweep(state_root)
+    crashed = finalize_crashed_runs(state_root)
+    fanouts = finalize_crashed_fanouts(state_root)
+    pruned = prune_finished(state_root, age) if age is not None else []
+    environment = load_user_config().environment
+    days = environment.prune_after_days if environment is not None else 14.0
+    environments = prune_environments(state_root, older_than=days * 86400)
+    return GcReport(report, tuple(crashed), tuple(fanouts), tuple(pruned),
+                    tuple(environments), days)

@@ -1,0 +1,198 @@
+"""Agents as text: ``corral agents show`` and ``corral agents check`` (every value escaped)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from executor.api import Agents, AgentView
+from executor.text import one_line, printable
+from policies.loader import LoadResult, Severity
+
+__all__ = ["list_lines", "render_check", "render_show"]
+
+#: How much of a description ``agents list`` shows (``agents show`` shows it whole).
+LIST_DESCRIPTION_CHARS = 100
+
+
+def list_lines(found: Agents) -> list[str]:
+    """``agents list`` as text (the picker): per agent its name, flags (``R`` read-only,
+    ``u`` runnable by you, ``s`` runnable as a subagent), format and source, why it cannot
+    run at all when it cannot, and its description under it (its first line, cut at
+    :data:`LIST_DESCRIPTION_CHARS` with a marker; ``agents show`` has it whole)."""
+    lines: list[str] = []
+    views = found.to_json()["agents"]  # in name order, as found.agents sorted
+    for (name, contract), data in zip(sorted(found.agents.items()), views, strict=True):
+        can = data["runnable"]
+        flags = "".join(["R" if contract.is_read_only else "-",
+                         "u" if can["user"] else "-", "s" if can["subagent"] else "-"])
+        shown = f"  ({one_line(data['display_name'])})" if data["display_name"] not in (
+            name, data["source"]) else ""
+        why = can["why_not"]
+        lines.append(f"{one_line(name):32} {flags} {data['format']:11} "
+                     f"{one_line(data['source'])}{shown}"
+                     + (f"  [not runnable: {one_line(why)}]" if why else ""))
+        whole = (data["description"] or "").strip()
+        description = whole.split("\n", 1)[0].strip()
+        if description:
+            cut = len(description) > LIST_DESCRIPTION_CHARS or "\n" in whole
+            lines.append("    " + one_line(description[:LIST_DESCRIPTION_CHARS])
+                         + (" [...]" if cut else ""))
+    return lines
+
+
+def render_show(view: AgentView) -> str:
+    """The effective, resolved contract as text (like ``zuno debug agent``).
+
+    Every value a definition file chose is escaped (:func:`one_line`): a
+    description cannot carry terminal escapes, nor a newline that would fake
+    the ``tools`` or ``effective`` line after it. The instructions keep their lines.
+    """
+    contract = view.contract
+    data = view.to_json()
+    route = data["model_route"]
+    if route["needs_override"]:
+        model = f"{route['foreign']} ({contract.origin.format.value} model: needs an override)"
+    elif route["inherit"]:
+        model = "inherit (the parent's model)" + (
+            f" on provider {route['provider']}" if route["provider"] else "")
+    else:
+        model = " -> ".join(route["candidates"]) + (f" via {route['provider']}"
+                                                    if route["provider"] else "")
+    if route["preset"]:
+        model += f" (preset {route['preset']})"
+
+    def names(items: list[str]) -> str:
+        return ", ".join(one_line(item) for item in items)
+
+    lines = [
+        f"agent        {one_line(contract.name)}" + (
+            f"  ({one_line(contract.display_name)})"
+            if contract.display_name != contract.name else ""),
+        f"source       {one_line(data['source'])}  [{data['format']}, {data['scope']}]",
+        f"description  {one_line(contract.description or '-')}",
+        f"model        {one_line(model)}",
+        f"mode         {data['mode']}",
+        f"sandbox      {data['sandbox'] or 'inherit'} (effective: {data['effective']['sandbox']})",
+        "tools        " + ("inherit" if data["tools"] is None else names(data["tools"])
+                           or "(none)"),
+        "denied       " + (names(data["denied_tools"]) or "-"),
+        "effective    " + (names(data["effective"]["tools"]) or "(none)"),
+        *(["deferred     " + names(data["effective"]["deferred"]) + " (tool_search)"]
+          if data["effective"]["deferred"] else []),
+        *(["model sees   " + ", ".join(f"{one_line(wire)} ({one_line(tool)})" for tool, wire
+                                       in data["effective"]["names"].items())]
+          if data["effective"]["names"] else []),
+        *(f"  not offered {one_line(tool)}: {one_line(why)}"
+          for tool, why in data["effective"]["unavailable"].items()),
+        *(["mcp servers  " + names(data["effective"]["mcp_servers"]) + " (a run starts them "
+           "to list their tools)"] if data["effective"]["mcp_servers"] else []),
+        "delegates    " + ("inherit" if data["delegates"] is None else names(data["delegates"])
+                           or "(none)"),
+        f"reachable    user: {'yes' if contract.user_invocable else 'no'}, "
+        f"subagent: {'yes' if contract.subagent_available else 'no'}"
+        + (", hidden" if contract.hidden else "") + (", DISABLED" if contract.disabled else ""),
+        f"steps        {contract.steps or 'unbounded'}",
+        f"permission   mode {contract.permission.mode.value}",
+    ]
+    lines += [f"  {rule.action.value:5} {one_line(rule.tool)}"
+              + (f"  {one_line(rule.pattern)}" if rule.pattern else "")
+              for rule in contract.permission.rules]
+    if data["effective"]["approval_required"]:
+        lines.append("approval     " + ", ".join(
+            one_line(tool) + (" (every call: needsApproval)"
+                              if tool in data["effective"]["approval_every_call"]
+                              else " (ask rule)")
+            for tool in data["effective"]["approval_required"]))
+    lines += [f"role         {one_line(role)} = {one_line(', '.join(chain))} (from the "
+              f"{contract.origin.format.value} settings; your [roles] win)"
+              for role, chain in route["roles"].items()]
+    if contract.options:
+        lines.append("options      " + ", ".join(
+            f"{one_line(key)}={one_line(json.dumps(value, sort_keys=True))}"
+            for key, value in sorted(contract.options.items())) + " (sent with every request)")
+    if contract.required_skills:
+        lines.append("skills       " + names(list(contract.required_skills)))
+        for skill in data.get("skills", []):
+            lines.append(_skill_line(skill))
+    if contract.extras:
+        lines.append("extras       " + names(sorted(contract.extras)))
+    if contract.response_reviewers:
+        lines.append("reviewers    " + names(list(contract.response_reviewers)))
+    if contract.welcome_message:
+        lines.append(f"welcome      {one_line(contract.welcome_message)}")
+    diagnostics = view.diagnostics
+    lines.append("diagnostics  " + (f"{len(diagnostics)}" if diagnostics else "none"))
+    lines += [f"  {d.severity.value}: {one_line(f'{d.file}:{d.line}: {d.field}: {d.reason}')}"
+              + (f"\n    hint: {one_line(d.hint)}" if d.hint else "")
+              for d in diagnostics]
+    # Split on newlines only: splitlines() would also break at \r, \x85 or U+2028 and
+    # hide them instead of showing them.
+    body = contract.instructions.removesuffix("\n")
+    lines += ["", "instructions", *("  " + printable(line) for line in body.split("\n") if body)]
+    return "\n".join(lines)
+
+
+def _skill_line(skill: Mapping[str, Any]) -> str:
+    """One required skill under ``skills``: its source, metadata and body budget, or why a
+    run cannot start with it."""
+    if skill["status"] != "resolved":
+        return f"  {one_line(skill['name'])}: {one_line(skill['reason'])} (a run will not start)"
+    meta = skill["metadata"]
+    about = (f" \"{one_line(meta['description'])}\"" if meta.get("description") else "")
+    budget = skill["budget"]
+    return (f"  {one_line(skill['name'])}: {one_line(skill['source'])}{about}; body "
+            f"{budget['body_bytes']} bytes, sent whole (a SKILL.md over "
+            f"{budget['limit_bytes'] // 1024} KiB is refused)")
+
+
+def render_check(result: LoadResult) -> list[str]:
+    """``agents check`` as text lines: every diagnostic with its severity, each distinct
+    hint once, then a summary naming every file that was rejected or warned about.
+
+    A hint that several diagnostics share (one collection can repeat one hint
+    hundreds of times) is printed under the first of them, numbered, and the
+    others point at it. Every value is escaped (:func:`one_line`): file names and
+    reasons quote what a definition file chose.
+    """
+    counts: dict[str, int] = {}
+    for diagnostic in result.diagnostics:
+        if diagnostic.hint:
+            counts[diagnostic.hint] = counts.get(diagnostic.hint, 0) + 1
+    numbers: dict[str, int] = {}
+    lines: list[str] = []
+    per_file: dict[str, dict[Severity, int]] = {}
+    for diagnostic in result.diagnostics:
+        where = f"{diagnostic.file}:{diagnostic.line}: {diagnostic.field}: {diagnostic.reason}"
+        line = f"{diagnostic.severity.value}: {one_line(where)}"
+        per_file.setdefault(diagnostic.file, {}).setdefault(diagnostic.severity, 0)
+        per_file[diagnostic.file][diagnostic.severity] += 1
+        hint = diagnostic.hint
+        if hint is None:
+            lines.append(line)
+        elif counts[hint] == 1:
+            lines += [line, f"  hint: {one_line(hint)}"]
+        elif hint in numbers:
+            lines.append(f"{line}  [hint {numbers[hint]}]")
+        else:
+            numbers[hint] = len(numbers) + 1
+            lines += [line, f"  hint {numbers[hint]} (for {counts[hint]} diagnostics): "
+                      f"{one_line(hint)}"]
+    rejected = [f for f, by in per_file.items() if by.get(Severity.ERROR)]
+    warned = [f for f, by in per_file.items()
+              if by.get(Severity.WARNING) and not by.get(Severity.ERROR)]
+    summary = (f"{len(result.agents)} agent(s) loaded, {len(rejected)} definition(s) rejected"
+               + (f", {len(warned)} loaded with warnings" if warned else ""))
+    if lines:
+        lines.append("")
+    lines.append(summary)
+
+    def counted(by: dict[Severity, int], severity: Severity) -> str:
+        return f"{by[severity]} {severity.value}{'s' if by[severity] > 1 else ''}"
+
+    lines += [f"  rejected  {one_line(f)} ({counted(per_file[f], Severity.ERROR)})"
+              for f in rejected]
+    lines += [f"  warnings  {one_line(f)} ({counted(per_file[f], Severity.WARNING)})"
+              for f in warned]
+    return lines

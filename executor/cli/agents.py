@@ -1,0 +1,96 @@
+"""``corral agents list``, ``show`` and ``check``.
+
+Each loads definitions through :meth:`executor.api.Corral.agents` (or
+``agent``); the run machinery is never imported here (``corral agents ...``
+starts fast).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from executor.cli.agent_views import list_lines, render_check, render_show
+from executor.cli.app import loading_corral
+from executor.errors import EXIT_FINDINGS
+from executor.options import echo, loader_options
+from policies.loader import Environment, Severity
+
+__all__ = ["agents"]
+
+
+@click.group("agents")
+def agents() -> None:
+    """Discover, inspect and check agent definitions of every format."""
+
+
+@agents.command("list")
+@loader_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def agents_list(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+                no_personal: bool, as_json: bool) -> None:
+    """List the agents that won discovery."""
+    found = loading_corral(root, trust_project, config_file, strict, no_personal).agents()
+    if as_json:
+        click.echo(json.dumps(found.to_json(), indent=2))
+        return
+    if not found.agents:
+        untrusted = [d for d in found.diagnostics if d.code == "untrusted_project"]
+        echo("no agents found" + (
+            f": {untrusted[0].reason}" if untrusted else
+            " (personal: ~/.claude/agents, ~/.config/ngn/agents, ...; project: .claude/agents, "
+            ".ngn/agents, ... with --trust-project; any file with --config FILE)"))
+    for line in list_lines(found):
+        echo(line)
+    problems = [d for d in found.diagnostics if d.severity is not Severity.INFO]
+    if problems:
+        rejected = sum(1 for d in problems if d.severity is Severity.ERROR)
+        echo(f"\n{len(problems)} diagnostic(s), {rejected} error(s): run "
+             "`corral agents check` for details", err=True)
+
+
+@agents.command("show")
+@loader_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.argument("name")
+def agents_show(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+                no_personal: bool, as_json: bool, name: str) -> None:
+    """Print the effective, resolved contract of agent NAME."""
+    view = loading_corral(root, trust_project, config_file, strict, no_personal).agent(name)
+    if as_json:
+        click.echo(json.dumps(view.to_json(), indent=2))
+    else:
+        echo(render_show(view))
+
+
+@agents.command("check")
+@loader_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--watch", is_flag=True, help="Re-check whenever a definition file changes.")
+def agents_check(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
+                 no_personal: bool, as_json: bool, watch: bool) -> None:
+    """Check every definition; exit 1 when any was rejected."""
+    corral = loading_corral(root, trust_project, config_file, strict, no_personal)
+
+    def run_check() -> bool:
+        found = corral.check()
+        if as_json:
+            click.echo(json.dumps(found.to_json()))
+        else:
+            for line in render_check(found.result):
+                echo(line)
+        sys.stdout.flush()
+        return found.rejected
+
+    if watch:
+        # watchdog (its observer threads and platform backends) only for --watch.
+        from executor.cli.watch import watch_definitions  # noqa: PLC0415
+
+        env = Environment.from_env()
+        watch_definitions(root, env, run_check, personal=not no_personal)
+        return
+    if run_check():
+        sys.exit(EXIT_FINDINGS)

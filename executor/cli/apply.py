@@ -1,0 +1,96 @@
+"""``corral apply``: merge a recorded run's diff into the checkout (``Corral.apply``).
+
+Exit codes: 0 applied (or would apply, or was already applied), 1 a
+three-way merge left conflict markers (listed), 2 a user error, 3 a step
+failed and the checkout was restored (or could not be: the backup is named),
+4 a refusal (an unsafe patch, a conflict with the checkout, a record that
+does not verify, flagged files without ``--yes``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from executor.api import Corral, PatchPlan, RunRecord
+from executor.text import one_line
+
+__all__ = ["apply_command"]
+
+
+def _show(record: RunRecord, plan: PatchPlan) -> None:
+    if record.state == "discarded":
+        click.echo(f"note: run {record.run_id} was discarded; applying it as you asked", err=True)
+    click.echo(f"run {record.run_id}: {len(plan.files)} file(s)", err=True)
+    for item in plan.files:
+        flags = f"  [{', '.join(item.flags)}]" if item.flags else ""
+        origin = f" (from {item.old_path})" if item.old_path else ""
+        click.echo(one_line(f"  {item.status:9} {item.path}{origin}{flags}"), err=True)
+
+
+def _confirm(plan: PatchPlan) -> bool:
+    return sys.stdin.isatty() and click.confirm(
+        f"merge the {len(plan.flagged)} flagged file(s)?", err=True)
+
+
+@click.command("apply")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.option("--check", "check_only", is_flag=True,
+              help="Run every check, including against the checkout; change nothing.")
+@click.option("--3way", "three_way", is_flag=True,
+              help="Merge files you changed since the child's snapshot three ways; "
+              "conflicts are left marked in the files and listed.")
+@click.option("--yes", is_flag=True, help="Merge even when files are flagged for review.")
+@click.option("--allow-symlinks", is_flag=True, help="Merge symlinks the child created.")
+@click.option("--allow-binary", is_flag=True, help="Merge binary changes.")
+@click.option("--allow-git-dirs", is_flag=True,
+              help="Merge files that make a directory a git directory, or 'gitdir:' pointers.")
+@click.option("--allow-unverified", is_flag=True,
+              help="Apply a record written before corral kept diff digests.")
+@click.option("--recover", is_flag=True,
+              help="Put back the files an interrupted apply of RUN saved.")
+@click.argument("run_id")
+def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
+                  allow_symlinks: bool, allow_binary: bool, allow_git_dirs: bool,
+                  allow_unverified: bool, recover: bool, run_id: str) -> None:
+    """Validate a run's diff and merge it into the checkout, all or nothing."""
+    corral = Corral(root)
+    corral.ledger()  # refuses a state dir a child could write, before anything
+    if recover:
+        if check_only or three_way or allow_symlinks or allow_binary or allow_git_dirs:
+            raise click.UsageError("--recover takes no other option")
+        recovered = corral.recover(run_id)
+        click.echo(f"restored the files run {recovered.run.run_id}'s interrupted apply saved "
+                   f"({recovered.restored}); what those paths held just before is in "
+                   f"{recovered.saved}", err=True)
+        return
+    report = corral.apply(run_id, check_only=check_only, three_way=three_way, yes=yes,
+                          allow_symlinks=allow_symlinks, allow_binary=allow_binary,
+                          allow_git_dirs=allow_git_dirs, allow_unverified=allow_unverified,
+                          confirm=_confirm, on_plan=_show)
+    record, plan, result = report.run.record, report.plan, report.result
+    if result.status == "already_applied":
+        click.echo(f"run {record.run_id} is already applied: every file it changes already "
+                   "has the child's version; nothing to do", err=True)
+        return
+    if result.merged:
+        verb = "would merge" if check_only else "merged"
+        click.echo(one_line(f"{verb} three ways: {', '.join(result.merged)}"), err=True)
+    if result.status == "checked":
+        review = (f"; {len(plan.flagged)} flagged file(s) need --yes"
+                  if plan.flagged and not yes else "")
+        click.echo(f"would apply {len(plan.files)} file(s) from run {record.run_id}{review}",
+                   err=True)
+        return
+    if result.backup is not None:
+        click.echo(f"backup of the previous versions: {result.backup}", err=True)
+    if result.status == "conflicts":
+        click.echo(one_line(f"applied run {record.run_id} with conflicts in "
+                             f"{len(result.conflicts)} file(s): {', '.join(result.conflicts)}"),
+                   err=True)
+        click.echo("resolve the conflict markers (<<<<<<< ours / >>>>>>> theirs) in those "
+                   "files", err=True)
+        sys.exit(1)
+    click.echo(f"applied {len(plan.files)} file(s) from run {record.run_id}", err=True)

@@ -1,0 +1,92 @@
+"""The ledger: what runs and fanouts left behind, in the user's state dir.
+
+- :mod:`executor.ledger.records`: a run's record, its status and its id;
+- :mod:`executor.ledger.store`: the per-repository ledger of run records (written
+  atomically, read back, looked up by id, marked applied or discarded);
+- :mod:`executor.ledger.fanouts`: a fanout's own record beside its children's;
+- :mod:`executor.ledger.crashes`: runs whose process died, finalised by ``corral gc``;
+- :mod:`executor.ledger.prune`: ``corral gc --older-than``, what finished runs left.
+
+Nothing here runs an agent: the run machinery (:mod:`executor.run`) writes these
+records, and every front door reads them through :mod:`executor.api`.
+"""
+
+from executor.ledger.crashes import CrashedRun, finalize_crashed_runs
+from executor.ledger.fanouts import (
+    FanoutChild,
+    FanoutRecord,
+    FanoutStatus,
+    fanout_status,
+    finalize_crashed_fanouts,
+    find_fanout,
+    new_fanout_id,
+    scan_fanouts,
+    write_fanout,
+)
+from executor.ledger.prune import BadDuration, Pruned, parse_duration, prune_finished
+from executor.ledger.records import (
+    ID_PREFIX,
+    RecordError,
+    RunRecord,
+    RunState,
+    RunStatus,
+    check_id_prefix,
+    elapsed,
+    new_run_id,
+    now_iso,
+    run_status,
+    running_owner,
+)
+from executor.ledger.store import (
+    discard_run,
+    finalize_crashed,
+    find_run,
+    ledger_dir,
+    list_runs,
+    load_patch,
+    load_transcript,
+    scan_runs,
+    set_run_check,
+    set_run_state,
+    write_run,
+)
+
+__all__ = [
+    "ID_PREFIX",
+    "BadDuration",
+    "CrashedRun",
+    "FanoutChild",
+    "FanoutRecord",
+    "FanoutStatus",
+    "Pruned",
+    "RecordError",
+    "RunRecord",
+    "RunState",
+    "RunStatus",
+    "check_id_prefix",
+    "discard_run",
+    "elapsed",
+    "fanout_status",
+    "finalize_crashed",
+    "finalize_crashed_fanouts",
+    "finalize_crashed_runs",
+    "find_fanout",
+    "find_run",
+    "ledger_dir",
+    "list_runs",
+    "load_patch",
+    "load_transcript",
+    "new_fanout_id",
+    "new_run_id",
+    "now_iso",
+    "parse_duration",
+    "prune_finished",
+    "run_status",
+    "running_owner",
+    "scan_fanouts",
+    "scan_runs",
+    "set_run_check",
+    "set_run_state",
+    "write_fanout",
+    "write_run",
+]

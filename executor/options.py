@@ -1,0 +1,67 @@
+"""What the command-line front doors share: the options that make a Corral, and printing.
+
+``corral ...`` (:mod:`executor.cli`) and ``corral mcp`` (:mod:`executor.mcpserver`)
+each parse their own command line, never each other's modules; the options they
+have in common (where definitions come from, the project's environment, the
+backend) are defined here once, with :func:`echo`, which prints everything
+escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from executor.text import printable
+
+__all__ = ["echo", "environment_options", "loader_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` with every control character escaped (see :mod:`executor.text`).
+
+    Everything the command line prints goes through here (or is JSON, which escapes
+    control characters itself): values inside a line should also be passed
+    through :func:`executor.text.one_line`, so a newline in one cannot fake the next line.
+    """
+    click.echo(printable(text), err=err, nl=nl)
+
+
+def loader_options(func: F) -> F:
+    """The options every command that loads definitions takes."""
+    options = [
+        click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
+                     show_default=True, help="Repository root to discover project agents in."),
+        click.option("--trust-project", is_flag=True,
+                     help="Discover the project's own agent definitions (they are untrusted "
+                     "by default)."),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+                     help="An ngn JSON file of agent_imports and profiles; its imports are "
+                     "trusted."),
+        click.option("--strict", is_flag=True, help="Treat every warning as a rejection."),
+        click.option("--no-personal", is_flag=True,
+                     help="Skip personal definitions (~/.claude/agents, ...)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def environment_options(func: F) -> F:
+    """The options every command that runs children takes: the project's environment."""
+    options = [
+        click.option("--no-env", is_flag=True,
+                     help="Run without the project's environment (setup, carried paths, "
+                     "image, variables)."),
+        click.option("--setup-network", is_flag=True,
+                     help="Let the environment's setup reach the network (to install "
+                     "dependencies); children never can."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func

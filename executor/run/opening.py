@@ -1,0 +1,184 @@
+"""Opening an agent's run: its sandbox, its MCP servers, its tools and its session.
+
+:func:`open_session` runs when an agent's first turn starts. It records the run
+as ``running`` first (a process killed from then on leaves a record that reads
+``crashed``, not nothing), opens the sandbox in the mode the capability derives
+(on a fanout's one snapshot when there is one, on a snapshot of its own when its
+reviewers or an environment's layer need one), starts the MCP servers whose
+tools the run could hold (:func:`start_mcp`), builds its tools from
+:func:`executor.agents.offer.make_offer` (the computation ``agents show`` prints)
+and its dispatcher, and its session with the system prompt.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from executor.agents.offer import make_offer, servers_to_start
+from executor.mcpclient import McpServers
+from executor.models import Sampling
+from executor.run.prepare import settings_apply
+from executor.run.recording import write_running
+from executor.run.session import Session
+from executor.run.skills import resolve_skills
+from executor.tools import ToolContext, native_tools, with_overrides
+from executor.tools.dispatch import Dispatcher, Tool
+from executor.tools.mcptool import mcp_tools
+from policies.capability import admit_listed
+from policies.contract import SandboxMode
+from policies.templates import render as render_template
+from sandbox.errors import SandboxError
+from sandbox.factory import open_sandbox
+from sandbox.workspaces.snapshot import acquire_snapshot
+
+if TYPE_CHECKING:
+    from executor.run.agent import AgentRun
+
+__all__ = ["open_session", "spellings", "start_mcp", "system_prompt"]
+
+
+def open_session(run: AgentRun) -> Session:
+    """Open ``run``'s sandbox, servers, tools and session (see the module docstring)."""
+    skills = resolve_skills(run.contract.required_skills, root=run.settings.root,
+                            env=run.settings.env, trust_project=run.settings.trust_project)
+    # From here on, a record exists: a process killed now leaves a `running` record whose
+    # owner is gone (shown as crashed), not nothing.
+    write_running(run)
+    run.phase("sandbox")
+    # A fanout's one snapshot, when it took one: an overlay (or, where overlays are
+    # unavailable, a worktree) over it; None: this run snapshots the checkout itself.
+    snapshot = run.settings.snapshot
+    environment = run.settings.environment
+    layered = (environment is not None and environment.layer is not None
+               and run.capability.sandbox is SandboxMode.WORKTREE)
+    reviewed = (run.contract.response_reviewers and not run.reviewing
+                and run.capability.sandbox is not SandboxMode.READ_ONLY)
+    if snapshot is None and (reviewed or layered):
+        # Its reviewers will read its recorded diff over the state it starts from; and an
+        # environment's layer goes under an overlay of that state (copy-on-write).
+        run.base = snapshot = acquire_snapshot(run.repo, state_root=run.settings.state_root)
+    run.sandbox = sandbox = open_sandbox(run.settings.backend, repo=run.repo,
+                                         mode=run.capability.sandbox,
+                                         state_root=run.settings.state_root,
+                                         snapshot=snapshot,
+                                         environment=run.settings.environment)
+    run.opened = True
+    run.record = run.record.model_copy(update={"backend": sandbox.backend,
+                                               "sandbox_id": sandbox.id,
+                                               "base_commit": sandbox.base_commit})
+    write_running(run)
+    if run.settings.cancellation is not None:
+        # A cancelled run's running command stops now, not at its timeout, and no later
+        # command starts (one the session was about to start included).
+        run.forget_cancel = run.settings.cancellation.on_cancel(sandbox.cancel)
+    start_mcp(run)
+    # One offer for the schemas and for `agents show`: they cannot disagree.
+    offer = make_offer(run.capability, run.contract, run.settings.registry.agents,
+                       servers=run.settings.config.mcp_servers, listing=run.mcp,
+                       top=run.parent_run is None)
+    descriptions = dict(offer.descriptions)
+    implemented: dict[str, Tool[Any, ToolContext]] = {
+        **native_tools(use_ripgrep=run.settings.use_ripgrep,
+                       delegate_targets=offer.targets,
+                       delegate_description=descriptions.pop("delegate", None)),
+        **mcp_tools(run.mcp, run.settings.config.mcp_servers)}
+    overrides = {b.name: b.overrides for b in run.contract.tool_bindings if b.enabled}
+    tools = {name: with_overrides(implemented[name], overrides.get(name, {}))
+             for name in (*offer.tools, *offer.deferred)}
+    run.context = context = ToolContext(sandbox=sandbox, agent=run.contract.name,
+                                        delegate=run.delegate, list_agents=run.delegable,
+                                        deadline=run.deadline,
+                                        delegate_tasks=run.delegate_tasks)
+    dispatcher = Dispatcher(
+        agent=run.contract.name, capability=run.capability, tools=tools,
+        context=context, approval=run.settings.approval, descriptions=descriptions,
+        deferred=frozenset(offer.deferred), paths=lambda path: spellings(run, path),
+        names=offer.names, unavailable=offer.unavailable,
+    )
+    context.permits = dispatcher.permits
+    context.deferred = {offer.wire(n): descriptions.get(n) or tools[n].description
+                        for n in offer.deferred}
+    context.activate = dispatcher.activate
+    run.session = Session(
+        agent=run.contract.name, model=run.model, dispatcher=dispatcher,
+        system_prompt=system_prompt(run, [s.instructions for s in skills]),
+        memory=run.contract.memory,
+        sampling=Sampling(temperature=run.contract.temperature, top_p=run.contract.top_p,
+                          reasoning=run.contract.reasoning if settings_apply(
+                              run.contract, run.settings.model_override) else None,
+                          options=run.contract.options),
+        steps=run.contract.steps, limits=run.settings.limits, deadline=run.deadline,
+        progress=run.settings.progress, depth=run.depth, run_id=run.run_id,
+        cancellation=run.settings.cancellation,
+    )
+    return run.session
+
+
+def start_mcp(run: AgentRun) -> None:
+    """Start the MCP servers whose tools this run could hold, in its sandbox, to list
+    their exact schemas for the first request (:mod:`executor.mcpclient.servers`).
+
+    A top-level run's capability then gains the listed tools its contract admits; a
+    child's tools are its parent's listing, narrowed, and a tool its own server lists
+    with another schema than the parent was shown is outside the bound."""
+    servers = run.settings.config.mcp_servers
+    top = run.parent_run is None
+    wanted = servers_to_start(run.capability, run.contract, servers, top=top)
+    if not wanted or run.sandbox is None:
+        return
+    run.phase("mcp servers")
+    run.mcp = McpServers(servers, sandbox=run.sandbox, deadline=run.deadline)
+    run.mcp.start(wanted)
+    if run.mcp_bound is not None:
+        for name, listed in list(run.mcp.listed.items()):
+            if run.mcp_bound.get(name, listed.fingerprint()) != listed.fingerprint():
+                del run.mcp.listed[name]
+                run.mcp.rejected[name] = ("its schema differs from the one the delegating "
+                                          "agent was shown")
+    if top:
+        run.capability = admit_listed(run.capability, run.contract, run.mcp.listed)
+    notes = [f"MCP server {name!r} did not start: {why}"
+             for name, why in sorted(run.mcp.failures.items())]
+    notes += [f"MCP tool {name} refused: {why}"
+              for name, why in sorted(run.mcp.rejected.items())]
+    if notes:
+        run.record = run.record.model_copy(update={"notes": [*run.record.notes, *notes]})
+
+
+def spellings(run: AgentRun, path: str) -> list[str]:
+    """A path subject as the rules must see it: normalized relative to the workspace,
+    and the real path behind in-tree symlinks (strictest wins across spellings)."""
+    if run.sandbox is None:
+        return [path]
+    try:
+        lexical = "/".join(run.sandbox.files.parts(path)) or "."
+    except SandboxError:
+        return [path]  # the tool will refuse it with the reason
+    found = [lexical]
+    real = Path(os.path.realpath(run.sandbox.root / lexical))
+    root = Path(os.path.realpath(run.sandbox.root))
+    if real.is_relative_to(root):
+        resolved = real.relative_to(root).as_posix() or "."
+        if resolved != lexical:
+            found.append(resolved)
+    return found
+
+
+def system_prompt(run: AgentRun, skills: list[str]) -> str:
+    """The agent's instructions (a catalog template filled in), the task contract of the
+    agent that delegated to it, its skills, and where it works."""
+    root = run.sandbox.root if run.sandbox is not None else run.repo
+    instructions = run.contract.instructions.strip()
+    if run.contract.instructions_template:  # filled in when the session starts
+        instructions = render_template(instructions, today=date.today())
+    parts = [instructions or f"You are the {run.contract.name} agent."]
+    if run.handoff:
+        parts.append(f"## Task contract from the agent that delegated to you\n\n"
+                     f"{run.handoff}")
+    parts += [f"## Skill\n\n{text}" for text in skills]
+    parts.append(f"You work in {root} ({run.capability.sandbox.value} "
+                 "sandbox); tool paths are relative to it.")
+    return "\n\n".join(parts)

@@ -1,0 +1,81 @@
+"""Recording an agent's run: ``running`` when it starts, its outcome when a turn ends.
+
+:func:`write_running` writes the record as ``running`` with the process that
+owns it (a run killed with SIGKILL then reads ``crashed``, and ``corral gc``
+finalises it). :func:`finish` ends a turn: the diff is collected once the
+child's processes are stopped (with the preimages ``corral apply --3way``
+needs), the session's text, audit, denials, usage, timings and resources, the
+children started and the reviewers' verdicts go into the record, and the
+record is written to the ledger (:mod:`executor.ledger`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from executor.apply.preimages import capture_preimages
+from executor.ledger import RunStatus, now_iso, running_owner, write_run
+from executor.run.session import SessionOutcome
+from policies.contract import SandboxMode
+from sandbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    from executor.ledger import RunRecord
+    from executor.run.agent import AgentRun
+
+__all__ = ["finish", "write_running"]
+
+
+def write_running(run: AgentRun) -> None:
+    """The record as it stands, marked ``running`` by this process."""
+    running = run.record.model_copy(update={
+        "status": RunStatus.RUNNING, "owner": running_owner(),
+        "prompt": run.record.prompt or run.first_prompt})
+    write_run(run.settings.ledger, running, [])
+
+
+def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] | None,
+           outcome: SessionOutcome | None) -> RunRecord:
+    """Collect the diff, fill in the record, write it; the record."""
+    update: dict[str, Any] = {"status": status, "error": error, "finished_at": now_iso(),
+                              "prompt": run.record.prompt or prompt}
+    if run.sandbox is not None and run.capability.sandbox is not SandboxMode.READ_ONLY:
+        run.phase("diff")
+        run.collected = False
+        try:
+            diff = run.sandbox.collect_diff()
+            run.collected = True
+            run.patch = diff.patch
+            run.preimages = capture_preimages(diff.patch, run.sandbox.files.read_bytes)
+            update |= {"diff": diff.patch.decode("utf-8", "replace"),
+                       "changed_files": [c.model_dump(mode="json") for c in diff.changed],
+                       "excluded_files": [e.model_dump(mode="json") for e in diff.excluded],
+                       "setid_cleared": list(diff.setid_cleared)}
+        except SandboxError as exc:
+            update |= {"status": RunStatus.FAILED, "error": exc.to_dict()}
+    if run.session is not None:
+        audit = run.session.dispatcher.audit
+        update |= {
+            "final_text": outcome.final_text if outcome else run.record.final_text,
+            "audit": [a.to_json() for a in audit],
+            "denied_calls": [{"tool": a.tool, "reason": a.reason}
+                             for a in run.session.dispatcher.denied],
+            "usage": {"input_tokens": run.session.usage.input_tokens,
+                      "output_tokens": run.session.usage.output_tokens,
+                      "requests": run.session.requests},
+            "steps": run.session.total_steps,
+            "timings": {"duration_seconds": round(time.monotonic() - run.clock, 3),
+                        "model_seconds": round(run.session.model_seconds, 3),
+                        "tool_seconds": round(sum(a.duration_ms for a in audit) / 1000, 3)},
+            "resources": dict(run.context.resources) if run.context else {},
+            "notes": run.record.notes + (outcome.notes if outcome else []),
+            "children": run.child_ids(),
+            "reviews": list(run.reviews),
+        }
+    run.record = run.record.model_copy(update=update)
+    write_run(run.settings.ledger, run.record,
+              run.session.messages if run.session else [], patch=run.patch,
+              preimages=run.preimages)
+    run.phase(f"ended {run.record.status.value}")
+    return run.record

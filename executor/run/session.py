@@ -1,0 +1,255 @@
+"""The agent loop: one conversation between a model and a dispatcher.
+
+A turn starts with a user message (the task, or a follow-up to a retained
+child). Each *step* is one tool-capable request: the model answers with text
+(the turn ends) or with tool calls, which the dispatcher runs and answers.
+When the agent's ``steps`` limit (zuno's semantics) or the tree's shared step
+budget is spent and the model still wants tools, exactly one more request is
+sent, text only and with no tools defined (the conversation's tool calls and
+results written out as text, which every provider accepts without tool
+definitions), asking for the completed work, the remaining work, the evidence
+and the blockers; the limit is never silently raised, and the run reports that
+it stopped at its limit (``stopped_by``), never that it completed. The request
+view of the transcript comes from the agent's memory strategy; the transcript
+itself keeps everything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from executor.errors import ExecutorError
+from executor.models.base import Message, Model, Sampling, ToolCall, Usage
+from executor.run.memory import request_view, text_only_view
+from executor.tools.dispatch import Dispatcher, render_arguments
+from policies.contract import MemoryConfig
+
+__all__ = ["FINALIZE_PROMPT", "Cancelled", "ProgressEvent", "RunCancelled", "RunTimeout",
+           "Session", "SessionOutcome", "SharedLimits"]
+
+FINALIZE_PROMPT = (
+    "You have reached your step limit. Do not call any tool. Reply with a concise account of: "
+    "the work you completed, the work that remains, the evidence for what you report, and "
+    "any blockers."
+)
+
+
+class RunTimeout(ExecutorError):
+    """The run's wall-clock budget ran out."""
+
+    code = "run_timeout"
+
+
+class RunCancelled(ExecutorError):
+    """The run was cancelled from outside (its fanout or its parent gave up, Ctrl-C)."""
+
+    code = "cancelled"
+
+
+class Cancelled(Protocol):
+    """What a session polls to learn it was cancelled
+    (:class:`executor.scheduling.base.Cancellation` is one)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the run must stop."""
+
+    @property
+    def reason(self) -> str:
+        """Why."""
+
+
+@dataclass
+class SharedLimits:
+    """Budgets shared by every agent of one run tree (thread-safe)."""
+
+    total_steps: int | None = 500
+    children: int | None = 32
+    steps_used: int = 0
+    children_used: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take_step(self) -> bool:
+        """Spend one step; False when the tree's budget is gone."""
+        with self._lock:
+            if self.total_steps is not None and self.steps_used >= self.total_steps:
+                return False
+            self.steps_used += 1
+            return True
+
+    def take_child(self) -> bool:
+        """Spend one child; False when the tree may start no more."""
+        return self.take_children(1)
+
+    def take_children(self, count: int) -> bool:
+        """Spend ``count`` children at once, or none: False when the tree may not start
+        that many more (a parallel delegate call starts all of its tasks or none)."""
+        with self._lock:
+            if self.children is not None and self.children_used + count > self.children:
+                return False
+            self.children_used += count
+            return True
+
+    def children_left(self) -> int | None:
+        """How many more children the tree may start (``None``: no limit)."""
+        with self._lock:
+            return None if self.children is None else self.children - self.children_used
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Something a live display may show."""
+
+    #: ``phase`` is a run's own stage, outside its conversation: ``detail`` says which
+    #: (``sandbox``, ``diff``, ``ended <status>`` once its record is written; a fanout
+    #: child's ``check`` and ``done <summary>``).
+    kind: Literal["step", "tool", "tool_done", "final", "phase"]
+    agent: str
+    step: int
+    detail: str = ""
+    depth: int = 0
+    #: Workspace paths a finished write tool changed (for the "files changed" count).
+    paths: tuple[str, ...] = ()
+    #: The run this event belongs to: two children of one agent are two lines.
+    run_id: str = ""
+
+
+@dataclass
+class SessionOutcome:
+    """How one turn ended."""
+
+    final_text: str
+    stopped_by: Literal["answer", "steps", "shared_steps"]
+    steps: int
+    usage: Usage
+    requests: int
+    model_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+class Session:
+    """One agent's conversation. ``run`` may be called again for a follow-up turn."""
+
+    def __init__(
+        self,
+        *,
+        agent: str,
+        model: Model,
+        dispatcher: Dispatcher[Any],
+        system_prompt: str,
+        memory: MemoryConfig,
+        sampling: Sampling,
+        steps: int | None,
+        limits: SharedLimits,
+        deadline: float | None = None,
+        progress: Callable[[ProgressEvent], None] | None = None,
+        depth: int = 0,
+        budget_tokens: int = 100_000,
+        run_id: str = "",
+        cancellation: Cancelled | None = None,
+    ) -> None:
+        self.agent = agent
+        self.model = model
+        self.dispatcher = dispatcher
+        self.memory = memory
+        self.sampling = sampling
+        self.steps = steps
+        self.limits = limits
+        self.deadline = deadline
+        self.progress = progress
+        self.depth = depth
+        self.budget_tokens = budget_tokens
+        self.run_id = run_id
+        self.cancellation = cancellation
+        self.messages: list[Message] = [Message(role="system", content=system_prompt)]
+        self.usage = Usage()
+        self.requests = 0
+        self.model_seconds = 0.0
+        self.total_steps = 0
+
+    def _emit(self, kind: Literal["step", "tool", "tool_done", "final"], step: int,
+              detail: str = "", paths: tuple[str, ...] = ()) -> None:
+        if self.progress is not None:
+            self.progress(ProgressEvent(kind, self.agent, step, detail, self.depth, paths,
+                                        self.run_id))
+
+    def _check_deadline(self) -> None:
+        if self.cancellation is not None and self.cancellation.cancelled:
+            raise RunCancelled(f"agent {self.agent!r} was cancelled: "
+                               f"{self.cancellation.reason or 'no reason given'}",
+                               operation="session")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise RunTimeout(f"agent {self.agent!r} ran out of time",
+                             operation="session", hint="raise --timeout or the agent's limit")
+
+    def _request(self, sampling: Sampling, *, tools: bool = True) -> Any:
+        self._check_deadline()
+        view = request_view(self.messages, self.memory, budget_tokens=self.budget_tokens)
+        if not tools:
+            view = text_only_view(view)
+        started = time.monotonic()
+        response = self.model.complete(view, self.dispatcher.schemas() if tools else [],
+                                       sampling=sampling)
+        self.model_seconds += time.monotonic() - started
+        self.requests += 1
+        self.usage = self.usage + response.usage
+        return response
+
+    def run(self, prompt: str) -> SessionOutcome:
+        """One turn: the task (or a follow-up) until a text answer or a limit."""
+        self.messages.append(Message(role="user", content=prompt))
+        notes: list[str] = []
+        step = 0
+        while True:
+            if self.steps is not None and step >= self.steps:
+                return self._finalize(step, "steps", notes)
+            if not self.limits.take_step():
+                notes.append("stopped at the run's shared step budget")
+                return self._finalize(step, "shared_steps", notes)
+            step += 1
+            self.total_steps += 1
+            self._emit("step", step)
+            response = self._request(self.sampling)
+            self.messages.append(Message(role="assistant", content=response.text,
+                                         tool_calls=response.tool_calls))
+            if not response.tool_calls:
+                self._emit("final", step)
+                return SessionOutcome(response.text, "answer", step, self.usage, self.requests,
+                                      self.model_seconds, notes)
+            for call in response.tool_calls:
+                self._check_deadline()
+                self._emit("tool", step, f"{call.name} {render_arguments(call.arguments, 80)}")
+                self.messages.append(self.dispatcher.dispatch(call, step=step))
+                record = self.dispatcher.audit[-1]
+                self._emit("tool_done", step, f"{call.name}: {record.decision}",
+                           _written(call, self.dispatcher.canonical(call.name))
+                           if not record.is_error else ())
+
+    def _finalize(self, step: int, why: Literal["steps", "shared_steps"],
+                  notes: list[str]) -> SessionOutcome:
+        """The one text-only request after a limit: no tools in it at all."""
+        self.messages.append(Message(role="user", content=FINALIZE_PROMPT))
+        response = self._request(self.sampling, tools=False)
+        if response.tool_calls:
+            notes.append(f"the finalization answer asked for {len(response.tool_calls)} tool "
+                         "call(s); none was run")
+        self.messages.append(Message(role="assistant", content=response.text))
+        self._emit("final", step)
+        return SessionOutcome(response.text, why, step, self.usage, self.requests,
+                              self.model_seconds, notes)
+
+
+def _written(call: ToolCall, tool: str | None) -> tuple[str, ...]:
+    """The paths a successful write tool call changed (progress display only); ``tool`` is
+    the canonical name of the tool called."""
+    if tool in ("write_file", "edit") and isinstance(call.arguments.get("path"), str):
+        return (call.arguments["path"],)
+    if tool == "apply_patch" and isinstance(call.arguments.get("patch"), str):
+        return tuple(line[4:].split("\t")[0].removeprefix("b/")
+                     for line in call.arguments["patch"].split("\n")
+                     if line.startswith("+++ ") and line[4:].strip() != "/dev/null")
+    return ()
