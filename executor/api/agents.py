@@ -8,7 +8,7 @@ pins it).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from executor.agents.registry import Sources, find_agent, load
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from policies.loader import Diagnostic, Environment, LoadResult
     from policies.mcp import McpServerConfig
 
-__all__ = ["AgentView", "Agents", "discover", "show", "skill_views"]
+__all__ = ["AgentView", "Agents", "NewAgent", "discover", "new", "show", "skill_views"]
 
 
 @dataclass(frozen=True)
@@ -141,3 +141,50 @@ def skill_views(contract: AgentContract, *, root: Path, env: Environment,
                       "budget": {"body_bytes": len(body), "sent": len(body),
                                  "limit_bytes": MAX_FILE_BYTES}})
     return views
+
+
+@dataclass(frozen=True)
+class NewAgent:
+    """What ``corral agents new`` wrote: the file, its format, the agent's name and mode
+    (reachability: ``all``, ``primary`` or ``subagent``), and whether discovery (with the
+    project trusted) finds it there: ``discovered`` is False for a file outside every
+    agent directory (an ``agent_imports`` entry of a ``--config`` file reads it), and
+    ``shadowed_by`` names the definition that wins over it under the same name."""
+
+    path: Path
+    format: str
+    name: str
+    mode: str
+    discovered: bool
+    shadowed_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``corral agents new --json`` object."""
+        return {"path": str(self.path), "format": self.format, "name": self.name,
+                "mode": self.mode, "discovered": self.discovered,
+                "shadowed_by": self.shadowed_by}
+
+
+def new(sources: Sources, name: str, *, format: str, mode: str = "all",
+        path: str | Path | None = None, description: str | None = None) -> NewAgent:
+    """Write a valid, minimal definition of agent ``name`` in ``format``
+    (:func:`executor.agents.scaffold.scaffold`: never over an existing file), then run
+    discovery as ``corral agents check --trust-project`` would, to say whether it is found."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from executor.agents.scaffold import scaffold  # noqa: PLC0415
+    from policies.loader import Environment  # noqa: PLC0415
+    from policies.loader.discovery import personal_candidates, project_candidates  # noqa: PLC0415
+
+    written = scaffold(sources.root, name, format, mode=mode,
+                       path=Path(path) if path is not None else None, description=description)
+    here = written.path.resolve()
+    found = project_candidates(sources.root.resolve())[0]
+    if sources.personal:
+        found += personal_candidates(Environment.from_env())[0]
+    discovered = any(candidate.path.resolve() == here for candidate in found)
+    winner = load(replace(sources, trust_project=True)).agents.get(name) if discovered else None
+    shadowed = (winner.origin.source if winner is not None
+                and Path(winner.origin.file).resolve() != here else None)
+    return NewAgent(path=written.path, format=written.format.value, name=name, mode=mode,
+                    discovered=discovered, shadowed_by=shadowed)

@@ -19,7 +19,7 @@ from executor.errors import ExecutorError
 from executor.scheduling import DEFAULT_JOBS
 
 if TYPE_CHECKING:
-    from executor.api.agents import Agents, AgentView
+    from executor.api.agents import Agents, AgentView, NewAgent
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
     from executor.api.records import GcReport
@@ -138,6 +138,18 @@ class Corral:
         from executor.api.agents import show  # noqa: PLC0415
 
         return show(self.sources(), name)
+
+    def new_agent(self, name: str, *, format: str, mode: str = "all",
+                  path: str | os.PathLike[str] | None = None,
+                  description: str | None = None) -> NewAgent:
+        """Write a valid, minimal definition of agent ``name`` in ``format`` (any format
+        corral loads), reachable as ``mode`` says (``all``, ``primary`` or ``subagent``), at
+        ``path`` (relative to the root; by default where that format's project agents are
+        discovered). An existing file is never overwritten: ``file_exists``."""
+        from executor.api.agents import new  # noqa: PLC0415
+
+        return new(self.sources(), name, format=format, mode=mode,
+                   path=Path(path) if path is not None else None, description=description)
 
     # -- runs ------------------------------------------------------------------------------
 
