@@ -257,7 +257,8 @@ def test_base_dir_re_roots_the_tools_paths_and_confines_them(fs) -> None:
     ``search`` report paths relative to ``sub``, and writes (``write_file``,
     ``apply_patch``) land under it. The model is told so in the tool description and in
     the path argument's. Escaping it stays denied: ``../f.txt``, ``../secret.txt``, an
-    absolute path and an in-tree symlink ``sub/out -> ../secret.txt``.
+    absolute path, an in-tree symlink ``sub/out -> ../secret.txt``, and a search of
+    ``sub`` finds nothing of ``secret.txt``.
     """
     fs.write("sub/f.txt", "inside\n")
     fs.write("f.txt", "outside\n")
@@ -277,7 +278,7 @@ def test_base_dir_re_roots_the_tools_paths_and_confines_them(fs) -> None:
         call("file_edit", path="f.txt", old_string="inside", new_string="edited"),
         call("file_read", path="../f.txt"), call("file_read", path="../secret.txt"),
         call("file_read", path=str(fs.repo / "secret.txt")), call("file_read", path="out"),
-        call("file_read", path="sub/f.txt"),
+        call("file_read", path="sub/f.txt"), call("file_search", pattern="secret"),
         {"text": "ok"}])
     audit = ran.record.audit
     results = [a["result"] for a in audit]
@@ -292,6 +293,7 @@ def test_base_dir_re_roots_the_tools_paths_and_confines_them(fs) -> None:
     assert [a["decision"] for a in audit[7:11]] == ["denied"] * 4, audit[7:11]
     assert not any("outside" in r or "the secret" in r for r in results)
     assert audit[11]["decision"] == "failed"  # sub/sub/f.txt: no such file
+    assert results[12] == "(no matches)"  # the search never leaves sub
     schemas = {s.name: s for s in ran.requests[0].tools}
     for name in ("file_read", "file_list", "find", "file_search", "file_write", "file_edit"):
         assert "relative to sub/" in schemas[name].description, name
