@@ -995,6 +995,53 @@ MUTATIONS: tuple[Mutation, ...] = (
          "the_field"],
         "a request the server refused as invalid is retried four times and blamed on the "
         "server"),
+    # -- issue 20: the seeds, exactly (zuno, pi, catalog, agents show and new) ------------
+    mutation(
+        "zuno-exact-allowlist-within-scope", "narrowing", "policies/capability.py",
+        "        delegates = _meet(contract.delegates, scope)\n",
+        "        delegates = contract.delegates\n",
+        [f"{CAPABILITY}::test_an_exact_allowlist_is_the_agents_own_within_the_scope",
+         "tests/spec/test_zuno_runtime.py::"
+         "test_an_exact_allowlist_never_widens_the_parents_capability"],
+        "a zuno agent's exact delegates reach past an ancestor's restricting allowlist"),
+    mutation(
+        "pi-undefined-role-skipped", "models", "executor/models/routing.py",
+        "        if not entries:\n            why = ",
+        "        if entries is not None and not entries:\n            why = ",
+        ["tests/spec/test_pi_runtime.py::"
+         "test_an_undefined_role_is_an_error_before_the_run_never_the_parent_model"],
+        "an undefined @role is skipped and the parent's model silently runs instead"),
+    mutation(
+        "basedir-confinement-rule", "catalog", "policies/overrides.py",
+        "    return [PermissionRule(tool=tool, action=Action.DENY),\n",
+        "    return [\n",
+        [f"{CATALOG_RUN}::test_base_dir_re_roots_the_tools_paths_and_confines_them"],
+        "a tool under baseDir reads ../secret.txt: re-rooted, but no longer confined"),
+    mutation(
+        "basedir-search-from-the-root", "catalog", "executor/tools/overrides.py",
+        "        return self.inner.exec(argv, cwd=rebase(self.base, cwd), **kwargs)\n",
+        "        return self.inner.exec(argv, cwd=cwd, **kwargs)\n",
+        [f"{CATALOG_RUN}::test_base_dir_re_roots_the_tools_paths_and_confines_them"],
+        "search under baseDir runs ripgrep from the workspace root: every file's matches "
+        "come back, re-rooted and so allowed"),
+    mutation(
+        "show-approval-ignores-ask", "agents show", "executor/agents/views.py",
+        "                                        if narrowed.may_ask(tool)),\n",
+        "                                        if tool in narrowed.approval_required),\n",
+        ["tests/spec/test_effective_tools.py::"
+         "test_approval_required_lists_every_tool_a_run_asks_for"],
+        "agents show says no call waits for a human where an ask rule makes the run ask"),
+    Mutation(
+        "agents-new-overwrites", "agents new",
+        (Edit("executor/agents/scaffold.py",
+              "    if target.exists() or target.is_symlink():\n",
+              "    if False:\n"),
+         Edit("executor/agents/scaffold.py",
+              "os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)",
+              "os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)")),
+        ("tests/spec/test_agents_new.py::"
+         "test_agents_new_never_overwrites_and_never_leaves_a_broken_file",),
+        "corral agents new replaces a definition you wrote"),
 )
 
 

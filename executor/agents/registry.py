@@ -44,6 +44,7 @@ def load(sources: Sources) -> LoadResult:
     user = load_user_config()
     options = Options(strict=sources.strict, custom_tools=frozenset(user.custom_tools),
                       model_map=user.model_map, mcp_servers=frozenset(user.mcp_servers),
+                      providers=frozenset(user.providers), roles=frozenset(user.roles),
                       provided_tools=frozenset(custom for server in user.mcp_servers.values()
                                                for custom in server.provides))
     root, config_file = sources.root, sources.config_file

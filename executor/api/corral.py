@@ -20,7 +20,7 @@ from executor.scheduling import DEFAULT_JOBS
 
 if TYPE_CHECKING:
     from executor.agents.trust import TrustState
-    from executor.api.agents import Agents, AgentView
+    from executor.api.agents import Agents, AgentView, NewAgent
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
     from executor.api.journal import LogEvent
@@ -135,25 +135,35 @@ class Corral:
         return show(self.sources(), name)
 
     def trust(self) -> str:
-        """Trust this repository's own definitions as they are now (``corral trust``): later
-        discovery loads them without ``trust_project`` until one of them changes. Their
-        digest."""
-        from executor.agents.trust import trust  # noqa: PLC0415
+        """Trust the repository's own definitions as they are now (:mod:`executor.agents.
+        trust`: loaded without ``trust_project`` until one changes); their digest."""
+        from executor.agents import trust  # noqa: PLC0415
 
-        return trust(self.root, state_root=self.state_dir)
+        return trust.trust(self.root, state_root=self.state_dir)
 
     def untrust(self) -> bool:
         """Forget :meth:`trust`; whether there was any."""
-        from executor.agents.trust import untrust  # noqa: PLC0415
+        from executor.agents import trust  # noqa: PLC0415
 
-        return untrust(self.root, state_root=self.state_dir)
+        return trust.untrust(self.root, state_root=self.state_dir)
 
     def trust_state(self) -> TrustState:
-        """``trusted``, ``changed`` (trusted once, changed since: not loaded) or
-        ``untrusted``, and when."""
-        from executor.agents.trust import trust_state  # noqa: PLC0415
+        """``trusted``, ``changed`` (since trusted: not loaded) or ``untrusted``, and when."""
+        from executor.agents import trust  # noqa: PLC0415
 
-        return trust_state(self.root, state_root=self.state_dir)
+        return trust.trust_state(self.root, state_root=self.state_dir)
+
+    def new_agent(self, name: str, *, format: str, mode: str = "all",
+                  path: str | os.PathLike[str] | None = None,
+                  description: str | None = None) -> NewAgent:
+        """Write a valid, minimal definition of agent ``name`` in ``format`` (any format
+        corral loads), reachable as ``mode`` says (``all``, ``primary`` or ``subagent``), at
+        ``path`` (relative to the root; by default where that format's project agents are
+        discovered). An existing file is never overwritten: ``file_exists``."""
+        from executor.api.agents import new  # noqa: PLC0415
+
+        return new(self.sources(), name, format=format, mode=mode,
+                   path=Path(path) if path is not None else None, description=description)
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -265,9 +275,8 @@ class Corral:
         return records.show_fanout(self, fanout_id)
 
     def pick(self, fanout_id: str, index: int) -> str:
-        """The run id of child ``index`` (from 1) of a recorded fanout, for :meth:`apply`,
-        :meth:`diff` or :meth:`discard`; ``unknown_run`` when there is no such child or it
-        never started."""
+        """The run id of child ``index`` (from 1) of a recorded fanout (``unknown_run``:
+        no such child, or it never started)."""
         from executor.api import records  # noqa: PLC0415
 
         return records.pick(self, fanout_id, index)
@@ -331,11 +340,8 @@ class Corral:
     def branch(self, run_id: str, name: str, *, allow_symlinks: bool = False,
                allow_binary: bool = False, allow_git_dirs: bool = False,
                allow_unverified: bool = False) -> BranchReport:
-        """Keep a run's verified diff as one commit on a new branch ``name`` from ``HEAD``;
-        the working tree, the index and every other ref stay as they are. The commit's
-        author and message name the run. An existing branch is never moved
-        (``branch_exists``); a diff that does not apply to ``HEAD`` (a run over uncommitted
-        changes) is ``branch_conflict``; both :class:`~executor.api.MergeRefused`."""
+        """Keep a run's verified diff as one commit on a new branch ``name`` from ``HEAD``,
+        the checkout, index and other refs untouched (:mod:`executor.apply.branch`)."""
         from executor.api import records  # noqa: PLC0415
         from executor.apply import ApplyOptions  # noqa: PLC0415
 

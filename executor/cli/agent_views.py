@@ -2,11 +2,44 @@
 
 from __future__ import annotations
 
-from executor.api import AgentView
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from executor.api import Agents, AgentView
 from executor.text import one_line, printable
 from policies.loader import LoadResult, Severity
 
-__all__ = ["render_check", "render_show"]
+__all__ = ["list_lines", "render_check", "render_show"]
+
+#: How much of a description ``agents list`` shows (``agents show`` shows it whole).
+LIST_DESCRIPTION_CHARS = 100
+
+
+def list_lines(found: Agents) -> list[str]:
+    """``agents list`` as text (the picker): per agent its name, flags (``R`` read-only,
+    ``u`` runnable by you, ``s`` runnable as a subagent), format and source, why it cannot
+    run at all when it cannot, and its description under it (its first line, cut at
+    :data:`LIST_DESCRIPTION_CHARS` with a marker; ``agents show`` has it whole)."""
+    lines: list[str] = []
+    views = found.to_json()["agents"]  # in name order, as found.agents sorted
+    for (name, contract), data in zip(sorted(found.agents.items()), views, strict=True):
+        can = data["runnable"]
+        flags = "".join(["R" if contract.is_read_only else "-",
+                         "u" if can["user"] else "-", "s" if can["subagent"] else "-"])
+        shown = f"  ({one_line(data['display_name'])})" if data["display_name"] not in (
+            name, data["source"]) else ""
+        why = can["why_not"]
+        lines.append(f"{one_line(name):32} {flags} {data['format']:11} "
+                     f"{one_line(data['source'])}{shown}"
+                     + (f"  [not runnable: {one_line(why)}]" if why else ""))
+        whole = (data["description"] or "").strip()
+        description = whole.split("\n", 1)[0].strip()
+        if description:
+            cut = len(description) > LIST_DESCRIPTION_CHARS or "\n" in whole
+            lines.append("    " + one_line(description[:LIST_DESCRIPTION_CHARS])
+                         + (" [...]" if cut else ""))
+    return lines
 
 
 def render_show(view: AgentView) -> str:
@@ -22,10 +55,13 @@ def render_show(view: AgentView) -> str:
     if route["needs_override"]:
         model = f"{route['foreign']} ({contract.origin.format.value} model: needs an override)"
     elif route["inherit"]:
-        model = "inherit (the parent's model)"
+        model = "inherit (the parent's model)" + (
+            f" on provider {route['provider']}" if route["provider"] else "")
     else:
         model = " -> ".join(route["candidates"]) + (f" via {route['provider']}"
                                                     if route["provider"] else "")
+    if route["preset"]:
+        model += f" (preset {route['preset']})"
 
     def names(items: list[str]) -> str:
         return ", ".join(one_line(item) for item in items)
@@ -64,20 +100,51 @@ def render_show(view: AgentView) -> str:
               + (f"  {one_line(rule.pattern)}" if rule.pattern else "")
               for rule in contract.permission.rules]
     if data["effective"]["approval_required"]:
-        lines.append("approval     " + names(data["effective"]["approval_required"]))
+        lines.append("approval     " + ", ".join(
+            one_line(tool) + (" (every call: needsApproval)"
+                              if tool in data["effective"]["approval_every_call"]
+                              else " (ask rule)")
+            for tool in data["effective"]["approval_required"]))
+    lines += [f"role         {one_line(role)} = {one_line(', '.join(chain))} (from the "
+              f"{contract.origin.format.value} settings; your [roles] win)"
+              for role, chain in route["roles"].items()]
+    if contract.options:
+        lines.append("options      " + ", ".join(
+            f"{one_line(key)}={one_line(json.dumps(value, sort_keys=True))}"
+            for key, value in sorted(contract.options.items())) + " (sent with every request)")
     if contract.required_skills:
         lines.append("skills       " + names(list(contract.required_skills)))
+        for skill in data.get("skills", []):
+            lines.append(_skill_line(skill))
     if contract.extras:
         lines.append("extras       " + names(sorted(contract.extras)))
     if contract.response_reviewers:
         lines.append("reviewers    " + names(list(contract.response_reviewers)))
     if contract.welcome_message:
         lines.append(f"welcome      {one_line(contract.welcome_message)}")
+    diagnostics = view.diagnostics
+    lines.append("diagnostics  " + (f"{len(diagnostics)}" if diagnostics else "none"))
+    lines += [f"  {d.severity.value}: {one_line(f'{d.file}:{d.line}: {d.field}: {d.reason}')}"
+              + (f"\n    hint: {one_line(d.hint)}" if d.hint else "")
+              for d in diagnostics]
     # Split on newlines only: splitlines() would also break at \r, \x85 or U+2028 and
     # hide them instead of showing them.
     body = contract.instructions.removesuffix("\n")
     lines += ["", "instructions", *("  " + printable(line) for line in body.split("\n") if body)]
     return "\n".join(lines)
+
+
+def _skill_line(skill: Mapping[str, Any]) -> str:
+    """One required skill under ``skills``: its source, metadata and body budget, or why a
+    run cannot start with it."""
+    if skill["status"] != "resolved":
+        return f"  {one_line(skill['name'])}: {one_line(skill['reason'])} (a run will not start)"
+    meta = skill["metadata"]
+    about = (f" \"{one_line(meta['description'])}\"" if meta.get("description") else "")
+    budget = skill["budget"]
+    return (f"  {one_line(skill['name'])}: {one_line(skill['source'])}{about}; body "
+            f"{budget['body_bytes']} bytes, sent whole (a SKILL.md over "
+            f"{budget['limit_bytes'] // 1024} KiB is refused)")
 
 
 def render_check(result: LoadResult) -> list[str]:

@@ -1,4 +1,4 @@
-"""``corral agents list``, ``show`` and ``check``.
+"""``corral agents list``, ``show``, ``check`` and ``new``.
 
 Each loads definitions through :meth:`executor.api.Corral.agents` (or
 ``agent``); the run machinery is never imported here (``corral agents ...``
@@ -14,11 +14,12 @@ from pathlib import Path
 import click
 
 from executor.api import Corral
-from executor.cli.agent_views import render_check, render_show
+from executor.cli.agent_views import list_lines, render_check, render_show
 from executor.cli.app import loading_corral
 from executor.errors import EXIT_FINDINGS
 from executor.options import echo, loader_options
 from executor.text import one_line
+from policies.contract import AgentFormat
 from policies.loader import Diagnostic, Environment, Severity
 
 __all__ = ["agents"]
@@ -45,16 +46,8 @@ def agents_list(root: Path, trust_project: bool, config_file: Path | None, stric
             f": {untrusted[0].reason}" if untrusted else
             " (personal: ~/.claude/agents, ~/.config/ngn/agents, ...; project: .claude/agents, "
             ".ngn/agents, ... with --trust-project; any file with --config FILE)"))
-    for name, contract in sorted(found.agents.items()):
-        flags = "".join([
-            "R" if contract.is_read_only else "-",
-            "u" if contract.user_invocable else "-",
-            "s" if contract.subagent_available else "-",
-        ])
-        shown = f"  ({one_line(contract.display_name)})" if contract.display_name not in (
-            name, contract.origin.source) else ""
-        echo(f"{one_line(name):32} {flags} {contract.origin.format.value:11} "
-             f"{one_line(contract.origin.source)}{shown}")
+    for line in list_lines(found):
+        echo(line)
     problems = [d for d in found.diagnostics if d.severity is not Severity.INFO]
     if problems:
         rejected = sum(1 for d in problems if d.severity is Severity.ERROR)
@@ -90,6 +83,41 @@ def agents_show(root: Path, trust_project: bool, config_file: Path | None, stric
         click.echo(json.dumps(view.to_json(), indent=2))
     else:
         echo(render_show(view))
+
+
+@agents.command("new")
+@click.argument("name")
+@click.option("--format", "fmt", required=True,
+              type=click.Choice([f.value for f in AgentFormat]), help="The definition format.")
+@click.option("--mode", default="all", show_default=True,
+              type=click.Choice(["all", "primary", "subagent"]),
+              help="Who may use the agent: you and delegating agents (all), only you "
+              "(primary), or only delegating agents (subagent).")
+@click.option("--path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write it, relative to --root (default: where the format's "
+              "project agents are discovered, e.g. .claude/agents/NAME.md).")
+@click.option("--description", help="When to use the agent (default: a placeholder).")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
+              show_default=True, help="Repository root.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def agents_new(name: str, fmt: str, mode: str, path: Path | None, description: str | None,
+               root: Path, as_json: bool) -> None:
+    """Write a valid, minimal definition of agent NAME; never over an existing file."""
+    made = loading_corral(root, False, None, False, False).new_agent(
+        name, format=fmt, mode=mode, path=path, description=description)
+    if as_json:
+        click.echo(json.dumps(made.to_json(), indent=2))
+        return
+    echo(f"wrote {one_line(str(made.path))}: {made.format} agent {one_line(made.name)}, "
+         f"mode {made.mode}")
+    if made.shadowed_by:
+        echo(f"note: {one_line(made.shadowed_by)} also defines {one_line(made.name)} and wins "
+             "over it", err=True)
+    if made.discovered:
+        echo(f"check it: corral agents check --trust-project --root {one_line(str(root))}")
+    else:
+        echo("note: corral does not discover agents there; import it with an agent_imports "
+             "entry of a --config file", err=True)
 
 
 @agents.command("check")
