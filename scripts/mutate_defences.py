@@ -571,7 +571,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ESC[2K and CR in a child's Makefile hide a `curl | sh` line on the terminal"),
     mutation(
         "terminal-diff-tty", "terminal", "executor/cli/runs.py",
-        "    if force_escape or sys.stdout.isatty():\n", "    if force_escape:\n",
+        "    if force_escape or sys.stdout.isatty():\n        text, escaped = printable_patch(",
+        "    if force_escape:\n        text, escaped = printable_patch(",
         [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
         "`corral diff` writes the child's raw bytes to a terminal"),
     # -- fanout (executor/fanout/, executor/ledger/prune.py) -------------------------------
@@ -900,6 +901,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{SURVIVE}::test_host_does_not_take_the_supervisors_word[docker]"],
         "the host finds a leftover in the container's cgroup but cannot kill it: the whole "
         "container goes, and the child's next command fails"),
+    mutation(
+        "docker-late-pause-thawed", "warm", "sandbox/backends/docker.py",
+        '            if exc.status_code != 409 or "paused" not in str(exc.explanation or exc):\n'
+        "                raise\n",
+        "            raise\n",
+        [f"{SURVIVE}::test_a_pause_that_lands_after_its_thaw_is_thawed_at_the_next_exec"
+         "[docker]"],
+        "a pause the engine carries out after its thaw looked leaves the container paused: "
+        "every later command of the child fails"),
     mutation(
         "freeze-verify-empty", "warm", "sandbox/base.py",
         "            sb._verify_empty()  # and the kernel agrees that nothing is left\n", "",
