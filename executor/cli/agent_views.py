@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from executor.api import Agents, AgentView
 from executor.text import one_line, printable
-from policies.loader import LoadResult, Severity
+from policies.loader import Diagnostic, LoadResult, Severity
 
 __all__ = ["list_lines", "render_check", "render_show"]
 
@@ -16,7 +16,9 @@ __all__ = ["list_lines", "render_check", "render_show"]
 LIST_DESCRIPTION_CHARS = 100
 
 
-def list_lines(found: Agents) -> list[str]:
+def list_lines(found: Agents,
+               keep: Callable[[str, Mapping[str, Any]], bool] = lambda name, data: True,
+               ) -> list[str]:
     """``agents list`` as text (the picker): per agent its name, flags (``R`` read-only,
     ``u`` runnable by you, ``s`` runnable as a subagent), format and source, why it cannot
     run at all when it cannot, and its description under it (its first line, cut at
@@ -24,6 +26,8 @@ def list_lines(found: Agents) -> list[str]:
     lines: list[str] = []
     views = found.to_json()["agents"]  # in name order, as found.agents sorted
     for (name, contract), data in zip(sorted(found.agents.items()), views, strict=True):
+        if not keep(name, data):
+            continue
         can = data["runnable"]
         flags = "".join(["R" if contract.is_read_only else "-",
                          "u" if can["user"] else "-", "s" if can["subagent"] else "-"])
@@ -147,27 +151,75 @@ def _skill_line(skill: Mapping[str, Any]) -> str:
             f"{budget['limit_bytes'] // 1024} KiB is refused)")
 
 
-def render_check(result: LoadResult) -> list[str]:
-    """``agents check`` as text lines: every diagnostic with its severity, each distinct
-    hint once, then a summary naming every file that was rejected or warned about.
+#: More warnings than this are shown grouped by kind (``agents check -v``: each one).
+_GROUP_ABOVE = 10
 
-    A hint that several diagnostics share (one collection can repeat one hint
-    hundreds of times) is printed under the first of them, numbered, and the
-    others point at it. Every value is escaped (:func:`one_line`): file names and
-    reasons quote what a definition file chose.
+
+def render_check(result: LoadResult, *, verbose: bool = False) -> list[str]:
+    """``agents check`` as text lines, what to fix first: the summary, the rejected files,
+    every error (each distinct hint once, numbered when several share it), then the
+    warnings grouped by kind with counts (``verbose``: each one), then the notes.
+
+    A collection of 150 agents can carry hundreds of warnings of one kind (``emoji``,
+    ``vibe``) that used to scroll its rejected files away. Every value is escaped
+    (:func:`one_line`): file names and reasons quote what a definition file chose.
     """
+    diagnostics = result.diagnostics
+    per_file: dict[str, dict[Severity, int]] = {}
+    for diagnostic in diagnostics:
+        counted_file = per_file.setdefault(diagnostic.file, {})
+        counted_file[diagnostic.severity] = counted_file.get(diagnostic.severity, 0) + 1
+    rejected = [f for f, by in per_file.items() if by.get(Severity.ERROR)]
+    warned = [f for f, by in per_file.items()
+              if by.get(Severity.WARNING) and not by.get(Severity.ERROR)]
+    lines = [f"{len(result.agents)} agent(s) loaded, {len(rejected)} definition(s) rejected"
+             + (f", {len(warned)} loaded with warnings" if warned else "")]
+
+    def counted(by: dict[Severity, int], severity: Severity) -> str:
+        return f"{by[severity]} {severity.value}{'s' if by[severity] > 1 else ''}"
+
+    lines += [f"  rejected  {one_line(f)} ({counted(per_file[f], Severity.ERROR)})"
+              for f in rejected]
+    if verbose or len(warned) <= _GROUP_ABOVE:
+        lines += [f"  warnings  {one_line(f)} ({counted(per_file[f], Severity.WARNING)})"
+                  for f in warned]
+    errors = [d for d in diagnostics if d.severity is Severity.ERROR]
+    if errors:
+        lines += ["", *_listed(errors)]
+    warnings = [d for d in diagnostics if d.severity is Severity.WARNING]
+    if warnings and (verbose or len(warnings) <= _GROUP_ABOVE):
+        lines += ["", *_listed(warnings)]
+    elif warnings:
+        groups: dict[tuple[str, str], list[Diagnostic]] = {}
+        for diagnostic in warnings:
+            groups.setdefault((diagnostic.field, diagnostic.code), []).append(diagnostic)
+        files = len({d.file for d in warnings})
+        lines += ["", f"{len(warnings)} warning(s) of {len(groups)} kind(s) in {files} "
+                      "file(s) (`-v` lists each one):"]
+        for (field, _), group in sorted(groups.items(), key=lambda item: -len(item[1])):
+            first = group[0]
+            lines.append(f"warning: {one_line(field)} ({len(group)}x): {one_line(first.reason)}"
+                         f" (e.g. {one_line(first.file)}:{first.line})")
+            if first.hint:
+                lines.append(f"  hint: {one_line(first.hint)}")
+    notes = [d for d in diagnostics if d.severity is Severity.INFO]
+    if notes:
+        lines += ["", *_listed(notes)]
+    return lines
+
+
+def _listed(diagnostics: list[Diagnostic]) -> list[str]:
+    """One line each (``severity: file:line: field: reason``); a hint printed once, under
+    the first diagnostic that has it, numbered when several share it."""
     counts: dict[str, int] = {}
-    for diagnostic in result.diagnostics:
+    for diagnostic in diagnostics:
         if diagnostic.hint:
             counts[diagnostic.hint] = counts.get(diagnostic.hint, 0) + 1
     numbers: dict[str, int] = {}
     lines: list[str] = []
-    per_file: dict[str, dict[Severity, int]] = {}
-    for diagnostic in result.diagnostics:
+    for diagnostic in diagnostics:
         where = f"{diagnostic.file}:{diagnostic.line}: {diagnostic.field}: {diagnostic.reason}"
         line = f"{diagnostic.severity.value}: {one_line(where)}"
-        per_file.setdefault(diagnostic.file, {}).setdefault(diagnostic.severity, 0)
-        per_file[diagnostic.file][diagnostic.severity] += 1
         hint = diagnostic.hint
         if hint is None:
             lines.append(line)
@@ -179,20 +231,4 @@ def render_check(result: LoadResult) -> list[str]:
             numbers[hint] = len(numbers) + 1
             lines += [line, f"  hint {numbers[hint]} (for {counts[hint]} diagnostics): "
                       f"{one_line(hint)}"]
-    rejected = [f for f, by in per_file.items() if by.get(Severity.ERROR)]
-    warned = [f for f, by in per_file.items()
-              if by.get(Severity.WARNING) and not by.get(Severity.ERROR)]
-    summary = (f"{len(result.agents)} agent(s) loaded, {len(rejected)} definition(s) rejected"
-               + (f", {len(warned)} loaded with warnings" if warned else ""))
-    if lines:
-        lines.append("")
-    lines.append(summary)
-
-    def counted(by: dict[Severity, int], severity: Severity) -> str:
-        return f"{by[severity]} {severity.value}{'s' if by[severity] > 1 else ''}"
-
-    lines += [f"  rejected  {one_line(f)} ({counted(per_file[f], Severity.ERROR)})"
-              for f in rejected]
-    lines += [f"  warnings  {one_line(f)} ({counted(per_file[f], Severity.WARNING)})"
-              for f in warned]
     return lines

@@ -7,9 +7,12 @@ starts fast).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -33,12 +36,30 @@ def agents() -> None:
 @agents.command("list")
 @loader_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--runnable", is_flag=True, help="Only agents a run accepts now.")
+@click.option("--format", "formats", multiple=True, metavar="FORMAT",
+              help="Only agents of this format (claude, codex, ngn, zuno, pi, ...).")
+@click.option("--source", "source", metavar="TEXT",
+              help="Only agents whose definition file's path contains TEXT.")
+@click.argument("pattern", required=False)
 def agents_list(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                no_personal: bool, as_json: bool) -> None:
-    """List the agents that won discovery."""
+                no_personal: bool, as_json: bool, runnable: bool, formats: tuple[str, ...],
+                source: str | None, pattern: str | None) -> None:
+    """List the agents that won discovery (PATTERN: only names it matches, * and ? as in
+    a shell, case-insensitive)."""
     found = loading_corral(root, trust_project, config_file, strict, no_personal).agents()
+
+    def keep(name: str, data: Mapping[str, Any]) -> bool:
+        can = data["runnable"]
+        return ((pattern is None or fnmatch.fnmatch(name.casefold(), pattern.casefold()))
+                and (not formats or data["format"] in formats)
+                and (source is None or source in str(data["source"]))
+                and (not runnable or bool(can["user"] or can["subagent"])))
+
     if as_json:
-        click.echo(json.dumps(found.to_json(), indent=2))
+        listed = found.to_json()
+        listed["agents"] = [a for a in listed["agents"] if keep(a["name"], a)]
+        click.echo(json.dumps(listed, indent=2))
         return
     if not found.agents:
         untrusted = [d for d in found.diagnostics if d.code == "untrusted_project"]
@@ -46,8 +67,14 @@ def agents_list(root: Path, trust_project: bool, config_file: Path | None, stric
             f": {untrusted[0].reason}" if untrusted else
             " (personal: ~/.claude/agents, ~/.config/ngn/agents, ...; project: .claude/agents, "
             ".ngn/agents, ... with --trust-project; any file with --config FILE)"))
-    for line in list_lines(found):
+    lines = list_lines(found, keep)
+    for line in lines:
         echo(line)
+    if found.agents and not lines:
+        echo("no agents match", err=True)
+    elif lines:
+        echo("flags: R read-only, u you can run it, s it can run as a delegated child; "
+             "`corral agents show NAME` shows everything", err=True)
     problems = [d for d in found.diagnostics if d.severity is not Severity.INFO]
     if problems:
         rejected = sum(1 for d in problems if d.severity is Severity.ERROR)
@@ -124,9 +151,12 @@ def agents_new(name: str, fmt: str, mode: str, path: Path | None, description: s
 @loader_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--watch", is_flag=True, help="Re-check whenever a definition file changes.")
+@click.option("-v", "--verbose", is_flag=True, help="List every warning (by default they "
+              "are grouped by kind, with counts).")
 def agents_check(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                 no_personal: bool, as_json: bool, watch: bool) -> None:
-    """Check every definition; exit 1 when any was rejected."""
+                 no_personal: bool, as_json: bool, watch: bool, verbose: bool) -> None:
+    """Check every definition; exit 1 when any was rejected. The summary and the rejected
+    files come first, then every error, then the warnings grouped by kind."""
     corral = loading_corral(root, trust_project, config_file, strict, no_personal)
 
     def run_check() -> bool:
@@ -134,7 +164,7 @@ def agents_check(root: Path, trust_project: bool, config_file: Path | None, stri
         if as_json:
             click.echo(json.dumps(found.to_json()))
         else:
-            for line in render_check(found.result):
+            for line in render_check(found.result, verbose=verbose):
                 echo(line)
         sys.stdout.flush()
         return found.rejected
