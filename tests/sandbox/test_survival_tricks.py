@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -309,6 +310,11 @@ def test_a_pause_that_lands_after_its_thaw_is_thawed_at_the_next_exec(
     monkeypatch.setattr(api, "pause", lose_the_answer_and_pause_later)
     said, killed = _start(sb, "setsid", survivor_name)
     assert said.startswith(b"ready") and killed and late
+    # Killed unfrozen: it leaves the cgroup at once and /proc when the container's init
+    # reaps it (a zombie until then).
+    deadline = time.monotonic() + 10
+    while host_tasks_named(survivor_name) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert host_tasks_named(survivor_name) == []
     real_pause(late[0])  # the engine gets to it now, after the thaw looked
     assert api.inspect_container(late[0])["State"]["Paused"]
