@@ -25,6 +25,7 @@ def list_lines(found: Agents,
     :data:`LIST_DESCRIPTION_CHARS` with a marker; ``agents show`` has it whole)."""
     lines: list[str] = []
     views = found.to_json()["agents"]  # in name order, as found.agents sorted
+    fixes = {d.file: d.hint for d in found.diagnostics if d.code == "foreign_model" and d.hint}
     for (name, contract), data in zip(sorted(found.agents.items()), views, strict=True):
         if not keep(name, data):
             continue
@@ -34,6 +35,8 @@ def list_lines(found: Agents,
         shown = f"  ({one_line(data['display_name'])})" if data["display_name"] not in (
             name, data["source"]) else ""
         why = can["why_not"]
+        if not why and contract.model.foreign and data["source"] in fixes:
+            why = f"no model for {contract.model.foreign!r}: {fixes[data['source']]}"
         lines.append(f"{one_line(name):32} {flags} {data['format']:11} "
                      f"{one_line(data['source'])}{shown}"
                      + (f"  [not runnable: {one_line(why)}]" if why else ""))

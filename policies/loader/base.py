@@ -73,6 +73,9 @@ class Options:
     provider: str | None = None
     #: Trusted user config: foreign model names per format -> exact model ids.
     model_map: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The shipped aliases the user's providers can serve (folded harness model name ->
+    #: route, :mod:`policies.model_aliases`); ``model_map`` wins over them.
+    default_models: Mapping[str, str] = field(default_factory=dict)
     #: The provider connections of the user config (``None``: not known, nothing is
     #: checked): an ngn ``provider`` must name one.
     providers: frozenset[str] | None = None
