@@ -583,12 +583,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- setuid sweep ---------------------------------------------------------------------
     mutation(
         "setid-setgid", "setuid sweep", "sandbox/workspaces/setid.py",
-        "_SETID = stat.S_ISUID | stat.S_ISGID", "_SETID = stat.S_ISUID",
+        "SETID_BITS = stat.S_ISUID | stat.S_ISGID", "SETID_BITS = stat.S_ISUID",
         [f"{LEFT}::test_setuid_file_left_in_checkout_is_cleared[fake]"],
         "setgid files the child planted stay armed in the checkout"),
     mutation(
-        "setid-nested-git", "setuid sweep", "sandbox/workspaces/setid.py",
-        'if not prefix and entry.name == ".git":', 'if entry.name == ".git":',
+        "setid-nested-git", "setuid sweep", "sandbox/workspaces/walk.py",
+        "        if prefix:\n            return list(entries)\n",
+        "        if False:\n            return list(entries)\n",
         ["tests/sandbox/test_setid_sweep.py::test_setuid_file_hidden_in_a_nested_git_dir"],
         "a setuid file hidden in sub/.git/ is never cleared"),
     # -- git hardening --------------------------------------------------------------------
