@@ -31,7 +31,7 @@ from sandbox.errors import SandboxConfigError, SandboxError, SandboxStateError
 from sandbox.files.confined import ConfinedFiles
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
 from sandbox.state import SandboxMeta, SandboxState, SandboxStatus
-from sandbox.workspaces.diff import compute_diff
+from sandbox.workspaces.diff import compute_diff, sweep_for_diff
 from sandbox.workspaces.model import Workspace, WorkspaceKind
 from sandbox.workspaces.overlay import is_mountpoint, unmount
 from sandbox.workspaces.snapshot import drop_lease
@@ -355,9 +355,10 @@ class BaseSandbox(ABC):
         self._dirty = False
         if self._meta.status == "captured":
             self._set_status("active")
-        cleared = self._sweep()
+        swept = sweep_for_diff(self._ws)  # in one pass with the diff's walk, where it has one
+        self._setid_cleared.update(swept.cleared)
         diff = compute_diff(self._ws, self._state, max_bytes=self._limits.max_diff_bytes,
-                            setid_cleared=cleared)
+                            swept=swept)
         self._diff = diff
         if not self._dirty:  # a file-API write raced the collection: leave it stale
             self._set_status("captured")

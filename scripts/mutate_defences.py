@@ -109,6 +109,7 @@ SURVIVE = "tests/sandbox/test_survival_tricks.py"
 REPLAY = "tests/sandbox/test_replay.py"
 CHECKS = "tests/executor/test_check_on_record.py"
 TRUTH = "tests/executor/test_workspace_write_truth.py"
+SWEEP = "tests/sandbox/test_setid_sweep.py"
 CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
 ENV = "tests/executor/test_environment.py"
 ENV_SPEC = "tests/test_environment_spec.py"
@@ -592,6 +593,37 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:\n            return list(entries)\n",
         ["tests/sandbox/test_setid_sweep.py::test_setuid_file_hidden_in_a_nested_git_dir"],
         "a setuid file hidden in sub/.git/ is never cleared"),
+    mutation(
+        "scan-sweep-clears", "setuid sweep", "sandbox/workspaces/scan.py",
+        "if (sweep and mode & SETID_BITS", "if (False and mode & SETID_BITS",
+        [f"{LEFT}::test_setuid_file_left_in_checkout_is_cleared[fake]",
+         f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk (the sweep before every diff) clears nothing it scans"),
+    mutation(
+        "scan-sweep-nested-git", "setuid sweep", "sandbox/workspaces/scan.py",
+        "                if sweep and kind == _IFDIR:\n"
+        "                    subdirs.append((name, _SWEPT))\n"
+        "                continue\n"
+        "            inner = excluded\n",
+        "                continue\n"
+        "            inner = excluded\n",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk skips a nested repository's .git (the scan never looks there): a "
+        "setuid file in sub/.git/ stays armed"),
+    mutation(
+        "scan-sweep-too-deep", "setuid sweep", "sandbox/workspaces/scan.py",
+        "            if not self.sweep:\n                return []\n            seen = False\n",
+        "            return []\n",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk stops where the scan does (MAX_DEPTH): a setuid file deeper stays "
+        "armed"),
+    mutation(
+        "scan-sweep-restat", "setuid sweep", "sandbox/workspaces/scan.py",
+        "                        info = os.stat(name, dir_fd=fd, follow_symlinks=False)\n",
+        "",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the manifest keeps a cleared file's stat from before the sweep: the stat cache and "
+        "the workspace-write comparison read a file that is no longer there"),
     # -- git hardening --------------------------------------------------------------------
     mutation(
         "gitsafe-fsmonitor-key", "git hardening", "sandbox/gitsafe.py",
