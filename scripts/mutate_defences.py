@@ -543,10 +543,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an entry recorded in the fence's tick is trusted though a change could keep its ctime"),
     mutation(
         "statcache-ctime", "diff", "sandbox/workspaces/statcache.py",
-        "    return (st_ctime == ctime and st_mtime", "    return (st_mtime",
+        "            elif (st_ctime == ctime and st_mtime", "            elif (st_mtime",
         ["tests/sandbox/test_diff_speed_stat.py::"
          "test_in_place_edit_with_restored_size_and_mtime_is_in_the_diff[host]"],
         "a child that rewrites a file in place and restores size and mtime hides the edit"),
+    mutation(
+        "statcache-valid-only-trusted", "diff", "sandbox/workspaces/statcache.py",
+        "    for at in trusted:  # the flags' high byte (big-endian)\n",
+        "    for at in [*trusted, *(pos + _STAT.size + hash_size for pos in zero)]:\n",
+        [f"{CONF}::test_same_edit_gives_identical_diff[host]"],
+        "entries git must hash are marked assume-valid too: git add never looks at the "
+        "changed files and the child's edits vanish from the diff"),
     mutation(
         "docker-stand-ins", "docker", "sandbox/backends/standins.py",
         "    return bool(mode & 0o001 or (uid == 0 and mode & 0o100))\n",

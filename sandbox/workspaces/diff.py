@@ -132,7 +132,7 @@ def _prepare(ws: Workspace, state: SandboxState, swept: Swept) -> Prepared | Non
     spec = pathspec_file(state.dir / "collect.pathspec", scan.paths)
     recorded = checked_ns if plan.understood else ws.baseline_index.stat().st_mtime_ns
     stage_tree(git_dir=git_dir, work_tree=ws.root, private_git=git_dir, index=index, spec=spec,
-               attributes=scan.attributes, recorded_ns=recorded)
+               attributes=scan.attributes, recorded_ns=recorded, preload=not plan.understood)
     env = reading_env(git_dir, index)  # every command below only reads objects
 
     def run(argv: list[str]) -> bytes:
