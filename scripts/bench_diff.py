@@ -37,6 +37,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,6 @@ from benchlib import (
     git,
     machine,
     print_rows,
-    raw_worktree,
-    warm_clone,
 )
 
 import sandbox
@@ -68,14 +67,26 @@ HOST = HostConfig(limits=Limits(max_diff_bytes=1 << 30))
 
 def same_tree_clone(repo: Path, work: Path) -> Path:
     """A clone whose HEAD holds what corral's snapshot of ``repo`` holds (its uncommitted
-    state replayed and committed), with a warm index."""
-    staged = work / "staged"
-    raw_worktree(repo, staged)
-    git(staged, "add", "-A")
-    git(staged, "commit", "-q", "-m", "the parent's uncommitted state")
+    state replayed and committed), with a warm index: its files dated an hour back and
+    refreshed (right after a checkout every entry is racily clean, and each ``git diff``
+    would hash every file again)."""
     clone = work / "clone"
-    warm_clone(staged, clone)
-    git(repo, "worktree", "remove", "--force", str(staged))
+    git(repo.parent, "clone", "-q", str(repo), str(clone))
+    patch = git(repo, "diff", "HEAD", "--binary")
+    if patch:
+        git(clone, "apply", "--binary", "--index", "-", data=patch)
+    untracked = [p for p in git(repo, "ls-files", "--others", "--exclude-standard",
+                                "-z").decode().split("\0") if p]
+    for rel in untracked:
+        (clone / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / rel, clone / rel)
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "the parent's uncommitted state")
+    past = time.time() - 3600
+    for path in clone.rglob("*"):
+        if ".git" not in path.relative_to(clone).parts and path.is_file():
+            os.utime(path, (past, past))
+    git(clone, "update-index", "-q", "--really-refresh")
     return clone
 
 
