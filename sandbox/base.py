@@ -6,11 +6,12 @@ computed (stop every process first: threats B8.40), and tears down in the only
 safe order: stop, capture the diff, close the backend, remove the worktree.
 
 Every collection sweeps the writable workspace for setuid/setgid files first
-(:mod:`sandbox.workspaces.setid`), and so does teardown of a workspace that stays (the
-user's checkout). The stored diff is always the latest one: a command or a
-file-API write after a collection marks it stale (in memory, and in the meta
-for gc), a failed collection clears it, and teardown collects again whenever
-the stored diff is missing or stale.
+(:mod:`sandbox.workspaces.setid`; for a worktree or the user's checkout in the same walk
+as the diff's scan, :func:`sandbox.workspaces.diff.sweep_for_diff`), and so does
+teardown of a workspace that stays (the user's checkout). The stored diff is always
+the latest one: a command or a file-API write after a collection marks it stale (in
+memory, and in the meta for gc), a failed collection clears it, and teardown collects
+again whenever the stored diff is missing or stale.
 """
 
 from __future__ import annotations
