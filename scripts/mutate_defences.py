@@ -110,6 +110,7 @@ REPLAY = "tests/sandbox/test_replay.py"
 CHECKS = "tests/executor/test_check_on_record.py"
 TRUTH = "tests/executor/test_workspace_write_truth.py"
 CRASH = "tests/sandbox/test_overlay_crash.py"
+SWEEP = "tests/sandbox/test_setid_sweep.py"
 CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
 ENV = "tests/executor/test_environment.py"
 ENV_SPEC = "tests/test_environment_spec.py"
@@ -543,10 +544,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an entry recorded in the fence's tick is trusted though a change could keep its ctime"),
     mutation(
         "statcache-ctime", "diff", "sandbox/workspaces/statcache.py",
-        "    return (st_ctime == ctime and st_mtime", "    return (st_mtime",
+        "            elif (st_ctime == ctime and st_mtime", "            elif (st_mtime",
         ["tests/sandbox/test_diff_speed_stat.py::"
          "test_in_place_edit_with_restored_size_and_mtime_is_in_the_diff[host]"],
         "a child that rewrites a file in place and restores size and mtime hides the edit"),
+    mutation(
+        "statcache-valid-only-trusted", "diff", "sandbox/workspaces/statcache.py",
+        "    for at in trusted:  # the flags' high byte (big-endian)\n",
+        "    for at in [*trusted, *(pos + _STAT.size + hash_size for pos in zero)]:\n",
+        [f"{CONF}::test_same_edit_gives_identical_diff[host]"],
+        "entries git must hash are marked assume-valid too: git add never looks at the "
+        "changed files and the child's edits vanish from the diff"),
     mutation(
         "docker-stand-ins", "docker", "sandbox/backends/standins.py",
         "    return bool(mode & 0o001 or (uid == 0 and mode & 0o100))\n",
@@ -585,14 +593,46 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- setuid sweep ---------------------------------------------------------------------
     mutation(
         "setid-setgid", "setuid sweep", "sandbox/workspaces/setid.py",
-        "_SETID = stat.S_ISUID | stat.S_ISGID", "_SETID = stat.S_ISUID",
+        "SETID_BITS = stat.S_ISUID | stat.S_ISGID", "SETID_BITS = stat.S_ISUID",
         [f"{LEFT}::test_setuid_file_left_in_checkout_is_cleared[fake]"],
         "setgid files the child planted stay armed in the checkout"),
     mutation(
-        "setid-nested-git", "setuid sweep", "sandbox/workspaces/setid.py",
-        'if not prefix and entry.name == ".git":', 'if entry.name == ".git":',
+        "setid-nested-git", "setuid sweep", "sandbox/workspaces/walk.py",
+        "        if prefix:\n            return list(entries)\n",
+        "        if False:\n            return list(entries)\n",
         ["tests/sandbox/test_setid_sweep.py::test_setuid_file_hidden_in_a_nested_git_dir"],
         "a setuid file hidden in sub/.git/ is never cleared"),
+    mutation(
+        "scan-sweep-clears", "setuid sweep", "sandbox/workspaces/scan.py",
+        "if (sweep and mode & SETID_BITS", "if (False and mode & SETID_BITS",
+        [f"{LEFT}::test_setuid_file_left_in_checkout_is_cleared[fake]",
+         f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk (the sweep before every diff) clears nothing it scans"),
+    mutation(
+        "scan-sweep-nested-git", "setuid sweep", "sandbox/workspaces/scan.py",
+        "                if sweep and kind == _IFDIR:\n"
+        "                    subdirs.append((name, _SWEPT))\n"
+        "                continue\n"
+        "            inner = excluded\n",
+        "                continue\n"
+        "            inner = excluded\n",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk skips a nested repository's .git (the scan never looks there): a "
+        "setuid file in sub/.git/ stays armed"),
+    mutation(
+        "scan-sweep-too-deep", "setuid sweep", "sandbox/workspaces/scan.py",
+        "            if not self.sweep:\n                return []\n            seen = False\n",
+        "            return []\n",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk stops where the scan does (MAX_DEPTH): a setuid file deeper stays "
+        "armed"),
+    mutation(
+        "scan-sweep-restat", "setuid sweep", "sandbox/workspaces/scan.py",
+        "                        info = os.stat(name, dir_fd=fd, follow_symlinks=False)\n",
+        "",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the manifest keeps a cleared file's stat from before the sweep: the stat cache and "
+        "the workspace-write comparison read a file that is no longer there"),
     # -- git hardening --------------------------------------------------------------------
     mutation(
         "gitsafe-fsmonitor-key", "git hardening", "sandbox/gitsafe.py",
