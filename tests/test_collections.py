@@ -194,10 +194,10 @@ def test_check_names_each_file_the_harness_would_not_load(tmp_path: Path) -> Non
     assert "error: .claude/agents/strategy-notes.md:1: frontmatter: no YAML header" in lines
     assert "1 agent(s) loaded, 1 definition(s) rejected, 1 loaded with warnings" in lines
     assert "  rejected  .claude/agents/strategy-notes.md (1 error)" in lines
-    listed = CliRunner().invoke(cli, ["agents", "list", "--root", str(tmp_path),
+    listed = CliRunner().invoke(cli, ["agents", "list", "-l", "--root", str(tmp_path),
                                       "--trust-project", "--no-personal"])
-    assert listed.stdout.splitlines()[0].endswith(
-        ".claude/agents/engineering-code-reviewer.md  (Code Reviewer)")
+    assert listed.stdout.splitlines()[2] == (
+        "    .claude/agents/engineering-code-reviewer.md  (Code Reviewer)")
 
 
 def test_check_at_scale_leads_with_what_was_rejected_and_groups_warnings(
@@ -246,6 +246,23 @@ def test_list_filters_by_name_format_source_and_runnable(tmp_path: Path) -> None
     assert names("--source", ".claude/") == ["code-reviewer", "code-writer", "planner"]
     assert names("--runnable", "*er") == ["code-reviewer", "code-writer", "planner"]
     shown = CliRunner().invoke(cli, [*base, "planner"])
-    assert shown.stdout.startswith("planner ") and "flags: R read-only" in shown.stderr
+    assert shown.stdout.splitlines()[1].startswith("planner ")
+    assert "flags: R read-only" in shown.stderr
     none = CliRunner().invoke(cli, [*base, "nobody*"])
     assert none.stdout == "" and "no agents match" in none.stderr
+
+
+def test_list_is_a_table_cut_to_the_terminal_width(tmp_path: Path) -> None:
+    """Issue 19: `agents list` "with a header, a description column cut to the terminal
+    width, a legend"; on a terminal the width is the terminal's."""
+    write(tmp_path / ".claude/agents/planner.md",
+          "---\nname: planner\ndescription: " + "plans work carefully " * 20 + "\n---\nb\n")
+    from tests.executor.tty_support import on_terminal
+
+    shown = on_terminal("agents", "list", "--root", str(tmp_path), "--trust-project",
+                        "--no-personal", env={"COLUMNS": "60"})
+    rows = [line for line in shown.text.splitlines() if line.startswith(("NAME", "planner"))]
+    assert rows[0].split() == ["NAME", "FLAGS", "FORMAT", "DESCRIPTION"]
+    assert rows[1].startswith("planner") and rows[1].endswith("...")
+    assert len(rows[1]) <= 60
+    assert "flags: R read-only" in shown.text

@@ -49,7 +49,8 @@ def test_aliases_map_only_where_a_provider_is_configured(tmp_path: Path) -> None
     _write(tmp_path, "c", "gemini-2.5-pro")
     listed = CliRunner().invoke(cli, ["agents", "list", "--root", str(tmp_path),
                                       "--trust-project", "--no-personal"])
-    line = next(li for li in listed.stdout.splitlines() if li.startswith("a "))
+    lines = listed.stdout.splitlines()
+    line = lines[next(i for i, li in enumerate(lines) if li.startswith("a ")) + 1]
     assert "[not runnable: no model for 'sonnet': configure a anthropic provider" in line
     assert 'model_map.claude."sonnet" = "PROVIDER/MODEL"' in line
     assert all(not r for r in _routes(tmp_path).values())  # nothing guessed

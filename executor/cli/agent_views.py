@@ -12,40 +12,51 @@ from policies.loader import Diagnostic, LoadResult, Severity
 
 __all__ = ["list_lines", "render_check", "render_show"]
 
-#: How much of a description ``agents list`` shows (``agents show`` shows it whole).
-LIST_DESCRIPTION_CHARS = 100
+#: The narrowest description column ``agents list`` cuts to (a narrower terminal wraps).
+MIN_DESCRIPTION = 20
+#: The widest name column (a longer name pushes its own row's columns right).
+MAX_NAME = 28
+#: What ``agents list`` prints after its rows (on stderr).
+LEGEND = ("flags: R read-only, u you can run it, s it can run as a delegated child; "
+          "`corral agents show NAME` shows everything, `-l` each source")
 
 
 def list_lines(found: Agents,
                keep: Callable[[str, Mapping[str, Any]], bool] = lambda name, data: True,
-               ) -> list[str]:
-    """``agents list`` as text (the picker): per agent its name, flags (``R`` read-only,
-    ``u`` runnable by you, ``s`` runnable as a subagent), format and source, why it cannot
-    run at all when it cannot, and its description under it (its first line, cut at
-    :data:`LIST_DESCRIPTION_CHARS` with a marker; ``agents show`` has it whole)."""
-    lines: list[str] = []
+               *, width: int = 120, long: bool = False) -> list[str]:
+    """``agents list`` as text (the picker): a header, then per agent its name, flags
+    (``R`` read-only, ``u`` runnable by you, ``s`` runnable as a subagent), format and
+    the description's first line cut to ``width`` (``agents show`` has it whole); under
+    it why it cannot run when it cannot (with the config line that fixes a missing
+    model) and, with ``long``, its source. Every value is escaped."""
     views = found.to_json()["agents"]  # in name order, as found.agents sorted
     fixes = {d.file: d.hint for d in found.diagnostics if d.code == "foreign_model" and d.hint}
-    for (name, contract), data in zip(sorted(found.agents.items()), views, strict=True):
-        if not keep(name, data):
-            continue
+    rows = [(name, contract, data) for (name, contract), data
+            in zip(sorted(found.agents.items()), views, strict=True) if keep(name, data)]
+    if not rows:
+        return []
+    name_width = min(MAX_NAME, max(4, *(len(one_line(name)) for name, _, _ in rows)))
+    room = max(MIN_DESCRIPTION, width - name_width - 19)
+    lines = [f"{'NAME':{name_width}} {'FLAGS':5} {'FORMAT':11} DESCRIPTION"]
+    for name, contract, data in rows:
         can = data["runnable"]
         flags = "".join(["R" if contract.is_read_only else "-",
                          "u" if can["user"] else "-", "s" if can["subagent"] else "-"])
-        shown = f"  ({one_line(data['display_name'])})" if data["display_name"] not in (
-            name, data["source"]) else ""
+        whole = (data["description"] or "").strip()
+        description = one_line(whole.split("\n", 1)[0].strip())
+        if len(description) > room or "\n" in whole:
+            description = description[:room - 3].rstrip() + "..."
+        lines.append(f"{one_line(name):{name_width}} {flags:5} {data['format']:11} "
+                     f"{description}".rstrip())
         why = can["why_not"]
         if not why and contract.model.foreign and data["source"] in fixes:
             why = f"no model for {contract.model.foreign!r}: {fixes[data['source']]}"
-        lines.append(f"{one_line(name):32} {flags} {data['format']:11} "
-                     f"{one_line(data['source'])}{shown}"
-                     + (f"  [not runnable: {one_line(why)}]" if why else ""))
-        whole = (data["description"] or "").strip()
-        description = whole.split("\n", 1)[0].strip()
-        if description:
-            cut = len(description) > LIST_DESCRIPTION_CHARS or "\n" in whole
-            lines.append("    " + one_line(description[:LIST_DESCRIPTION_CHARS])
-                         + (" [...]" if cut else ""))
+        if why:
+            lines.append(f"    [not runnable: {one_line(why)}]")
+        if long:
+            shown = f"  ({one_line(data['display_name'])})" if data["display_name"] not in (
+                name, data["source"]) else ""
+            lines.append(f"    {one_line(data['source'])}{shown}")
     return lines
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 import click
 
 from executor.api import Corral
-from executor.cli.agent_views import list_lines, render_check, render_show
+from executor.cli.agent_views import LEGEND, list_lines, render_check, render_show
 from executor.cli.app import loading_corral
 from executor.errors import EXIT_FINDINGS
 from executor.options import echo, loader_options
@@ -41,10 +42,11 @@ def agents() -> None:
               help="Only agents of this format (claude, codex, ngn, zuno, pi, ...).")
 @click.option("--source", "source", metavar="TEXT",
               help="Only agents whose definition file's path contains TEXT.")
+@click.option("-l", "--long", "long", is_flag=True, help="Also each definition's source.")
 @click.argument("pattern", required=False)
 def agents_list(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
                 no_personal: bool, as_json: bool, runnable: bool, formats: tuple[str, ...],
-                source: str | None, pattern: str | None) -> None:
+                source: str | None, long: bool, pattern: str | None) -> None:
     """List the agents that won discovery (PATTERN: only names it matches, * and ? as in
     a shell, case-insensitive)."""
     found = loading_corral(root, trust_project, config_file, strict, no_personal).agents()
@@ -67,14 +69,14 @@ def agents_list(root: Path, trust_project: bool, config_file: Path | None, stric
             f": {untrusted[0].reason}" if untrusted else
             " (personal: ~/.claude/agents, ~/.config/ngn/agents, ...; project: .claude/agents, "
             ".ngn/agents, ... with --trust-project; any file with --config FILE)"))
-    lines = list_lines(found, keep)
+    width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
+    lines = list_lines(found, keep, width=width, long=long)
     for line in lines:
         echo(line)
     if found.agents and not lines:
         echo("no agents match", err=True)
     elif lines:
-        echo("flags: R read-only, u you can run it, s it can run as a delegated child; "
-             "`corral agents show NAME` shows everything", err=True)
+        echo(LEGEND, err=True)
     problems = [d for d in found.diagnostics if d.severity is not Severity.INFO]
     if problems:
         rejected = sum(1 for d in problems if d.severity is Severity.ERROR)

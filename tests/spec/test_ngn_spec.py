@@ -174,9 +174,9 @@ def test_descriptions_appear_in_the_picker(fs, cli) -> None:
     """Spec (ngn-agent-definitions.md): Descriptions appear in the picker and the model's
     delegation tool schema.
 
-    corral's picker is ``agents list``: each agent's description is on the line under it
-    (its first line, escaped, cut at 100 characters with a marker: ``agents show`` has
-    it whole).
+    corral's picker is ``agents list``: each agent's description is a column of its row
+    (its first line, escaped, cut to the terminal's width with a marker: ``agents show``
+    has it whole).
     """
     fs.md(".ngn/agents/research.md", "description: Find evidence and report it with file "
           "references.")
@@ -184,10 +184,11 @@ def test_descriptions_appear_in_the_picker(fs, cli) -> None:
     out = cli("agents", "list", "--root", str(fs.repo), "--trust-project", "--no-personal")
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith("research "))
-    assert lines[at + 1] == "    Find evidence and report it with file references."
-    long_at = next(i for i, line in enumerate(lines) if line.startswith("long "))
-    assert lines[long_at + 1].endswith("[...]") and len(lines[long_at + 1]) < 120
+    assert lines[0].split() == ["NAME", "FLAGS", "FORMAT", "DESCRIPTION"]
+    research = next(line for line in lines if line.startswith("research "))
+    assert research.endswith(" Find evidence and report it with file references.")
+    long = next(line for line in lines if line.startswith("long "))
+    assert long.endswith("...") and len(long) <= 120
 
 
 def test_show_prints_the_source_file_and_its_loading_diagnostics(fs, cli) -> None:

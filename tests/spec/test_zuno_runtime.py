@@ -179,8 +179,9 @@ def test_a_disabled_agent_is_not_listed_as_runnable(fs, cli) -> None:
     assert "gone" not in offered.parameters["properties"]["agent"]["enum"]
     args = ("--root", str(fs.repo), "--trust-project", "--no-personal")
     listed = cli("agents", "list", *args).stdout.splitlines()
-    line = next(line for line in listed if line.startswith("gone "))
-    assert line.split()[1] == "---" and "[not runnable: it is disabled]" in line
+    at = next(i for i, line in enumerate(listed) if line.startswith("gone "))
+    assert listed[at].split()[1] == "---"
+    assert listed[at + 1] == "    [not runnable: it is disabled]"
     assert next(line for line in listed if line.startswith("boss ")).split()[1] == "-us"
     data = json.loads(cli("agents", "list", "--json", *args).output)
     gone = next(a for a in data["agents"] if a["name"] == "gone")
