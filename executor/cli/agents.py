@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -80,8 +81,14 @@ def agents_list(root: Path, trust_project: bool, config_file: Path | None, stric
     problems = [d for d in found.diagnostics if d.severity is not Severity.INFO]
     if problems:
         rejected = sum(1 for d in problems if d.severity is Severity.ERROR)
+        same = " ".join(shlex.quote(word) for word in [
+            *(["--root", str(root)] if str(root) != "." else []),
+            *(["--trust-project"] if trust_project else []),
+            *(["--config", str(config_file)] if config_file is not None else []),
+            *(["--strict"] if strict else []), *(["--no-personal"] if no_personal else [])])
         echo(f"\n{len(problems)} diagnostic(s), {rejected} error(s): run "
-             "`corral agents check` for details", err=True)
+             f"`{one_line(' '.join(['corral agents check', same]).strip())}` for details",
+             err=True)
     _trust_line(root, trust_project, found.diagnostics)
 
 
