@@ -13,7 +13,12 @@ which can only remove:
 4. the sandbox: the strictest of the parent's and the contract's;
 5. the permission layers: the contract's layer is appended to the parent's,
    and decisions combine strictest-first (see :mod:`policies.permissions`);
-6. the delegation allowlist: intersected with the parent's;
+6. delegation: the *scope* (every agent anything below may start) is
+   intersected with a restricting allowlist (ngn ``allowed_agents``, Claude
+   ``Agent(...)``, ...), and the agent's own allowlist is the parent's narrowed
+   by it; an exact per-agent allowlist (zuno ``delegates``: "Exact child-agent
+   allowlist for direct delegation") is the agent's own, within the scope, and
+   narrows no descendant's;
 7. approvals: the union of the parent's and the contract's ``needsApproval``.
 
 :func:`derive_child` is :func:`restrict` plus one level of delegation depth;
@@ -42,6 +47,7 @@ __all__ = [
     "admit_listed",
     "check_delegation",
     "derive_child",
+    "refusal",
     "restrict",
 ]
 
@@ -61,9 +67,12 @@ class DelegationDenied(PolicyError):
 class Capability(BaseModel):
     """The effective authority of one running agent.
 
-    ``tools`` holds exact names only (never patterns). ``delegates`` of ``None``
-    means any agent the registry offers; ``depth`` is how many more levels of
-    delegation may be started below this agent.
+    ``tools`` holds exact names only (never patterns). ``delegates`` are the
+    agents this agent may start (``None``: any agent the registry offers);
+    ``delegate_scope`` the agents anything below it may ever start (``None``:
+    any), which only narrows down a tree and always holds ``delegates``;
+    ``depth`` is how many more levels of delegation may be started below this
+    agent.
     """
 
     #: The schema is built on first use: listing agents validates no capability.
@@ -72,6 +81,7 @@ class Capability(BaseModel):
     tools: frozenset[str]
     layers: tuple[PermissionPolicy, ...] = ()
     delegates: frozenset[str] | None = None
+    delegate_scope: frozenset[str] | None = None
     depth: int = Field(default=DEFAULT_SUBAGENT_DEPTH, ge=0)
     sandbox: SandboxMode = SandboxMode.WORKTREE
     read_only: bool = False
@@ -83,7 +93,7 @@ class Capability(BaseModel):
     def _dump_set(self, value: frozenset[str]) -> list[str]:
         return sorted(value)
 
-    @field_serializer("delegates")
+    @field_serializer("delegates", "delegate_scope")
     def _dump_optional(self, value: frozenset[str] | None) -> list[str] | None:
         return None if value is None else sorted(value)
 
@@ -129,20 +139,40 @@ class Capability(BaseModel):
             return Action.ASK
         return decision
 
+    def may_ask(self, tool: str) -> bool:
+        """Whether some call of ``tool`` needs a human's approval: every call
+        (``needsApproval``), or the calls an ``ask`` rule of a layer may decide."""
+        return tool in self.tools and (
+            tool in self.approval_required or any(layer.may_ask(tool) for layer in self.layers))
+
     def is_within(self, parent: Capability) -> bool:
-        """Whether this capability is no wider than ``parent`` in every dimension."""
+        """Whether this capability is no wider than ``parent`` in every dimension.
+
+        Delegation: the scope only narrows, and this agent's own allowlist lies within
+        the parent's scope (an exact per-agent allowlist need not lie within the
+        parent's own: zuno's ``lead -> [mid]``, ``mid -> [leaf]``)."""
         return (
             self.tools <= parent.tools
             and self.sandbox.rank <= parent.sandbox.rank
             and self.depth <= parent.depth
-            and (parent.delegates is None or (
-                self.delegates is not None and self.delegates <= parent.delegates
-            ))
+            and _within(self.delegate_scope, parent.delegate_scope)
+            and _within(self.delegates, parent.delegate_scope)
+            and _within(self.delegates, self.delegate_scope)
             and (self.read_only or not parent.read_only)
             and self.approval_required >= parent.approval_required
             and self.read_only_tools <= parent.read_only_tools
             and all(layer in self.layers for layer in parent.layers)
         )
+
+
+def _within(inner: frozenset[str] | None, outer: frozenset[str] | None) -> bool:
+    """``inner`` is a subset of ``outer`` (``None``: every agent)."""
+    return outer is None or (inner is not None and inner <= outer)
+
+
+def _meet(a: frozenset[str] | None, b: frozenset[str] | None) -> frozenset[str] | None:
+    """The intersection of two allowlists (``None``: every agent)."""
+    return b if a is None else a if b is None else a & b
 
 
 def _select(allowlist: frozenset[str], available: Iterable[str]) -> set[str]:
@@ -171,14 +201,19 @@ def restrict(parent: Capability, contract: AgentContract) -> Capability:
     if contract.permission != PermissionPolicy() and contract.permission not in layers:
         layers = (*layers, contract.permission)
 
-    delegates = parent.delegates  # 6. delegation allowlist
-    if contract.delegates is not None:
+    delegates = parent.delegates  # 6. delegation allowlist, within the scope
+    scope = parent.delegate_scope
+    if contract.delegates_exact:  # the agent's own list (none: any agent of the scope)
+        delegates = _meet(contract.delegates, scope)
+    elif contract.delegates is not None:  # a restriction every descendant inherits
         delegates = contract.delegates if delegates is None else delegates & contract.delegates
+        scope = _meet(scope, contract.delegates)
 
     return Capability(
         tools=frozenset(tools),
         layers=layers,
         delegates=delegates,
+        delegate_scope=scope,
         depth=parent.depth,
         sandbox=sandbox,
         read_only=read_only,
@@ -211,6 +246,21 @@ def derive_child(parent: Capability, contract: AgentContract) -> Capability:
     """
     narrowed = restrict(parent, contract)
     return narrowed.model_copy(update={"depth": max(parent.depth - 1, 0)})
+
+
+def refusal(contract: AgentContract, *, delegated: bool) -> str | None:
+    """Why ``contract`` can never run at the top level (``delegated=False``: what
+    ``corral run`` refuses) or as a delegated child (what :func:`check_delegation`
+    refuses whoever the parent is), or ``None`` when it can. Listings say the same."""
+    if contract.disabled:
+        return "it is disabled"
+    if contract.status is not None and contract.status is not AgentStatus.ACTIVE:
+        return f"its status is {contract.status.value}; only ACTIVE agents are usable"
+    if delegated and not contract.subagent_available:
+        return "it is not available as a subagent (a top-level agent only)"
+    if not delegated and not contract.user_invocable:
+        return "it is not user-invocable (a subagent only)"
+    return None
 
 
 def check_delegation(parent: Capability, contract: AgentContract) -> None:

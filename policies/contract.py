@@ -143,10 +143,18 @@ class ModelRoute(BaseModel):
     #: When no candidate is available, the parent's model runs the agent (pi: "then the
     #: authenticated parent model").
     parent_fallback: bool = False
+    #: ``@role`` chains the definition's own harness defines for the roles the route
+    #: names (pi: ``subagent.roles`` of ``~/.pi/agent/settings.json``); the user's corral
+    #: config ``[roles]`` wins over them.
+    roles: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: The zuno preset whose agent route this is ("When it is absent, the active preset's
+    #: agent route applies"): not the agent's configured model.
+    preset: str | None = None
 
     @property
     def inherit(self) -> bool:
-        """Whether the parent's model is used."""
+        """Whether the parent's model is used (on the route's ``provider``, when it names
+        one: ngn's "omitted inherits the selected model")."""
         return not self.candidates and self.foreign is None
 
     @property
@@ -261,6 +269,10 @@ class AgentContract(BaseModel):
     tools: frozenset[str] | None = None
     denied_tools: frozenset[str] = frozenset()
     delegates: frozenset[str] | None = None
+    #: ``delegates`` is this agent's own exact allowlist (zuno: "Exact child-agent allowlist
+    #: for direct delegation"), not a restriction its descendants inherit; omitted, the
+    #: agent may start any agent its parent's scope allows (see :mod:`policies.capability`).
+    delegates_exact: bool = False
     mode: AgentMode = AgentMode.BUILD
     user_invocable: bool = True
     subagent_available: bool = True

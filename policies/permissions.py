@@ -117,6 +117,16 @@ class PermissionPolicy(BaseModel):
             return Action.ALLOW
         return found
 
+    def may_ask(self, tool: str) -> bool:
+        """Whether some call of ``tool`` may end at an ``ask`` rule of this layer: one that
+        can be the last match (no pattern-free rule after it), unless ``allow_all`` turns
+        this layer's asks into allows."""
+        if self.mode is PermissionMode.ALLOW_ALL:
+            return False
+        rules = [rule for rule in self.rules if rule.selects(tool)]
+        free = [i for i, rule in enumerate(rules) if rule.pattern in {None, "*", "**"}]
+        return any(rule.action is Action.ASK for rule in rules[free[-1] if free else 0:])
+
     def denies_outright(self, tool: str) -> bool:
         """Whether every call of ``tool`` is denied whatever its arguments.
 

@@ -138,6 +138,9 @@ _CRUDE_SPLIT_RE = re.compile(r"\|\||&&|\$\(|<\(|>\(|[;&|\n()`{}]")
 _CRUDE_OPEN_RE = re.compile(r"\$(?=[{(])|(?=`|[<>]\()")
 _CRUDE_WILD_RE = re.compile(r"\$\S+")
 _CRUDE_GLOB_RE = re.compile(r"[*?]|\[.+\]")
+#: A bash brace expansion (a list or a sequence, no blank inside): what it makes is not
+#: read here, so the crude reading puts a wildcard in its place (innermost first).
+_CRUDE_BRACE_RE = re.compile(r"\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
 _TILDE_RE = re.compile(r"\A~[^/]*")
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _MAX_DEPTH = 4
@@ -624,13 +627,17 @@ def _crude(text: str, out: _Collector, depth: int) -> None:
     """The broadest reading: every operator character splits, quotes or not, and
     every word of a segment may start a command.
 
-    Three variants: quotes and backslashes removed, replaced by spaces, and
-    removed with commas read as spaces (bash brace expansion, ``{rm,x}``). A ``$``
-    and what follows it, a ``~name`` prefix and a word that may glob are not certain.
+    Four variants: quotes and backslashes removed, replaced by spaces, removed with
+    commas read as spaces (bash brace expansion, ``{rm,x}``), and removed with every
+    brace expansion (``{r..r}m``, ``r{m,}``, nested ones) not certain. A ``$`` and
+    what follows it, a ``~name`` prefix and a word that may glob are not certain.
     """
     unquoted = re.sub(r"\\\n", "", text)
     bare = re.sub(r"[\\'\"]", "", unquoted)
-    for variant in (bare, re.sub(r"[\\'\"]", " ", unquoted), bare.replace(",", " ")):
+    braced = bare
+    while (expanded := _CRUDE_BRACE_RE.sub(WILD, braced)) != braced:
+        braced = expanded
+    for variant in (bare, re.sub(r"[\\'\"]", " ", unquoted), bare.replace(",", " "), braced):
         for segment in _CRUDE_SPLIT_RE.split(_CRUDE_OPEN_RE.sub(WILD, variant)):
             words = [WILD if _CRUDE_GLOB_RE.search(word)
                      else _TILDE_RE.sub(QUOTED_WILD, _CRUDE_WILD_RE.sub(WILD, word))

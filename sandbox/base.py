@@ -6,11 +6,12 @@ computed (stop every process first: threats B8.40), and tears down in the only
 safe order: stop, capture the diff, close the backend, remove the worktree.
 
 Every collection sweeps the writable workspace for setuid/setgid files first
-(:mod:`sandbox.workspaces.setid`), and so does teardown of a workspace that stays (the
-user's checkout). The stored diff is always the latest one: a command or a
-file-API write after a collection marks it stale (in memory, and in the meta
-for gc), a failed collection clears it, and teardown collects again whenever
-the stored diff is missing or stale.
+(:mod:`sandbox.workspaces.setid`; for a worktree or the user's checkout in the same walk
+as the diff's scan, :func:`sandbox.workspaces.diff.sweep_for_diff`), and so does
+teardown of a workspace that stays (the user's checkout). The stored diff is always
+the latest one: a command or a file-API write after a collection marks it stale (in
+memory, and in the meta for gc), a failed collection clears it, and teardown collects
+again whenever the stored diff is missing or stale.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from sandbox.errors import SandboxConfigError, SandboxError, SandboxStateError
 from sandbox.files.confined import ConfinedFiles
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
 from sandbox.state import SandboxMeta, SandboxState, SandboxStatus
-from sandbox.workspaces.diff import compute_diff
+from sandbox.workspaces.diff import compute_diff, sweep_for_diff
 from sandbox.workspaces.model import Workspace, WorkspaceKind
 from sandbox.workspaces.overlay import is_mountpoint, unmount
 from sandbox.workspaces.snapshot import drop_lease
@@ -371,9 +372,10 @@ class BaseSandbox(ABC):
         self._dirty = False
         if self._meta.status == "captured":
             self._set_status("active")
-        cleared = self._sweep()
+        swept = sweep_for_diff(self._ws)  # in one pass with the diff's walk, where it has one
+        self._setid_cleared.update(swept.cleared)
         diff = compute_diff(self._ws, self._state, max_bytes=self._limits.max_diff_bytes,
-                            setid_cleared=cleared)
+                            swept=swept)
         self._diff = diff
         if not self._dirty:  # a file-API write raced the collection: leave it stale
             self._set_status("captured")

@@ -40,7 +40,7 @@ from sandbox.config import DockerConfig
 from sandbox.errors import BackendUnavailable, SandboxError
 from sandbox.results import GcEntry, GcReport
 from sandbox.state import SandboxMeta, SandboxState, default_state_root, owner_alive
-from sandbox.workspaces.diff import persist_diff
+from sandbox.workspaces.diff import persist_diff, sweep_for_diff
 from sandbox.workspaces.model import Workspace
 from sandbox.workspaces.overlay import (
     OverlayLayers,
@@ -147,11 +147,14 @@ def _clean_stopped(meta: SandboxMeta, state: SandboxState, workspace: Workspace,
             layers = None
         elif layers is not None and not is_mountpoint(layers.merged):
             mount_overlay(layers)  # unmounted by a reboot or a failed teardown: sweep, diff
-        if writable:
-            cleared = workspace.sweep_setid()
         diffable = baseline.is_file() or layers is not None
-        if stale and writable and meta.base_commit and diffable:
-            patch_path = persist_diff(workspace, state, setid_cleared=cleared)
+        capture = stale and writable and bool(meta.base_commit) and diffable
+        if capture:  # the sweep in one pass with the diff's walk, where it has one
+            swept = sweep_for_diff(workspace)
+            cleared = list(swept.cleared)
+            patch_path = persist_diff(workspace, state, swept=swept)
+        elif writable:
+            cleared = workspace.sweep_setid()
     except SandboxError as exc:
         if not force:  # the overlay is unmounted on the way out: mounted again next time
             return GcEntry(sandbox_id=state.id, action="kept", setid_cleared=tuple(cleared),

@@ -218,8 +218,11 @@ def _argv(args: Sequence[str], git_dir: Path | None, work_tree: Path | None) -> 
 def _git_failed(args: Sequence[str], git_dir: Path | None, code: int, stderr_bytes: bytes,
                 operation: str) -> SandboxError:
     stderr = stderr_bytes.decode("utf-8", "replace").strip()
+    at = 0
+    while at + 1 < len(args) and args[at] == "-c":  # name the command, not an override
+        at += 2
     return SandboxError(
-        f"git {args[0]} failed: {stderr[:500] or f'exit {code}'}",
+        f"git {args[at] if at < len(args) else ''} failed: {stderr[:500] or f'exit {code}'}",
         code="git_failed",
         operation=operation,
         context={"git_dir": git_dir, "args": " ".join(args)[:200]},

@@ -3,7 +3,9 @@
 
 Runs, in order: start-up (``bench_startup``), the end-to-end trivial scripted
 child on host / bubblewrap / docker (``bench_e2e``), the sandbox's workspace,
-diff and one-command rows (``bench_sandbox``) and the loader (``bench_loader``);
+diff and one-command rows (``bench_sandbox``), a worktree child's diff against
+``git diff HEAD`` at 10k and 100k files (``bench_diff``) and the loader
+(``bench_loader``);
 prints the machine once, then every row (plain and corral medians with IQR, the
 ratio, where the workdir lives). The fanout benchmark has its own report
 (``scripts/bench_fanout.py``, ``--with-fanout`` runs it after this table).
@@ -25,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bench_diff
 import bench_e2e
 import bench_loader
 import bench_sandbox
@@ -38,6 +41,8 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/dev/shm"),  # noqa: S108 - mkdtemp
                         help="where generated repositories live (default tmpfs)")
     parser.add_argument("--sizes", default="10000", help="workspace/diff repository sizes")
+    parser.add_argument("--diff-sizes", default="10000,100000",
+                        help="repository sizes of the worktree diff rows (bench_diff)")
     parser.add_argument("--backends", default="host,bubblewrap,docker")
     parser.add_argument("--with-fanout", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
@@ -53,6 +58,9 @@ def main() -> int:
         sizes=[2000] if quick else [int(s) for s in args.sizes.split(",")],
         workdirs=[args.workdir], trials=5 if quick else 9, exec_trials=15 if quick else 40,
         backends=backends)
+    rows += bench_diff.run_bench(
+        sizes=[2000] if quick else [int(s) for s in args.diff_sizes.split(",")],
+        workdir=args.workdir, trials=5 if quick else 9)
     rows += bench_loader.run_bench(trials=3 if quick else 9)
     print_rows(rows)
     if args.json:

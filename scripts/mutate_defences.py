@@ -110,6 +110,7 @@ REPLAY = "tests/sandbox/test_replay.py"
 CHECKS = "tests/executor/test_check_on_record.py"
 TRUTH = "tests/executor/test_workspace_write_truth.py"
 CRASH = "tests/sandbox/test_overlay_crash.py"
+SWEEP = "tests/sandbox/test_setid_sweep.py"
 CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
 ENV = "tests/executor/test_environment.py"
 ENV_SPEC = "tests/test_environment_spec.py"
@@ -543,10 +544,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an entry recorded in the fence's tick is trusted though a change could keep its ctime"),
     mutation(
         "statcache-ctime", "diff", "sandbox/workspaces/statcache.py",
-        "    return (st_ctime == ctime and st_mtime", "    return (st_mtime",
+        "            elif (st_ctime == ctime and st_mtime", "            elif (st_mtime",
         ["tests/sandbox/test_diff_speed_stat.py::"
          "test_in_place_edit_with_restored_size_and_mtime_is_in_the_diff[host]"],
         "a child that rewrites a file in place and restores size and mtime hides the edit"),
+    mutation(
+        "statcache-valid-only-trusted", "diff", "sandbox/workspaces/statcache.py",
+        "    for at in trusted:  # the flags' high byte (big-endian)\n",
+        "    for at in [*trusted, *(pos + _STAT.size + hash_size for pos in zero)]:\n",
+        [f"{CONF}::test_same_edit_gives_identical_diff[host]"],
+        "entries git must hash are marked assume-valid too: git add never looks at the "
+        "changed files and the child's edits vanish from the diff"),
     mutation(
         "docker-stand-ins", "docker", "sandbox/backends/standins.py",
         "    return bool(mode & 0o001 or (uid == 0 and mode & 0o100))\n",
@@ -571,7 +579,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "ESC[2K and CR in a child's Makefile hide a `curl | sh` line on the terminal"),
     mutation(
         "terminal-diff-tty", "terminal", "executor/cli/runs.py",
-        "    if force_escape or sys.stdout.isatty():\n", "    if force_escape:\n",
+        "    if force_escape or sys.stdout.isatty():\n        text, escaped = printable_patch(",
+        "    if force_escape:\n        text, escaped = printable_patch(",
         [f"{TERMINAL}::test_diff_on_a_terminal_shows_the_command_a_carriage_return_hides"],
         "`corral diff` writes the child's raw bytes to a terminal"),
     # -- fanout (executor/fanout/, executor/ledger/prune.py) -------------------------------
@@ -584,14 +593,46 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- setuid sweep ---------------------------------------------------------------------
     mutation(
         "setid-setgid", "setuid sweep", "sandbox/workspaces/setid.py",
-        "_SETID = stat.S_ISUID | stat.S_ISGID", "_SETID = stat.S_ISUID",
+        "SETID_BITS = stat.S_ISUID | stat.S_ISGID", "SETID_BITS = stat.S_ISUID",
         [f"{LEFT}::test_setuid_file_left_in_checkout_is_cleared[fake]"],
         "setgid files the child planted stay armed in the checkout"),
     mutation(
-        "setid-nested-git", "setuid sweep", "sandbox/workspaces/setid.py",
-        'if not prefix and entry.name == ".git":', 'if entry.name == ".git":',
+        "setid-nested-git", "setuid sweep", "sandbox/workspaces/walk.py",
+        "        if prefix:\n            return list(entries)\n",
+        "        if False:\n            return list(entries)\n",
         ["tests/sandbox/test_setid_sweep.py::test_setuid_file_hidden_in_a_nested_git_dir"],
         "a setuid file hidden in sub/.git/ is never cleared"),
+    mutation(
+        "scan-sweep-clears", "setuid sweep", "sandbox/workspaces/scan.py",
+        "if (sweep and mode & SETID_BITS", "if (False and mode & SETID_BITS",
+        [f"{LEFT}::test_setuid_file_left_in_checkout_is_cleared[fake]",
+         f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk (the sweep before every diff) clears nothing it scans"),
+    mutation(
+        "scan-sweep-nested-git", "setuid sweep", "sandbox/workspaces/scan.py",
+        "                if sweep and kind == _IFDIR:\n"
+        "                    subdirs.append((name, _SWEPT))\n"
+        "                continue\n"
+        "            inner = excluded\n",
+        "                continue\n"
+        "            inner = excluded\n",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk skips a nested repository's .git (the scan never looks there): a "
+        "setuid file in sub/.git/ stays armed"),
+    mutation(
+        "scan-sweep-too-deep", "setuid sweep", "sandbox/workspaces/scan.py",
+        "            if not self.sweep:\n                return []\n            seen = False\n",
+        "            return []\n",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the diff's walk stops where the scan does (MAX_DEPTH): a setuid file deeper stays "
+        "armed"),
+    mutation(
+        "scan-sweep-restat", "setuid sweep", "sandbox/workspaces/scan.py",
+        "                        info = os.stat(name, dir_fd=fd, follow_symlinks=False)\n",
+        "",
+        [f"{SWEEP}::test_the_diffs_walk_sweeps_everywhere_the_sweep_alone_does"],
+        "the manifest keeps a cleared file's stat from before the sweep: the stat cache and "
+        "the workspace-write comparison read a file that is no longer there"),
     # -- git hardening --------------------------------------------------------------------
     mutation(
         "gitsafe-fsmonitor-key", "git hardening", "sandbox/gitsafe.py",
@@ -901,6 +942,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the host finds a leftover in the container's cgroup but cannot kill it: the whole "
         "container goes, and the child's next command fails"),
     mutation(
+        "docker-late-pause-thawed", "warm", "sandbox/backends/docker.py",
+        '            if exc.status_code != 409 or "paused" not in str(exc.explanation or exc):\n'
+        "                raise\n",
+        "            raise\n",
+        [f"{SURVIVE}::test_a_pause_that_lands_after_its_thaw_is_thawed_at_the_next_exec"
+         "[docker]"],
+        "a pause the engine carries out after its thaw looked leaves the container paused: "
+        "every later command of the child fails"),
+    mutation(
         "freeze-verify-empty", "warm", "sandbox/base.py",
         "            sb._verify_empty()  # and the kernel agrees that nothing is left\n", "",
         [f"{SURVIVE}::test_freeze_before_a_diff_empties_the_sandbox[bubblewrap]",
@@ -995,6 +1045,53 @@ MUTATIONS: tuple[Mutation, ...] = (
          "the_field"],
         "a request the server refused as invalid is retried four times and blamed on the "
         "server"),
+    # -- issue 20: the seeds, exactly (zuno, pi, catalog, agents show and new) ------------
+    mutation(
+        "zuno-exact-allowlist-within-scope", "narrowing", "policies/capability.py",
+        "        delegates = _meet(contract.delegates, scope)\n",
+        "        delegates = contract.delegates\n",
+        [f"{CAPABILITY}::test_an_exact_allowlist_is_the_agents_own_within_the_scope",
+         "tests/spec/test_zuno_runtime.py::"
+         "test_an_exact_allowlist_never_widens_the_parents_capability"],
+        "a zuno agent's exact delegates reach past an ancestor's restricting allowlist"),
+    mutation(
+        "pi-undefined-role-skipped", "models", "executor/models/routing.py",
+        "        if not entries:\n            why = ",
+        "        if entries is not None and not entries:\n            why = ",
+        ["tests/spec/test_pi_runtime.py::"
+         "test_an_undefined_role_is_an_error_before_the_run_never_the_parent_model"],
+        "an undefined @role is skipped and the parent's model silently runs instead"),
+    mutation(
+        "basedir-confinement-rule", "catalog", "policies/overrides.py",
+        "    return [PermissionRule(tool=tool, action=Action.DENY),\n",
+        "    return [\n",
+        [f"{CATALOG_RUN}::test_base_dir_re_roots_the_tools_paths_and_confines_them"],
+        "a tool under baseDir reads ../secret.txt: re-rooted, but no longer confined"),
+    mutation(
+        "basedir-search-from-the-root", "catalog", "executor/tools/overrides.py",
+        "        return self.inner.exec(argv, cwd=rebase(self.base, cwd), **kwargs)\n",
+        "        return self.inner.exec(argv, cwd=cwd, **kwargs)\n",
+        [f"{CATALOG_RUN}::test_base_dir_re_roots_the_tools_paths_and_confines_them"],
+        "search under baseDir runs ripgrep from the workspace root: every file's matches "
+        "come back, re-rooted and so allowed"),
+    mutation(
+        "show-approval-ignores-ask", "agents show", "executor/agents/views.py",
+        "                                        if narrowed.may_ask(tool)),\n",
+        "                                        if tool in narrowed.approval_required),\n",
+        ["tests/spec/test_effective_tools.py::"
+         "test_approval_required_lists_every_tool_a_run_asks_for"],
+        "agents show says no call waits for a human where an ask rule makes the run ask"),
+    Mutation(
+        "agents-new-overwrites", "agents new",
+        (Edit("executor/agents/scaffold.py",
+              "    if target.exists() or target.is_symlink():\n",
+              "    if False:\n"),
+         Edit("executor/agents/scaffold.py",
+              "os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)",
+              "os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)")),
+        ("tests/spec/test_agents_new.py::"
+         "test_agents_new_never_overwrites_and_never_leaves_a_broken_file",),
+        "corral agents new replaces a definition you wrote"),
 )
 
 

@@ -41,6 +41,7 @@ def contracts(draw: st.DrawFn) -> AgentContract:
         tools=draw(st.none() | st.frozensets(tool_selectors, max_size=6)),
         denied_tools=draw(st.frozensets(tool_selectors, max_size=3)),
         delegates=draw(st.none() | st.frozensets(st.sampled_from(["a", "b", "c"]))),
+        delegates_exact=draw(st.booleans()),
         mode=draw(st.sampled_from(list(AgentMode))),
         sandbox=draw(st.none() | st.sampled_from(list(SandboxMode))),
         permission=draw(policies_),
@@ -154,6 +155,26 @@ def test_delegation_allowlist_and_depth() -> None:
     assert child.depth == 0
     with pytest.raises(DelegationDenied, match="depth"):
         check_delegation(child, _contract(name="a"))
+
+
+def test_an_exact_allowlist_is_the_agents_own_within_the_scope() -> None:
+    """zuno: ``lead -> [mid]``, ``mid -> [leaf]``: mid's own list decides (not the
+    intersection with lead's), and a restricting ancestor's list bounds it."""
+    root = Capability.root(depth=3)  # a run's top level: subagent_depth 2, plus itself
+    lead = derive_child(root, _contract(name="lead", delegates=frozenset({"mid"}),
+                                        delegates_exact=True))
+    mid_contract = _contract(name="mid", delegates=frozenset({"leaf"}), delegates_exact=True)
+    check_delegation(lead, mid_contract)
+    mid = derive_child(lead, mid_contract)
+    assert mid.delegates == frozenset({"leaf"}) and mid.is_within(lead)
+    check_delegation(mid, _contract(name="leaf"))
+    with pytest.raises(DelegationDenied, match="allowlist"):
+        check_delegation(lead, _contract(name="leaf"))
+    restricting = derive_child(root, _contract(name="boss", delegates=frozenset({"mid"})))
+    bounded = derive_child(restricting, mid_contract)
+    assert bounded.delegates == frozenset()
+    with pytest.raises(DelegationDenied, match="allowlist"):
+        check_delegation(bounded, _contract(name="leaf"))
 
 
 def test_unavailable_subagent_cannot_be_delegated_to() -> None:

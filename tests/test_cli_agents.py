@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -214,3 +216,21 @@ def test_check_watch_command_prints_and_stops_on_interrupt(repo: Path) -> None:
         if proc.stdout is not None:
             proc.stdout.close()
     assert proc.returncode in (0, 130)
+
+
+def test_the_listings_footer_names_the_check_that_sees_the_same_definitions(
+        repo: Path) -> None:
+    """Issue 19: "the footer hint after `agents list --trust-project` drops it, and
+    following the hint reports `0 rejected`". The hint carries the loader's options, and
+    following it finds the rejected definition."""
+    done = subprocess.run([sys.executable, "-m", "executor", "agents", "list", "--root",
+                           str(repo), "--trust-project", "--no-personal"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    hint = re.search(r"run `(corral agents check[^`]*)` for details", done.stderr)
+    assert hint is not None, done.stderr
+    words = shlex.split(hint.group(1))
+    assert "--trust-project" in words and "--no-personal" in words
+    followed = subprocess.run([sys.executable, "-m", "executor", *words[1:]],
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert followed.returncode == 1
+    assert "1 definition(s) rejected" in followed.stdout.splitlines()[0]

@@ -287,8 +287,9 @@ def test_check_prints_severities_each_hint_once_and_names_what_it_rejected(
     hint_lines = [line for line in lines if "known claude tools include" in line]
     assert len(hint_lines) == 1 and hint_lines[0].startswith("  hint 1 (for 6 diagnostics): ")
     assert sum(line.endswith("[hint 1]") for line in lines) == 5
-    summary = lines.index("2 agent(s) loaded, 6 definition(s) rejected, 1 loaded with warnings")
-    assert lines[summary + 1:] == [
+    # What to fix first: the summary and the rejected files lead (issue 19).
+    assert lines[:8] == [
+        "2 agent(s) loaded, 6 definition(s) rejected, 1 loaded with warnings",
         *[f"  rejected  .claude/agents/a{i}.md (1 error)" for i in range(6)],
         "  warnings  .claude/agents/Frontend Developer.md (2 warnings)"]
 

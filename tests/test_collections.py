@@ -194,7 +194,75 @@ def test_check_names_each_file_the_harness_would_not_load(tmp_path: Path) -> Non
     assert "error: .claude/agents/strategy-notes.md:1: frontmatter: no YAML header" in lines
     assert "1 agent(s) loaded, 1 definition(s) rejected, 1 loaded with warnings" in lines
     assert "  rejected  .claude/agents/strategy-notes.md (1 error)" in lines
-    listed = CliRunner().invoke(cli, ["agents", "list", "--root", str(tmp_path),
+    listed = CliRunner().invoke(cli, ["agents", "list", "-l", "--root", str(tmp_path),
                                       "--trust-project", "--no-personal"])
-    assert listed.stdout.splitlines()[0].endswith(
-        ".claude/agents/engineering-code-reviewer.md  (Code Reviewer)")
+    assert listed.stdout.splitlines()[2] == (
+        "    .claude/agents/engineering-code-reviewer.md  (Code Reviewer)")
+
+
+def test_check_at_scale_leads_with_what_was_rejected_and_groups_warnings(
+        tmp_path: Path) -> None:
+    """Issue 19: "`agents check` prints its summary and rejected files (with their fixes)
+    first, warnings grouped by kind with counts (`-v` for each one)" (a real collection
+    printed 372-836 lines with its rejected files scrolled away under 367 warnings)."""
+    agents = tmp_path / ".claude/agents"
+    for n in range(40):
+        write(agents / f"a{n:02}.md", f"---\nname: a{n:02}\ndescription: d\nvibe: chill\n"
+              "emoji: 🚀\n---\nb\n")
+    write(agents / "broken.md", "---\nname: broken\ndescription: d\ntools: Nope\n---\nb\n")
+    args = ["agents", "check", "--root", str(tmp_path), "--trust-project", "--no-personal"]
+    short = CliRunner().invoke(cli, args)
+    assert short.exit_code == 1
+    lines = short.stdout.splitlines()
+    assert lines[0] == "40 agent(s) loaded, 1 definition(s) rejected, 40 loaded with warnings"
+    assert lines[1] == "  rejected  .claude/agents/broken.md (1 error)"
+    assert lines[3].startswith("error: .claude/agents/broken.md:4: tools: ")
+    kinds = [line for line in lines if line.startswith("warning: ")]
+    assert len(kinds) == 2 and all(" (40x): " in line for line in kinds)
+    assert "80 warning(s) of 2 kind(s) in 40 file(s) (`-v` lists each one):" in lines
+    assert len(lines) < 15
+    full = CliRunner().invoke(cli, [*args, "-v"]).stdout.splitlines()
+    assert sum(line.startswith("warning: .claude/agents/a") for line in full) == 80
+    assert sum(line.startswith("  warnings  ") for line in full) == 40
+
+
+def test_list_filters_by_name_format_source_and_runnable(tmp_path: Path) -> None:
+    """Issue 19: `agents list` "filters (`--runnable`, `--format`, `--source`, a name
+    pattern)" and a legend for its flags."""
+    for name in ("code-reviewer", "code-writer", "planner"):
+        write(tmp_path / f".claude/agents/{name}.md", claude(name))
+    write(tmp_path / ".ngn/agents/code-auditor.md",
+          "---\nname: code-auditor\ndescription: audits\ntools: [read_file]\n---\nb\n")
+    base = ["agents", "list", "--root", str(tmp_path), "--trust-project", "--no-personal"]
+
+    def names(*args: str) -> list[str]:
+        done = CliRunner().invoke(cli, [*base, "--json", *args])
+        assert done.exit_code == 0, done.output
+        return [a["name"] for a in json.loads(done.stdout)["agents"]]
+
+    assert names("code-*") == ["code-auditor", "code-reviewer", "code-writer"]
+    assert names("CODE-R*") == ["code-reviewer"]
+    assert names("--format", "ngn") == ["code-auditor"]
+    assert names("--source", ".claude/") == ["code-reviewer", "code-writer", "planner"]
+    assert names("--runnable", "*er") == ["code-reviewer", "code-writer", "planner"]
+    shown = CliRunner().invoke(cli, [*base, "planner"])
+    assert shown.stdout.splitlines()[1].startswith("planner ")
+    assert "flags: R read-only" in shown.stderr
+    none = CliRunner().invoke(cli, [*base, "nobody*"])
+    assert none.stdout == "" and "no agents match" in none.stderr
+
+
+def test_list_is_a_table_cut_to_the_terminal_width(tmp_path: Path) -> None:
+    """Issue 19: `agents list` "with a header, a description column cut to the terminal
+    width, a legend"; on a terminal the width is the terminal's."""
+    write(tmp_path / ".claude/agents/planner.md",
+          "---\nname: planner\ndescription: " + "plans work carefully " * 20 + "\n---\nb\n")
+    from tests.executor.tty_support import on_terminal
+
+    shown = on_terminal("agents", "list", "--root", str(tmp_path), "--trust-project",
+                        "--no-personal", env={"COLUMNS": "60"})
+    rows = [line for line in shown.text.splitlines() if line.startswith(("NAME", "planner"))]
+    assert rows[0].split() == ["NAME", "FLAGS", "FORMAT", "DESCRIPTION"]
+    assert rows[1].startswith("planner") and rows[1].endswith("...")
+    assert len(rows[1]) <= 60
+    assert "flags: R read-only" in shown.text

@@ -351,6 +351,10 @@ UNCERTAIN = [
     # cannot read <(..), so it counts as one like $(..) and backticks)
     "[[ -n x ]]; $x f", "function g { $x f; }", "[[ x ]]; r`printf ''`m f", "cat <(rm f)",
     "bash -c '[[ 1 ]]; bash <(printf \"r%sm f\" \"\")'",
+    # ... and a brace expansion in it makes a name (the oracle found the first: bash runs
+    # line 1 before it meets the unclosed group of line 3)
+    "{r..r}m x # note\n{ git diff }", "{r,}m x\n{ y }", "r{m,} x\n{ y }",
+    "{{r,x}m,y} f\n{ y }", "{r..r}{m..m} x\n{ y }",
 ]
 
 #: Quoting the parser resolves with certainty, and names it reads through: these are ``rm``,

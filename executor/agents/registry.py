@@ -18,6 +18,7 @@ from executor.errors import ExecutorError
 from policies.config import load_user_config
 from policies.contract import AgentContract
 from policies.loader import Diagnostic, Environment, LoadResult, Options, Severity, discover
+from policies.model_aliases import default_model_map
 
 __all__ = ["Sources", "find_agent", "load"]
 
@@ -44,6 +45,9 @@ def load(sources: Sources) -> LoadResult:
     user = load_user_config()
     options = Options(strict=sources.strict, custom_tools=frozenset(user.custom_tools),
                       model_map=user.model_map, mcp_servers=frozenset(user.mcp_servers),
+                      default_models=default_model_map(
+                          {name: p.type for name, p in user.providers.items()}),
+                      providers=frozenset(user.providers), roles=frozenset(user.roles),
                       provided_tools=frozenset(custom for server in user.mcp_servers.values()
                                                for custom in server.provides))
     root, config_file = sources.root, sources.config_file

@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from executor.agents.offer import make_offer
-from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, restrict
+from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, refusal, restrict
 from policies.contract import AgentContract
 from policies.loader import Diagnostic, LoadResult
 from policies.mcp import McpServerConfig
 from policies.tools import group_of, tool_matches
 
-__all__ = ["agent_json", "diagnostics_json", "list_json", "own_tools"]
+__all__ = ["agent_diagnostics", "agent_json", "diagnostics_json", "list_json", "own_tools",
+           "runnable"]
 
 
 def own_tools(contract: AgentContract) -> list[str] | None:
@@ -27,11 +29,25 @@ def own_tools(contract: AgentContract) -> list[str] | None:
     return sorted(tools)
 
 
+def runnable(contract: AgentContract) -> dict[str, Any]:
+    """Whether the agent can run at the top level (``corral run``) and as a delegated
+    child, and why not when it can run neither way: what a run refuses, a listing never
+    offers (:func:`policies.capability.refusal`)."""
+    user = refusal(contract, delegated=False)
+    subagent = refusal(contract, delegated=True)
+    return {"user": user is None, "subagent": subagent is None,
+            "why_not": subagent if user is not None and subagent is not None else None}
+
+
 def agent_json(contract: AgentContract, *, effective: Capability | None = None,
                agents: Mapping[str, AgentContract] | None = None,
-               servers: Mapping[str, McpServerConfig] | None = None) -> dict[str, Any]:
+               servers: Mapping[str, McpServerConfig] | None = None,
+               diagnostics: Sequence[Diagnostic] | None = None,
+               skills: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ``agents show --json`` object; ``effective`` is the root capability, and the
-    ``effective`` tools are exactly what a run's model is offered (:mod:`executor.agents.offer`)."""
+    ``effective`` tools are exactly what a run's model is offered (:mod:`executor.agents.offer`).
+    ``diagnostics`` are the agent's own (:func:`agent_diagnostics`), ``skills`` its
+    required skills as a run resolves them (:func:`executor.api.agents.skill_views`)."""
     route = contract.model
     data: dict[str, Any] = {
         "name": contract.name,
@@ -54,9 +70,12 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
             "foreign": route.foreign,
             "needs_override": route.needs_override,
             "parent_fallback": route.parent_fallback,
+            "preset": route.preset,
+            "roles": {role: list(chain) for role, chain in sorted(route.roles.items())},
         },
         "user_invocable": contract.user_invocable,
         "subagent_available": contract.subagent_available,
+        "runnable": runnable(contract),
         "hidden": contract.hidden,
         "disabled": contract.disabled,
         "steps": contract.steps,
@@ -66,6 +85,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
         "top_p": contract.top_p,
         "variant": contract.variant,
         "permission": contract.permission.model_dump(mode="json"),
+        "options": contract.options,
         "required_skills": list(contract.required_skills),
         "memory": contract.memory.model_dump(mode="json"),
         "tool_bindings": [b.model_dump(mode="json") for b in contract.tool_bindings],
@@ -78,15 +98,47 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
         "digest": contract.digest(),
         "instructions": contract.instructions,
     }
+    if skills is not None:
+        data["skills"] = [dict(skill) for skill in skills]
+    if diagnostics is not None:
+        data["diagnostics"] = diagnostics_json(list(diagnostics))
     if effective is not None:
         narrowed = restrict(effective, contract)
+        offer = make_offer(narrowed, contract, agents or {}, servers=servers)
         data["effective"] = {
-            **make_offer(narrowed, contract, agents or {}, servers=servers).to_json(),
+            **offer.to_json(),
             "sandbox": narrowed.sandbox.value,
             "read_only": narrowed.read_only,
-            "approval_required": sorted(narrowed.approval_required),
+            # Every tool some call of which waits for a human: needsApproval, or an ask rule.
+            "approval_required": sorted(tool for tool in (*offer.tools, *offer.deferred)
+                                        if narrowed.may_ask(tool)),
+            # Those of them every call of which waits (the rest ask on a matching rule).
+            "approval_every_call": sorted(tool for tool in (*offer.tools, *offer.deferred)
+                                          if tool in narrowed.approval_required),
         }
     return data
+
+
+#: A diagnostic on one entry of a file that maps names to definitions (zuno.json,
+#: opencode.json, an ngn JSON file's profiles).
+_ENTRY_RE = re.compile(r"^(?:agents?|profiles)\.(?P<name>[^.]+)(?:\.|$)")
+
+
+def agent_diagnostics(contract: AgentContract,
+                      diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """The diagnostics about ``contract``'s own definition: those of its source file (and
+    of the zuno layers it merged), without those of other entries of a shared file."""
+    files = {contract.origin.source, *contract.origin.layers}
+    names = {contract.name, contract.display_name, contract.name.rsplit("/", 1)[-1]}
+    out = []
+    for diagnostic in diagnostics:
+        if diagnostic.file not in files:
+            continue
+        entry = _ENTRY_RE.match(diagnostic.field)
+        if entry is not None and entry.group("name") not in names:
+            continue
+        out.append(diagnostic)
+    return out
 
 
 def diagnostics_json(diagnostics: list[Diagnostic]) -> list[dict[str, object]]:

@@ -15,7 +15,7 @@
   :class:`FanoutResult` (with :class:`ChildResult` each), :class:`RunList`,
   :class:`Diff`, :class:`LogEvent`, :class:`ApplyReport`, :class:`Discarded`, :class:`Recovered`,
   :class:`GcReport`, :class:`BuiltEnvironment`, :class:`Agents`, :class:`AgentView`,
-  :class:`ShellResult` (with :class:`TerminalIO` in),
+  :class:`NewAgent`, :class:`ShellResult` (with :class:`TerminalIO` in),
   each wrapping corral's own records (:class:`RunRecord`, :class:`FanoutRecord`);
 - errors: :class:`CorralError` and its families, each with ``code``,
   ``message``, ``context``, ``hint`` and ``exit_code``; :func:`error_json`
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from executor.agents.trust import TrustState
-    from executor.api.agents import Agents, AgentView
+    from executor.api.agents import Agents, AgentView, NewAgent
     from executor.api.aio import AsyncCorral, AsyncProgress
     from executor.api.corral import BACKENDS, MODES, Corral
     from executor.api.environments import BuiltEnvironment
@@ -85,7 +85,7 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it (imported on first use).
 _WHERE = {
-    **dict.fromkeys(("Agents", "AgentView"), "executor.api.agents"),
+    **dict.fromkeys(("Agents", "AgentView", "NewAgent"), "executor.api.agents"),
     **dict.fromkeys(("AsyncCorral", "AsyncProgress"), "executor.api.aio"),
     **dict.fromkeys(("BACKENDS", "MODES", "Corral"), "executor.api.corral"),
     "BuiltEnvironment": "executor.api.environments",
@@ -153,6 +153,7 @@ __all__ = [
     "LogEvent",
     "MergeRefused",
     "ModelError",
+    "NewAgent",
     "PatchFile",
     "PatchPlan",
     "PolicyError",

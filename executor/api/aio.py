@@ -36,7 +36,7 @@ from executor.api.inputs import CancelToken
 from executor.scheduling import DEFAULT_JOBS
 
 if TYPE_CHECKING:
-    from executor.api.agents import Agents, AgentView
+    from executor.api.agents import Agents, AgentView, NewAgent
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
     from executor.api.journal import LogEvent
@@ -157,6 +157,13 @@ class AsyncCorral:
     async def agent(self, name: str) -> AgentView:
         """:meth:`Corral.agent`."""
         return await self._thread(partial(self.corral.agent, name))
+
+    async def new_agent(self, name: str, *, format: str, mode: str = "all",
+                        path: str | os.PathLike[str] | None = None,
+                        description: str | None = None) -> NewAgent:
+        """:meth:`Corral.new_agent`."""
+        return await self._thread(partial(self.corral.new_agent, name, format=format,
+                                          mode=mode, path=path, description=description))
 
     # -- runs ------------------------------------------------------------------------------
 

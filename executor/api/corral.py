@@ -20,7 +20,7 @@ from executor.scheduling import DEFAULT_JOBS
 
 if TYPE_CHECKING:
     from executor.agents.trust import TrustState
-    from executor.api.agents import Agents, AgentView
+    from executor.api.agents import Agents, AgentView, NewAgent
     from executor.api.environments import BuiltEnvironment
     from executor.api.inputs import Replay
     from executor.api.journal import LogEvent
@@ -132,22 +132,31 @@ class Corral:
         return show(self.sources(), name)
 
     def trust(self) -> str:
-        """Trust this repository's own definitions as they are now (``corral trust``): later
-        discovery loads them without ``trust_project`` until one of them changes. Their
-        digest."""
-        from executor.agents.trust import trust  # noqa: PLC0415
-        return trust(self.root, state_root=self.state_dir)
+        """Trust the repository's own definitions as they are now (:mod:`executor.agents.
+        trust`: loaded without ``trust_project`` until one changes); their digest."""
+        from executor.agents import trust  # noqa: PLC0415
+        return trust.trust(self.root, state_root=self.state_dir)
 
     def untrust(self) -> bool:
         """Forget :meth:`trust`; whether there was any."""
-        from executor.agents.trust import untrust  # noqa: PLC0415
-        return untrust(self.root, state_root=self.state_dir)
+        from executor.agents import trust  # noqa: PLC0415
+        return trust.untrust(self.root, state_root=self.state_dir)
 
     def trust_state(self) -> TrustState:
-        """``trusted``, ``changed`` (trusted once, changed since: not loaded) or
-        ``untrusted``, and when."""
-        from executor.agents.trust import trust_state  # noqa: PLC0415
-        return trust_state(self.root, state_root=self.state_dir)
+        """``trusted``, ``changed`` (since trusted: not loaded) or ``untrusted``, and when."""
+        from executor.agents import trust  # noqa: PLC0415
+        return trust.trust_state(self.root, state_root=self.state_dir)
+
+    def new_agent(self, name: str, *, format: str, mode: str = "all",
+                  path: str | os.PathLike[str] | None = None,
+                  description: str | None = None) -> NewAgent:
+        """Write a valid, minimal definition of agent ``name`` in ``format`` (any format
+        corral loads), reachable as ``mode`` says (``all``, ``primary`` or ``subagent``), at
+        ``path`` (relative to the root; by default where that format's project agents are
+        discovered). An existing file is never overwritten: ``file_exists``."""
+        from executor.api.agents import new  # noqa: PLC0415
+        return new(self.sources(), name, format=format, mode=mode,
+                   path=Path(path) if path is not None else None, description=description)
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -197,31 +206,27 @@ class Corral:
                      script: str | os.PathLike[str] | Replay | None = None,
                      model: str | None = None, approve: str | ApprovalHandler | None = None,
                      timeout: float | None = None, environment: bool = True,
-                     setup_network: bool | None = None,
+                     setup_network: bool | None = None, cancel: Cancellation | None = None,
                      progress: Callable[[ProgressEvent], None] | None = None,
-                     cancel: Cancellation | None = None,
                      on_setup_output: Callable[[str], None] | None = None,
                      on_warning: Callable[[str], None] | None = None,
                      welcome: Callable[[str, str], None] | None = None) -> RunResult:
-        """A new run of run ``run_id``'s agent and contract on ``prompt``, in its mode and
-        backend, on its workspace rebuilt (the checkout now, its diff applied), its session
-        starting with its conversation; the diff is cumulative, the old run is then marked
-        ``discarded`` (``continued_by``). See :mod:`executor.api.sessions`; else :meth:`run`."""
+        """A new run of run ``run_id``'s agent on ``prompt`` in its workspace rebuilt (the
+        checkout now, its diff applied), its conversation continued, its diff cumulative; the
+        old run is then ``continued_by`` it (:mod:`executor.api.sessions`; else :meth:`run`)."""
         from executor.api.sessions import continue_run  # noqa: PLC0415 - the run machinery
         return continue_run(self, run_id, prompt, script=script, model=model, approve=approve,
-                            timeout=timeout, environment=environment,
-                            setup_network=setup_network, progress=progress, cancel=cancel,
-                            on_setup_output=on_setup_output, on_warning=on_warning,
-                            welcome=welcome)
+                            timeout=timeout, environment=environment, cancel=cancel,
+                            setup_network=setup_network, progress=progress, welcome=welcome,
+                            on_setup_output=on_setup_output, on_warning=on_warning)
 
     def shell(self, run_id: str, command: Sequence[str] | None = None, *,
               terminal: TerminalIO | None = None, timeout: float | None = None,
               environment: bool = True, on_output: Callable[[str, bytes], None] | None = None,
               on_setup_output: Callable[[str], None] | None = None,
               on_warning: Callable[[str], None] | None = None) -> ShellResult:
-        """Run ``command`` (``on_output`` gets ``(stream, bytes)``), or a shell on the raw
-        ``terminal``, in run ``run_id``'s workspace rebuilt as :meth:`continue_run`'s; record
-        what it changed in the run, as changed by hand (:mod:`executor.api.sessions`)."""
+        """Run ``command`` (``on_output`` gets its output) or a shell on the raw ``terminal``
+        in run ``run_id``'s rebuilt workspace; what it changed is recorded in the run, by hand."""
         from executor.api.sessions import shell  # noqa: PLC0415 - the sandboxes
         return shell(self, run_id, command, terminal=terminal, timeout=timeout,
                      environment=environment, on_output=on_output,
@@ -288,9 +293,8 @@ class Corral:
         return records.show_fanout(self, fanout_id)
 
     def pick(self, fanout_id: str, index: int) -> str:
-        """The run id of child ``index`` (from 1) of a recorded fanout, for :meth:`apply`,
-        :meth:`diff` or :meth:`discard`; ``unknown_run`` when there is no such child or it
-        never started."""
+        """The run id of child ``index`` (from 1) of a recorded fanout (``unknown_run``:
+        no such child, or it never started)."""
         from executor.api import records  # noqa: PLC0415
         return records.pick(self, fanout_id, index)
 
@@ -345,11 +349,8 @@ class Corral:
     def branch(self, run_id: str, name: str, *, allow_symlinks: bool = False,
                allow_binary: bool = False, allow_git_dirs: bool = False,
                allow_unverified: bool = False) -> BranchReport:
-        """Keep a run's verified diff as one commit on a new branch ``name`` from ``HEAD``;
-        the working tree, the index and every other ref stay as they are. The commit's
-        author and message name the run. An existing branch is never moved
-        (``branch_exists``); a diff that does not apply to ``HEAD`` (a run over uncommitted
-        changes) is ``branch_conflict``; both :class:`~executor.api.MergeRefused`."""
+        """Keep a run's verified diff as one commit on a new branch ``name`` from ``HEAD``,
+        the checkout, index and other refs untouched (:mod:`executor.apply.branch`)."""
         from executor.api import records  # noqa: PLC0415
         return records.branch(self, run_id, name, allow_symlinks=allow_symlinks,
                               allow_binary=allow_binary, allow_git_dirs=allow_git_dirs,

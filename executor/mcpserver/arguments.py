@@ -60,7 +60,18 @@ class _Args(BaseModel):
 
 
 class ListAgentsArgs(_Args):
-    """No arguments."""
+    match: str | None = Field(
+        default=None, max_length=200, description="Only agents whose name or description "
+        "contains this text (case-insensitive).")
+    format: str | None = Field(default=None, max_length=40, description="Only agents of "
+                               "this format (claude, codex, ngn, zuno, pi, ...).")
+    runnable_only: bool = Field(default=False, description="Only agents a run accepts now.")
+    details: bool = Field(default=False, description="Also each agent's format, mode, "
+                          "sandbox, source and scope.")
+    diagnostics: bool = Field(default=False, description="Also every loading diagnostic "
+                              "(by default only their counts).")
+    offset: int = Field(default=0, ge=0, description="Skip this many agents (paging).")
+    limit: int = Field(default=50, ge=1, le=500, description="At most this many agents.")
 
 
 class RunAgentArgs(_Args):
@@ -202,8 +213,9 @@ class ToolSpec(BaseModel):
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(name="list_agents", arguments=ListAgentsArgs, read_only=True,
-             description="The agents corral can run here: name, description, format, mode "
-             "(build or reviewer), sandbox, source; and the definitions it rejected."),
+             description="The agents corral can run here, compact and paged: name, the "
+             "description's first line, whether a run accepts it (and why not); filters "
+             "(match, format, runnable_only); details and diagnostics on request."),
     ToolSpec(name="run_agent", arguments=RunAgentArgs, read_only=False, long_running=True,
              description="Run an agent on a task in an isolated sandbox (a fresh worktree of "
              "the current checkout by default) and return its run_id, status, final_text, "

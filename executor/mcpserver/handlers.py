@@ -68,11 +68,11 @@ from executor.mcpserver.arguments import (
     ApplyRunArgs,
     DiscardRunArgs,
     FanoutArgs,
-    ListAgentsArgs,
     RunAgentArgs,
     RunRefArgs,
     ShowRunArgs,
 )
+from executor.mcpserver.listing import list_agents_tool
 from executor.mcpserver.progress import CANCEL_REASON, ProgressSink
 
 __all__ = [
@@ -206,20 +206,6 @@ def _backend(options: ServerOptions, requested: str | None) -> str:
 
 def _usage(message: str, hint: str) -> ExecutorError:
     return ExecutorError(message, code="usage_error", operation="check_arguments", hint=hint)
-
-
-def list_agents_tool(options: ServerOptions, args: ListAgentsArgs) -> dict[str, Any]:
-    """``list_agents``: what ``corral agents list --json`` lists, in brief."""
-    found = options.corral().agents()
-    agents = [{"name": name, "description": contract.description,
-               "format": contract.origin.format.value, "mode": contract.mode.value,
-               "sandbox": contract.sandbox.value if contract.sandbox else None,
-               "display_name": contract.display_name, "source": contract.origin.source,
-               "scope": contract.origin.scope.value, "read_only": contract.is_read_only,
-               "user_invocable": contract.user_invocable}
-              for name, contract in sorted(found.agents.items())]
-    return {"root": str(options.root), "agents": agents,
-            "default_agent": found.default_agent, "diagnostics": found.diagnostics_json()}
 
 
 def _environment(options: ServerOptions) -> dict[str, Any]:

@@ -6,8 +6,11 @@ available:
 
 - ``inherit`` is the parent's model (unavailable when there is no parent);
 - ``@role`` expands, in order, to the entries of ``roles[role]`` in the
-  user's config; an entry may be ``provider/model``, a bare model id,
-  ``inherit`` or another ``@role`` (a cycle is a config error);
+  user's config (or, for a role only the definition's harness defines, the
+  chain the route carries: pi's ``subagent.roles``); an entry may be
+  ``provider/model``, a bare model id, ``inherit`` or another ``@role``. A
+  cycle, an undefined or an empty role is a config error, before anything is
+  contacted, never skipped to the next candidate or the parent's model;
 - ``provider/model`` connects through ``providers[provider]`` of the user's
   config (the first ``/`` splits only when its left side names a configured
   provider; otherwise the whole text is a model id that needs an explicit
@@ -22,6 +25,12 @@ variable is configured but unset (or empty) is unavailable, and the next
 candidate is tried. A provider without ``api_key_env`` needs no key (Ollama,
 llama.cpp). When nothing is available the error lists every candidate tried
 and why.
+
+A route that inherits but names a ``provider`` (ngn: "provider: Existing ngn
+provider connection ID; omitted inherits the connection", with "model: ...
+omitted inherits the selected model") runs the parent's model id on that
+connection; a provider the user config does not define is a config error,
+never a silent run on the parent's connection.
 
 A route with ``parent_fallback`` (pi: "then the authenticated parent model")
 falls back to the parent's model when no candidate is available; the error
@@ -54,7 +63,7 @@ from policies.contract import ModelRef, ModelRoute
 from policies.loader.models import parse_ref
 
 __all__ = ["Attempt", "Candidate", "LeveledModel", "build_provider_model", "expand_candidates",
-           "resolve_model", "with_level"]
+           "resolve_model", "route_roles", "with_level"]
 
 
 @dataclass(frozen=True)
@@ -106,19 +115,20 @@ def with_level(model: Model, level: str | None) -> Model:
 
 
 def expand_candidates(refs: Sequence[ModelRef], *, roles: Mapping[str, Sequence[str]],
-                      ) -> list[Candidate | Attempt]:
-    """``refs`` with every ``@role`` expanded, in order; an undefined role is an :class:`Attempt`.
+                      ) -> list[Candidate]:
+    """``refs`` with every ``@role`` expanded, in order. An undefined or empty role is a
+    config error (:class:`ModelError`, code ``config``), never skipped: a fallback past it
+    would silently run another model than the one the user named.
 
     Duplicates (same id and level) are kept once, at their first place.
     """
-    found: list[Candidate | Attempt] = []
+    found: list[Candidate] = []
 
     def walk(ref: ModelRef, level: str | None, via: tuple[str, ...]) -> None:
         level = level or ref.level
         if not ref.is_role:
             candidate = Candidate(ref.id, level, via)
-            if all(not isinstance(c, Candidate) or (c.id, c.level) != (ref.id, level)
-                   for c in found):
+            if all((c.id, c.level) != (ref.id, level) for c in found):
                 found.append(candidate)
             return
         chain = " -> ".join((*via, ref.id))
@@ -129,15 +139,24 @@ def expand_candidates(refs: Sequence[ModelRef], *, roles: Mapping[str, Sequence[
                 hint="break the cycle in [roles] of your corral config")
         entries = roles.get(ref.id[1:])
         if not entries:
-            found.append(Attempt(chain, f"role {ref.id} is not defined in [roles] of the user "
-                                 "config" if entries is None else f"role {ref.id} is empty"))
-            return
+            why = "is not defined" if entries is None else "is empty"
+            raise ModelError(
+                f"role {ref.id} {why}: no model runs in its place", code="config",
+                operation="resolve_model", context={"roles": chain},
+                hint=f"define {ref.id[1:]} under [roles] in your corral config (a pi agent's "
+                "roles may also come from subagent.roles of ~/.pi/agent/settings.json)")
         for entry in entries:
             walk(parse_ref(entry), level, (*via, ref.id))
 
     for ref in refs:
         walk(ref, None, ())
     return found
+
+
+def route_roles(route: ModelRoute, config: UserConfig) -> dict[str, tuple[str, ...]]:
+    """The role chains ``route`` resolves through: its own harness's (pi's settings), under
+    the user config's ``[roles]``, which win."""
+    return {**route.roles, **config.roles}
 
 
 def build_provider_model(provider: str, config: ProviderConfig, model: str, *,
@@ -197,6 +216,9 @@ def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None
             context={"model": route.foreign, "format": fmt or "unknown"},
             hint="pass --model ROUTE" + (f", or map it under [model_map.{fmt}] in your corral "
                                          "config" if fmt else ""))
+    if route.inherit and route.provider is not None:
+        return _inherited_on(route.provider, config=config, parent=parent, env=env,
+                             variant=variant)
     if route.inherit:
         if parent is None:
             raise ModelError("the agent inherits its parent's model, but there is no parent "
@@ -204,10 +226,7 @@ def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None
                              hint="pass --model ROUTE (or --script FILE)")
         return parent
     attempts: list[Attempt] = []
-    for candidate in expand_candidates(route.candidates, roles=config.roles):
-        if isinstance(candidate, Attempt):
-            attempts.append(candidate)
-            continue
+    for candidate in expand_candidates(route.candidates, roles=route_roles(route, config)):
         try:
             model = _connect(candidate, route=route, config=config, parent=parent, env=env,
                              variant=variant)
@@ -229,6 +248,35 @@ def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None
         context={"attempts": [str(attempt) for attempt in attempts]},
         hint="set the provider's key variable, add the provider to your corral config, "
              "or pass --model ROUTE")
+
+
+def _inherited_on(provider: str, *, config: UserConfig, parent: Model | None,
+                  env: Mapping[str, str], variant: str | None) -> Model:
+    """The parent's model id on the connection ``provider`` (ngn: model omitted, provider
+    named)."""
+    if provider not in config.providers:
+        known = ", ".join(sorted(config.providers)) or "none"
+        raise ModelError(
+            f"provider {provider!r} is not a provider connection of the user config "
+            f"(connections: {known})", code="config", operation="resolve_model",
+            context={"provider": provider},
+            hint=f"add [providers.{provider}] to your corral config, or name an existing "
+            "connection in the agent's provider field")
+    level: str | None = None
+    inner = parent
+    if isinstance(parent, LeveledModel):
+        inner, level = parent.inner, parent.level
+    head, sep, model_id = (inner.name if inner is not None else "").partition("/")
+    if inner is None or not (sep and head and model_id):
+        raise ModelError(
+            f"the agent inherits its parent's model on provider {provider!r}, but the parent "
+            f"model ({inner.name if inner is not None else 'none'}) has no model id to run "
+            "there", code="config", operation="resolve_model",
+            context={"provider": provider},
+            hint="give the agent a model, or set default_model in your corral config")
+    model = build_provider_model(provider, config.providers[provider], model_id, env=env,
+                                 variant=variant)
+    return with_level(model, level)
 
 
 def _connect(candidate: Candidate, *, route: ModelRoute, config: UserConfig,

@@ -29,7 +29,7 @@ from executor.run.recording import write_running
 from executor.run.resume import replay_into
 from executor.run.session import Session
 from executor.run.skills import resolve_skills
-from executor.tools import ToolContext, native_tools, with_overrides
+from executor.tools import ToolContext, native_tools, override_note, with_overrides
 from executor.tools.dispatch import Dispatcher, Tool
 from executor.tools.mcptool import mcp_tools
 from policies.capability import admit_listed
@@ -97,6 +97,9 @@ def open_session(run: AgentRun) -> Session:
     overrides = {b.name: b.overrides for b in run.contract.tool_bindings if b.enabled}
     tools = {name: with_overrides(implemented[name], overrides.get(name, {}))
              for name in (*offer.tools, *offer.deferred)}
+    for name, tool in tools.items():  # a binding's own description still says its baseDir
+        if name in descriptions and override_note(tool):
+            descriptions[name] = f"{descriptions[name]} {override_note(tool)}"
     run.context = context = ToolContext(sandbox=sandbox, agent=run.contract.name,
                                         delegate=run.delegate, list_agents=run.delegable,
                                         deadline=run.deadline,

@@ -28,9 +28,10 @@ __all__ = ["agent_model", "model_for", "settings_apply", "task_contract", "usabl
 
 def settings_apply(contract: AgentContract, override: str | None) -> bool:
     """Whether the agent's ``reasoning`` and ``variant`` apply: always, unless its format
-    binds them to its own model (zuno), which then must run it (not inherited, not
-    overridden by ``--model``)."""
-    own_route = not contract.model.inherit and override is None
+    binds them to its own model (zuno), which then must run it (not inherited, not a
+    preset's route, not overridden by ``--model``)."""
+    own_route = (not contract.model.inherit and contract.model.preset is None
+                 and override is None)
     return not contract.settings_need_own_model or own_route
 
 

@@ -19,12 +19,13 @@ from executor.tools.agents import DelegateTool, ListAgentsTool, TodoTool, ToolSe
 from executor.tools.context import ToolContext, truncate
 from executor.tools.dispatch import Tool
 from executor.tools.files import EditTool, FindTool, ListFilesTool, ReadFileTool, WriteFileTool
-from executor.tools.overrides import with_overrides
+from executor.tools.overrides import override_note, with_overrides
 from executor.tools.patch import ApplyPatchTool
 from executor.tools.search import SearchTool
 from executor.tools.shell import ShellTool
 
-__all__ = ["IMPLEMENTED", "ToolContext", "native_tools", "truncate", "with_overrides"]
+__all__ = ["IMPLEMENTED", "ToolContext", "native_tools", "override_note", "truncate",
+           "with_overrides"]
 
 
 def native_tools(*, use_ripgrep: bool = True, delegate_targets: Sequence[tuple[str, str]] = (),

@@ -73,6 +73,17 @@ class Options:
     provider: str | None = None
     #: Trusted user config: foreign model names per format -> exact model ids.
     model_map: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The shipped aliases the user's providers can serve (folded harness model name ->
+    #: route, :mod:`policies.model_aliases`); ``model_map`` wins over them.
+    default_models: Mapping[str, str] = field(default_factory=dict)
+    #: The provider connections of the user config (``None``: not known, nothing is
+    #: checked): an ngn ``provider`` must name one.
+    providers: frozenset[str] | None = None
+    #: The ``[roles]`` of the user config (``None``: not known): a pi ``@role`` defined
+    #: neither there nor in pi's settings is a warning (a run refuses it).
+    roles: frozenset[str] | None = None
+    #: pi's ``subagent.roles`` from ``~/.pi/agent/settings.json`` (read by discovery).
+    pi_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Context:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from policies.contract import AgentFormat, ModelRef, ModelRoute
 from policies.loader.base import Reader
+from policies.model_aliases import DEFAULT_ALIASES, fold
 
 __all__ = ["INHERIT_WORDS", "LEVELS", "foreign_route", "native_route", "parse_ref"]
 
@@ -62,14 +63,23 @@ def foreign_route(reader: Reader, key: str, value: str | None, fmt: AgentFormat)
     if value is None or value.strip() in {"inherit", ""}:
         return ModelRoute()
     value = value.strip()
-    mapped = options.model_map.get(fmt.value, {}).get(value)
+    mapped = options.model_map.get(fmt.value, {}).get(value) or options.default_models.get(
+        fold(value))
     if mapped:
         return ModelRoute(candidates=(parse_ref(mapped),))
+    known = DEFAULT_ALIASES.get(fold(value))
+    line = f'model_map.{fmt.value}."{value}" = "PROVIDER/MODEL"'
+    if known is not None:
+        vendor, model = known
+        fix = (f"configure a {vendor} provider ([providers.{vendor}] in your corral config) "
+               f"and it runs on {model}; or add `{line}`")
+    else:
+        fix = f"add `{line}` to your corral config"
     reader.warn(
         key,
         f"model {value!r} belongs to {fmt.value}; corral does not guess which model serves it",
-        hint=f"override it with model in an agent_imports entry, or model_map.{fmt.value} in "
-        "your corral config; until then the agent runs only with an explicit --model",
+        hint=f"{fix} (or give model in an agent_imports entry); until then the agent runs "
+        "only with an explicit --model",
         code="foreign_model",
     )
     return ModelRoute(foreign=value, foreign_format=fmt)

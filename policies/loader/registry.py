@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,7 +124,15 @@ def discover(
     options = options or Options()
     env = env or Environment.from_env()
     root = root.resolve()
-    result = LoadResult(options=options)
+    if personal and (env.pi_dir / "settings.json").exists():
+        # pi's settings file, for its roles, only where one is (its reader on demand).
+        from policies.loader.pi_settings import read_pi_roles  # noqa: PLC0415
+
+        pi_roles, pi_notes = read_pi_roles(env)
+        options = replace(options, pi_roles=pi_roles)
+    else:
+        pi_notes = []
+    result = LoadResult(options=options, diagnostics=list(pi_notes))
     if personal:
         found, notes = personal_candidates(env)
         found, over = bounded(found, "personal", env.display(env.home))
@@ -157,11 +165,13 @@ def discover(
         for outcome in _load_json_config(config_file, shown, Scope.IMPORT, options):
             result._take(outcome)
     if result.zuno_settings:  # only a zuno.json sets these
-        from policies.loader.zuno_layers import apply_settings  # noqa: PLC0415
+        from policies.loader.zuno_layers import apply_presets, apply_settings  # noqa: PLC0415
 
         result.default_agent, result.subagent_depth, notes = apply_settings(
             result.zuno_settings, result.agents)
-        result.diagnostics += notes
+        routed, preset_notes = apply_presets(result.zuno_settings, result.agents)
+        result.agents.update(routed)
+        result.diagnostics += notes + preset_notes
     return result
 
 

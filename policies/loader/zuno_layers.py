@@ -26,6 +26,19 @@ loaded (:func:`apply_settings`):
   can only lower the limit of the user's corral config; the lowest of all
   layers applies. A value that is not an integer >= 0 is an error and fails
   closed: depth 0, no delegation.
+
+Model routing presets (:func:`apply_presets`; "An agent's model is the most
+specific route. When it is absent, the active preset's agent route applies,
+then the parent session model"): ``presets`` maps a preset name to a body of
+exactly ``agents`` and ``categories`` maps, each a model choice per name (a
+``provider/model`` string, or ``{"model", "reasoning"}``); layers merge (objects
+merge). ``preset`` names the active one (the latest layer's). A zuno agent
+without a model of its own gets the active preset's route for its name; its own
+``reasoning`` and ``variant`` then do not apply (they go with its configured
+model only): the route's ``reasoning`` does. Flat bodies, ``variant`` and any
+other key in a preset are errors on that key, never ignored; a preset naming
+an agent that is not a zuno agent routes nothing (a warning); ``categories``
+route workflow nodes, which corral does not have (an info note).
 """
 
 from __future__ import annotations
@@ -38,14 +51,19 @@ from typing import Any
 from pydantic import JsonValue
 
 from policies.capability import DEFAULT_SUBAGENT_DEPTH
-from policies.contract import AgentContract, AgentFormat
+from policies.contract import AgentContract, AgentFormat, ModelRoute
 from policies.loader.base import Context, Options, Source
 from policies.loader.diagnostics import DefinitionRejected, Diagnostic, Severity
 from policies.loader.files import decode_text, read_bounded
 from policies.loader.formats.common import json_document, key_line
 from policies.loader.formats.zuno import rebuild
+from policies.loader.models import parse_ref
 
-__all__ = ["ZunoSettings", "apply_settings", "merge", "merge_layers", "read_settings"]
+__all__ = ["ZunoSettings", "apply_presets", "apply_settings", "merge", "merge_layers",
+           "read_settings"]
+
+#: zuno's provider-neutral reasoning levels (a preset route's ``reasoning``).
+_REASONING = ("off", "low", "medium", "high", "xhigh", "max")
 
 
 def merge(base: Mapping[str, JsonValue], over: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
@@ -100,6 +118,10 @@ class ZunoSettings:
     depth_line: int = 1
     has_default: bool = False
     has_depth: bool = False
+    preset: Any = None
+    preset_line: int = 1
+    presets: Any = None
+    presets_line: int = 1
 
 
 def read_settings(path: Path, display: str) -> ZunoSettings | None:
@@ -120,6 +142,10 @@ def read_settings(path: Path, display: str) -> ZunoSettings | None:
         depth_line=key_line(text, "subagent_depth"),
         has_default="default_agent" in document,
         has_depth="subagent_depth" in document,
+        preset=document.get("preset"),
+        preset_line=key_line(text, "preset"),
+        presets=document.get("presets"),
+        presets_line=key_line(text, "presets"),
     )
 
 
@@ -162,6 +188,116 @@ def apply_settings(layers: Iterable[ZunoSettings], agents: Mapping[str, AgentCon
         else:
             chosen = contract.name
     return chosen, depth, notes
+
+
+def apply_presets(layers: Iterable[ZunoSettings], agents: Mapping[str, AgentContract],
+                  ) -> tuple[dict[str, AgentContract], list[Diagnostic]]:
+    """The zuno agents the active preset routes (by name, their route replaced), and the
+    diagnostics about ``preset`` and ``presets`` (see the module docstring)."""
+    notes: list[Diagnostic] = []
+    bodies: dict[str, tuple[ZunoSettings, dict[str, JsonValue]]] = {}
+    active: tuple[ZunoSettings, Any] | None = None
+    for layer in layers:
+        if layer.preset is not None:
+            active = (layer, layer.preset)
+        if layer.presets is None:
+            continue
+        if not isinstance(layer.presets, dict):
+            notes.append(_diag(layer.display, layer.presets_line, "presets", Severity.ERROR,
+                               "must be a map of preset name to preset body", "preset"))
+            continue
+        for name, body in layer.presets.items():
+            problems = _body_problems(body)
+            if problems:
+                notes += [_diag(layer.display, layer.presets_line, f"presets.{name}{where}",
+                                Severity.ERROR, f"{why}; the preset is not used", "preset")
+                          for where, why in problems]
+                continue
+            below = bodies[name][1] if name in bodies else {}
+            bodies[name] = (layer, merge(below, body))
+    if active is None:
+        return {}, notes
+    layer, name = active
+    if not isinstance(name, str) or name not in bodies:
+        known = ", ".join(sorted(bodies)) or "none"
+        notes.append(_diag(layer.display, layer.preset_line, "preset", Severity.ERROR,
+                           f"names no preset: {name!r} (presets: {known}); no preset route "
+                           "applies", "preset"))
+        return {}, notes
+    where, body = bodies[name]
+    routed: dict[str, AgentContract] = {}
+    agent_routes = body.get("agents")
+    for agent, choice in (agent_routes.items() if isinstance(agent_routes, dict) else ()):
+        contract = agents.get(agent)
+        if contract is None or contract.origin.format is not AgentFormat.ZUNO:
+            what = "no loaded agent" if contract is None else f"a {contract.origin.format.value} " \
+                "agent, whose route is its own file's"
+            notes.append(_diag(where.display, where.presets_line, f"presets.{name}.agents.{agent}",
+                               Severity.WARNING, f"routes {what}: it routes nothing",
+                               "preset"))
+            continue
+        if not contract.model.inherit or contract.model.provider is not None:
+            continue  # the agent's own model is the most specific route
+        routed[agent] = contract.model_copy(update={"model": _route(choice, name)})
+    if body.get("categories"):
+        notes.append(_diag(where.display, where.presets_line, f"presets.{name}.categories",
+                           Severity.INFO, "categories route workflow nodes; corral has no "
+                           "workflows, so they route nothing", "preset"))
+    return routed, notes
+
+
+def _body_problems(body: Any) -> list[tuple[str, str]]:
+    """What is wrong with one preset body (``(where, why)``; empty when it is valid)."""
+    if not isinstance(body, dict):
+        return [("", "a preset body must be an object with agents and categories")]
+    problems: list[tuple[str, str]] = []
+    for key, value in body.items():
+        if key not in ("agents", "categories"):
+            why = ("variant is provider-specific and not allowed in a preset" if key == "variant"
+                   else "not a field of a preset (a body holds exactly agents and categories; "
+                   "flat forms are not accepted)")
+            problems.append((f".{key}", why))
+            continue
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            problems.append((f".{key}", "must be a map of name to model choice"))
+            continue
+        for target, choice in value.items():
+            problem = _choice_problem(choice)
+            if problem:
+                problems.append((f".{key}.{target}", problem))
+    return problems
+
+
+def _choice_problem(choice: Any) -> str | None:
+    if isinstance(choice, str):
+        return None if choice.strip() else "a model choice must not be empty"
+    if not isinstance(choice, dict):
+        return "a model choice is a provider/model string or {model, reasoning}"
+    unknown = set(choice) - {"model", "reasoning"}
+    if unknown:
+        return (f"a model choice holds only model and reasoning, not {sorted(unknown)}"
+                + (" (variant is provider-specific)" if "variant" in unknown else ""))
+    model = choice.get("model")
+    if not isinstance(model, str) or not model.strip():
+        return "model is required, in provider/model form"
+    reasoning = choice.get("reasoning")
+    if reasoning is not None and reasoning not in _REASONING:
+        return f"reasoning must be one of {', '.join(_REASONING)}, got {reasoning!r}"
+    return None
+
+
+def _route(choice: JsonValue, preset: str) -> ModelRoute:
+    """A (valid) model choice as a route: the model, with the choice's reasoning as its
+    level (a bare string leaves reasoning to the model)."""
+    if not isinstance(choice, dict):
+        return ModelRoute(candidates=(parse_ref(str(choice)),), preset=preset)
+    ref = parse_ref(str(choice["model"]))
+    reasoning = choice.get("reasoning")
+    if isinstance(reasoning, str):
+        ref = ref.model_copy(update={"level": reasoning})
+    return ModelRoute(candidates=(ref,), preset=preset)
 
 
 def _diag(file: str, line: int, field: str, severity: Severity, reason: str,

@@ -215,6 +215,8 @@ def _wait_removed(client: Any, name: str, timeout: float) -> bool:
 
 #: How long the processes a host-side kill hit may take to leave the container's cgroup.
 _HOST_KILL_SETTLE_SECONDS = 5.0
+#: How long a thaw keeps asking the engine to unpause a container it still reports paused.
+_THAW_SECONDS = 5.0
 
 
 def image_id(config: DockerConfig, name: str) -> str | None:
@@ -520,10 +522,10 @@ class DockerSandbox(BaseSandbox):
             self._discard(current)
         api = self._client.api
         try:
-            exec_id = api.exec_create(
-                self.id, supervisor_argv("python3", "uid"), stdin=True, stdout=True,
+            exec_id = self._exec_create(
+                api, supervisor_argv("python3", "uid"), stdin=True, stdout=True,
                 stderr=True, user=self._user, workdir="/",
-                environment={"PATH": SANDBOX_PATH, "HOME": _HOME, "LANG": "C.UTF-8"})["Id"]
+                environment={"PATH": SANDBOX_PATH, "HOME": _HOME, "LANG": "C.UTF-8"})
             attached = api.exec_start(exec_id, socket=True)
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "exec") from exc
@@ -604,9 +606,9 @@ class DockerSandbox(BaseSandbox):
         command, a timeout or a freeze ends it too); killing it reaps the uid's processes."""
         api = self._client.api
         try:
-            exec_id = api.exec_create(self.id, ["/bin/sh", "-c", 'exec "$@"', "sh", *spec.argv],
-                                      stdin=True, stdout=True, stderr=True, user=self._user,
-                                      workdir=str(spec.cwd), environment=spec.env)["Id"]
+            exec_id = self._exec_create(api, ["/bin/sh", "-c", 'exec "$@"', "sh", *spec.argv],
+                                        stdin=True, stdout=True, stderr=True, user=self._user,
+                                        workdir=str(spec.cwd), environment=spec.env)
             sock = api.exec_start(exec_id, socket=True)
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "exec") from exc
@@ -689,14 +691,38 @@ class DockerSandbox(BaseSandbox):
 
     def _thaw(self, api: Any) -> None:
         """Unpause the container if it is paused; a container that is not, or is gone, is
-        fine (a pause must never outlive the kill it was for: the next exec would fail)."""
-        try:
-            if (api.inspect_container(self.id).get("State") or {}).get("Paused"):
+        fine (a pause must never outlive the kill it was for: the next exec would fail).
+        Under load the engine may finish a pause whose answer was lost after we looked:
+        it is asked again until it says the container runs (a few seconds at most)."""
+        deadline = time.monotonic() + _THAW_SECONDS
+        while True:
+            try:
+                if not (api.inspect_container(self.id).get("State") or {}).get("Paused"):
+                    return
                 api.unpause(self.id)
-        except docker.errors.NotFound:
-            return
-        except _ENGINE_ERRORS as exc:
-            raise self._translate(exc, "unpause") from exc
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409 or time.monotonic() > deadline:  # 409: not paused
+                    raise self._translate(exc, "unpause") from exc
+            except _ENGINE_ERRORS as exc:
+                raise self._translate(exc, "unpause") from exc
+            if time.monotonic() > deadline:
+                raise SandboxError(f"container {self.id[:12]} stays paused",
+                                   code="docker_error", operation="unpause",
+                                   hint="`docker unpause` it, or `corral gc` removes it")
+            time.sleep(0.02)
+
+    def _exec_create(self, api: Any, argv: list[str], **options: Any) -> str:
+        """``exec_create``; a container the engine still reports paused (a pause that
+        landed after its thaw) is thawed and the exec made again, once."""
+        try:
+            return str(api.exec_create(self.id, argv, **options)["Id"])
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409 or "paused" not in str(exc.explanation or exc):
+                raise
+        self._thaw(api)
+        return str(api.exec_create(self.id, argv, **options)["Id"])
 
     def _kill_container(self, api: Any) -> None:
         """SIGKILL the container's init from the engine and wait until it is down; the

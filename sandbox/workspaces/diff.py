@@ -15,7 +15,10 @@ pointer is never followed, and the parent's own configuration is never read):
    and nothing else), is brought up to date with ``add -A``, minus nested repositories,
    ``.git`` aliases and special files (found by :func:`sandbox.workspaces.scan.scan_tree`);
    new blobs go to the private git dir's store, and that ``add`` sees no other
-   object store, so nothing in the parent's repository is written or freshened;
+   object store, so nothing in the parent's repository is written or freshened.
+   The walk that finds the exclusions and the lstat data the stat cache reads is
+   also the setuid/setgid sweep that precedes the diff (:func:`sweep_for_diff`):
+   one pass over the tree, not three;
 3. gitlinks are put back as they were and reported;
 4. ``diff-index --cached -p --binary -M`` against the snapshot commit gives the
    patch, and ``--raw``/``--numstat`` the structured list;
@@ -43,7 +46,7 @@ import io
 import os
 import secrets
 import time
-from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -57,11 +60,41 @@ from sandbox.workspaces.diffcore import Compare, Prepared, RawEntry, finish, git
 from sandbox.workspaces.diffupper import prepare_overlay
 from sandbox.workspaces.model import Workspace
 from sandbox.workspaces.privategit import reading_env, verify_private_git
-from sandbox.workspaces.scan import scan_tree
+from sandbox.workspaces.scan import ScanResult, scan_tree
 from sandbox.workspaces.staging import pathspec_file, stage_tree
 from sandbox.workspaces.statcache import prepare_index
 
-__all__ = ["compute_diff", "persist_diff"]
+__all__ = ["Swept", "compute_diff", "persist_diff", "sweep_for_diff"]
+
+
+@dataclass(frozen=True)
+class Swept:
+    """The setuid/setgid sweep that precedes a diff (the child stopped): the paths it
+    cleared, and the walk of the whole tree it was part of, when the diff walks one."""
+
+    cleared: tuple[str, ...] = ()
+    #: ``scan_tree(root, manifest=True, clear_setid=True)`` of the workspace.
+    scan: ScanResult | None = None
+
+
+def _walks_tree(ws: Workspace) -> bool:
+    """Whether the diff walks the whole tree (a worktree or the user's checkout; an
+    overlay's diff reads its upper layer)."""
+    return (ws.mode is not SandboxMode.READ_ONLY and ws.kind != "overlay"
+            and ws.base_commit is not None and ws.private_git is not None
+            and ws.baseline_index is not None)
+
+
+def sweep_for_diff(ws: Workspace) -> Swept:
+    """Clear the setuid/setgid bits the child left, as :meth:`Workspace.sweep_setid` does
+    (its processes must be stopped); where the diff walks the whole tree, in the same
+    pass as that walk, which :func:`compute_diff` and :func:`persist_diff` then use."""
+    if not ws.writable:
+        return Swept()
+    if _walks_tree(ws):
+        scan = scan_tree(ws.root, manifest=True, clear_setid=True)
+        return Swept(tuple(scan.setid_cleared), scan)
+    return Swept(tuple(ws.sweep_setid()))
 
 
 def _record(ws: Workspace, state: SandboxState) -> TreeRecord | None:
@@ -79,8 +112,9 @@ def _index_paths(git_dir: Path, work_tree: Path, index: Path) -> set[str]:
     return {path.decode("utf-8", "surrogateescape") for path in listing.split(b"\0") if path}
 
 
-def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> Prepared | None:
+def _prepare(ws: Workspace, state: SandboxState, swept: Swept) -> Prepared | None:
     """Stage the child's tree and list its changes (``None`` in read-only mode)."""
+    setid = swept.cleared
     if (ws.mode is SandboxMode.READ_ONLY or ws.base_commit is None or ws.private_git is None):
         return None
     if ws.kind == "overlay":
@@ -91,14 +125,14 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> Prep
     verify_private_git(git_dir, ws.git_files)
     index = state.dir / "collect.index"
     record = _record(ws, state)
-    scan = scan_tree(ws.root, manifest=True)
+    scan = swept.scan or scan_tree(ws.root, manifest=True)
     checked_ns = time.time_ns()  # the child is stopped: the tree is as the walk saw it
     plan = prepare_index(ws.baseline_index, index, manifest=scan.manifest or {},
                          hash_size=len(ws.base_commit) // 2)
     spec = pathspec_file(state.dir / "collect.pathspec", scan.paths)
     recorded = checked_ns if plan.understood else ws.baseline_index.stat().st_mtime_ns
     stage_tree(git_dir=git_dir, work_tree=ws.root, private_git=git_dir, index=index, spec=spec,
-               attributes=scan.attributes, recorded_ns=recorded)
+               attributes=scan.attributes, recorded_ns=recorded, preload=not plan.understood)
     env = reading_env(git_dir, index)  # every command below only reads objects
 
     def run(argv: list[str]) -> bytes:
@@ -131,13 +165,14 @@ def _prepare(ws: Workspace, state: SandboxState, setid: Collection[str]) -> Prep
 
 
 def compute_diff(ws: Workspace, state: SandboxState, *, max_bytes: int,
-                 setid_cleared: Collection[str] = ()) -> DiffResult:
-    """Compute, persist and return the child's diff (processes must already be stopped).
+                 swept: Swept) -> DiffResult:
+    """Compute, persist and return the child's diff (processes must already be stopped,
+    and ``swept``: :func:`sweep_for_diff` since).
 
     Raises :class:`DiffTooLarge` as soon as the patch passes ``max_bytes``
     (git is killed; nothing is persisted).
     """
-    prepared = _prepare(ws, state, setid_cleared)
+    prepared = _prepare(ws, state, swept)
     if prepared is None:
         return state.save_result(DiffResult(sandbox_id=state.id, base_commit=None, patch=b""))
     sink = io.BytesIO()
@@ -150,15 +185,14 @@ def compute_diff(ws: Workspace, state: SandboxState, *, max_bytes: int,
     return state.save_result(prepared.result.model_copy(update={"patch": sink.getvalue()}))
 
 
-def persist_diff(ws: Workspace, state: SandboxState, *,
-                 setid_cleared: Collection[str] = ()) -> Path:
+def persist_diff(ws: Workspace, state: SandboxState, *, swept: Swept) -> Path:
     """Capture the child's diff with no cap, streamed to disk (gc); return the patch's path.
 
     The patch never passes through memory: it is written to a temporary file
     next to ``results/<id>/diff.patch``, synced and renamed into place, then
     the JSON description is written.
     """
-    prepared = _prepare(ws, state, setid_cleared)
+    prepared = _prepare(ws, state, swept)
     if prepared is None:
         saved = state.save_result(DiffResult(sandbox_id=state.id, base_commit=None, patch=b""))
         return saved.patch_path or state.patch_path

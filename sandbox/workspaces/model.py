@@ -87,7 +87,8 @@ class Workspace:
     def sweep_setid(self) -> list[str]:
         """Clear setuid/setgid bits the child left (:mod:`sandbox.workspaces.setid`); the
         paths cleared. An overlay's files are found in its upper layer and cleared through
-        the merged view; nothing else of the snapshot can hold such a bit."""
+        the merged view; nothing else of the snapshot can hold such a bit. (Before a diff,
+        :func:`sandbox.workspaces.diff.sweep_for_diff` sweeps in the diff's own walk.)"""
         if self.overlay is not None:
             return clear_setid_paths(self.overlay.merged, find_setid(self.overlay.upper))
         return clear_setid(self.root)

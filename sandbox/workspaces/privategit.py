@@ -203,10 +203,12 @@ def _may_keep_crlf(attrs: dict[str, str], autocrlf: bool) -> bool:
     return autocrlf and text not in decided and crlf not in decided
 
 
-def _dirty_blobs(git_dir: Path, work_tree: Path, env: dict[str, str]) -> dict[str, str]:
+def _dirty_blobs(git_dir: Path, work_tree: Path, env: dict[str, str],
+                 preload: bool) -> dict[str, str]:
     """Path -> index blob of every tracked regular file whose stat data changed (a few
     more than ``add`` will hash, e.g. under excluded paths, do no harm)."""
-    raw = run_git(["diff-files", "--raw", "-z", "--no-renames", "--ignore-submodules"],
+    options = [] if preload else ["-c", "core.preloadIndex=false"]
+    raw = run_git([*options, "diff-files", "--raw", "-z", "--no-renames", "--ignore-submodules"],
                   git_dir=git_dir, work_tree=work_tree, env=env,
                   operation="stage_tree").stdout.split(b"\0")
     found: dict[str, str] = {}
@@ -231,18 +233,19 @@ def _attributes(git_dir: Path, work_tree: Path, env: dict[str, str],
 
 
 def seed_index_blobs(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path,
-                     attributes: bool) -> int:
+                     attributes: bool, preload: bool = True) -> int:
     """Copy into the store the index blobs ``add`` will read (see the module docstring).
 
     Those are the blobs of modified tracked files to which git's "safer
     autocrlf" rule may apply; nothing is done unless ``core.autocrlf`` is on or
-    ``attributes`` says the tree has attribute files. Returns how many were copied.
+    ``attributes`` says the tree has attribute files (``preload``: as for
+    :func:`sandbox.workspaces.staging.stage_tree`). Returns how many were copied.
     """
     autocrlf = _autocrlf(private_git)
     if not (autocrlf or attributes):
         return 0
     env = reading_env(private_git, index)
-    dirty = _dirty_blobs(git_dir, work_tree, env)
+    dirty = _dirty_blobs(git_dir, work_tree, env, preload)
     if not dirty:
         return 0
     attrs = _attributes(git_dir, work_tree, env, dirty)

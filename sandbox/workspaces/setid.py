@@ -10,12 +10,16 @@ carries.
 
 :func:`clear_setid` runs once the child's processes are stopped (the freeze
 before every diff), at teardown, and in gc. It walks with directory file
-descriptors and ``O_NOFOLLOW`` (never through a symlink, never into the
-workspace's own ``.git``), holds a bounded number of descriptors however deep
-the child nests directories (it climbs back through ``..`` and checks that it
-reached the same directory), and changes a file only through an ``O_PATH``
-descriptor of the very entry it examined. Directories keep a setgid bit (group
-inheritance, not a privilege).
+descriptors and ``O_NOFOLLOW`` (:mod:`sandbox.workspaces.walk`: never through a
+symlink, never into the workspace's own ``.git``, a bounded number of
+descriptors however deep the child nests directories), and changes a file only
+through an ``O_PATH`` descriptor of the very entry it examined. Directories
+keep a setgid bit (group inheritance, not a privilege).
+
+Before a diff of a worktree or of the user's checkout, the sweep is one visit
+of the same walk as the diff's scan (:func:`sandbox.workspaces.scan.scan_tree`
+with ``clear_setid``): :func:`sweep_entries` and :func:`clear_entry` are what
+both use, and :func:`sweep_failed` is how both fail.
 """
 
 from __future__ import annotations
@@ -23,28 +27,18 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.errors import SandboxError
+from sandbox.workspaces.walk import DIR_FLAGS, Failed, Moved, listing, walk
 
-__all__ = ["clear_setid", "clear_setid_paths", "find_setid"]
+__all__ = ["SETID_BITS", "clear_entry", "clear_setid", "clear_setid_paths", "find_setid",
+           "sweep_entries", "sweep_failed", "sweep_refused"]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
-_SETID = stat.S_ISUID | stat.S_ISGID
-#: Directory descriptors kept open at once; deeper levels are reopened through ``..``.
-_OPEN_LEVELS = 32
+SETID_BITS = stat.S_ISUID | stat.S_ISGID
 #: What the walk does with a setid regular file; whether it counts.
 _Act = Callable[[int, str], bool]
-
-
-@dataclass
-class _Level:
-    fd: int | None
-    ident: tuple[int, int]
-    prefix: str
-    subdirs: list[str]
 
 
 def _failed(root: Path, what: str, exc: OSError) -> SandboxError:
@@ -55,7 +49,23 @@ def _failed(root: Path, what: str, exc: OSError) -> SandboxError:
     )
 
 
-def _clear(dir_fd: int, name: str) -> bool:
+def sweep_failed(root: Path) -> Failed:
+    """How a sweep of ``root`` fails (the walk's ``failed``): a sweep that may have missed a
+    file is never reported as done."""
+    def failed(where: str, exc: OSError) -> BaseException:
+        if isinstance(exc, Moved):
+            return _failed(root, f"{exc.where or '.'} moved during the sweep",
+                           OSError("directory changed"))
+        return _failed(root, f"at {where or '.'}", exc)
+    return failed
+
+
+def sweep_refused(root: Path, path: str, exc: OSError) -> None:
+    """A directory the sweep cannot open (one that is gone is skipped before this)."""
+    raise _failed(root, f"at {path}", exc)
+
+
+def clear_entry(dir_fd: int, name: str) -> bool:
     """Clear the bits of one entry if it is a setuid/setgid regular file; whether it was."""
     try:
         fd = os.open(name, _PATH_FLAGS, dir_fd=dir_fd)
@@ -63,38 +73,31 @@ def _clear(dir_fd: int, name: str) -> bool:
         return False
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or not info.st_mode & _SETID:
+        if not stat.S_ISREG(info.st_mode) or not info.st_mode & SETID_BITS:
             return False
         # An O_PATH descriptor cannot fchmod; its /proc link names exactly this inode.
-        Path(f"/proc/self/fd/{fd}").chmod(stat.S_IMODE(info.st_mode) & ~_SETID)
+        Path(f"/proc/self/fd/{fd}").chmod(stat.S_IMODE(info.st_mode) & ~SETID_BITS)
         return True
     finally:
         os.close(fd)
 
 
-def _scan(fd: int, prefix: str, cleared: list[str], act: _Act) -> list[str]:
-    """Clear (or find) the files of one directory; return its subdirectories, reversed."""
+def sweep_entries(fd: int, prefix: str, entries: list[os.DirEntry[str]], cleared: list[str],
+                  act: _Act = clear_entry) -> list[str]:
+    """Clear (or find, with another ``act``) the setid files among one directory's
+    ``entries``; return its subdirectories."""
     subdirs: list[str] = []
-    with os.scandir(fd) as listing:
-        for entry in listing:
-            if not prefix and entry.name == ".git":
-                continue  # the parent's git dir or the worktree's pointer: never the child's
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    subdirs.append(entry.name)
-                elif (entry.is_file(follow_symlinks=False)
-                      and entry.stat(follow_symlinks=False).st_mode & _SETID
-                      and act(fd, entry.name)):
-                    cleared.append(f"{prefix}{entry.name}")
-            except FileNotFoundError:
-                continue
-    subdirs.sort(reverse=True)
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.name)
+            elif (entry.is_file(follow_symlinks=False)
+                  and entry.stat(follow_symlinks=False).st_mode & SETID_BITS
+                  and act(fd, entry.name)):
+                cleared.append(f"{prefix}{entry.name}")
+        except FileNotFoundError:
+            continue
     return subdirs
-
-
-def _ident(fd: int) -> tuple[int, int]:
-    info = os.fstat(fd)
-    return info.st_dev, info.st_ino
 
 
 def clear_setid(root: Path) -> list[str]:
@@ -105,7 +108,7 @@ def clear_setid(root: Path) -> list[str]:
     cannot be examined or changed: a sweep that may have missed a file is
     never reported as done.
     """
-    return _sweep(root, _clear)
+    return _sweep(root, clear_entry)
 
 
 def find_setid(root: Path) -> list[str]:
@@ -124,7 +127,7 @@ def clear_setid_paths(root: Path, paths: Iterable[str]) -> list[str]:
     """
     cleared: list[str] = []
     try:
-        root_fd = os.open(root, _DIR_FLAGS)
+        root_fd = os.open(root, DIR_FLAGS)
     except OSError as exc:
         raise _failed(root, "cannot open the workspace", exc) from exc
     try:
@@ -133,11 +136,11 @@ def clear_setid_paths(root: Path, paths: Iterable[str]) -> list[str]:
             fd = root_fd
             try:
                 for part in parents:
-                    inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    inner = os.open(part, DIR_FLAGS, dir_fd=fd)
                     if fd != root_fd:
                         os.close(fd)
                     fd = inner
-                if _clear(fd, name):
+                if clear_entry(fd, name):
                     cleared.append(path)
             except (FileNotFoundError, NotADirectoryError):
                 continue
@@ -153,55 +156,25 @@ def clear_setid_paths(root: Path, paths: Iterable[str]) -> list[str]:
 
 def _is_setid(dir_fd: int, name: str) -> bool:
     info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    return stat.S_ISREG(info.st_mode) and bool(info.st_mode & _SETID)
+    return stat.S_ISREG(info.st_mode) and bool(info.st_mode & SETID_BITS)
 
 
 def _sweep(root: Path, act: _Act) -> list[str]:
     cleared: list[str] = []
     try:
-        root_fd = os.open(root, _DIR_FLAGS)
+        root_fd = os.open(root, DIR_FLAGS)
     except FileNotFoundError:
         return cleared
     except OSError as exc:
         raise _failed(root, "cannot open the workspace", exc) from exc
-    stack = [_Level(root_fd, _ident(root_fd), "", [])]
-    try:
-        stack[0].subdirs = _scan(root_fd, "", cleared, act)
-        while stack:
-            top = stack[-1]
-            if top.fd is None:  # pragma: no cover - the top level is always open
-                raise RuntimeError("setid sweep lost its directory")
-            if not top.subdirs:
-                stack.pop()
-                if stack and stack[-1].fd is None:
-                    parent = os.open("..", _DIR_FLAGS, dir_fd=top.fd)
-                    stack[-1].fd = parent
-                    if _ident(parent) != stack[-1].ident:
-                        raise _failed(root, f"{stack[-1].prefix or '.'} moved during the sweep",
-                                      OSError("directory changed"))
-                os.close(top.fd)
-                top.fd = None
-                continue
-            name = top.subdirs.pop()
-            try:
-                fd = os.open(name, _DIR_FLAGS, dir_fd=top.fd)
-            except FileNotFoundError:
-                continue
-            level = _Level(fd, _ident(fd), f"{top.prefix}{name}/", [])
-            stack.append(level)
-            if len(stack) > _OPEN_LEVELS:
-                far = stack[-_OPEN_LEVELS - 1]
-                if far.fd is not None:
-                    os.close(far.fd)
-                    far.fd = None
-            level.subdirs = _scan(fd, level.prefix, cleared, act)
-    except SandboxError:
-        raise
-    except OSError as exc:
-        where = stack[-1].prefix if stack else ""
-        raise _failed(root, f"at {where or '.'}", exc) from exc
-    finally:
-        for level in stack:
-            if level.fd is not None:
-                os.close(level.fd)
+
+    def visit(fd: int, prefix: str, context: None) -> list[tuple[str, None]]:
+        return [(name, context)
+                for name in sweep_entries(fd, prefix, listing(fd, prefix), cleared, act)]
+
+    def refused(path: str, context: None, exc: OSError) -> None:
+        del context
+        sweep_refused(root, path, exc)
+
+    walk(root_fd, visit, None, refused=refused, failed=sweep_failed(root))
     return sorted(cleared)

@@ -76,22 +76,26 @@ def _drop_ignored(spec: Path, *, git_dir: Path, work_tree: Path, env: dict[str, 
 
 
 def stage_tree(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path, spec: Path,
-               attributes: bool, recorded_ns: int | None) -> None:
+               attributes: bool, recorded_ns: int | None, preload: bool = True) -> None:
     """``git add -A`` of a work tree into ``index``, honouring ``spec``.
 
     New blobs go to the private git dir's store, and ``add`` sees no other
     object store, so it cannot freshen (rewrite the mtime of) an object of the
     parent's; the index blobs it must read or would re-write are copied first
     (:mod:`sandbox.workspaces.privategit`). ``attributes``: the tree may have attribute
-    files; ``recorded_ns``: when the index's stat data was recorded.
+    files; ``recorded_ns``: when the index's stat data was recorded; ``preload``:
+    let git ``lstat`` every entry up front (in threads), which is wasted when every
+    entry is either known unchanged (marked assume-valid) or must be hashed anyway
+    (:mod:`sandbox.workspaces.statcache`).
     """
     seed_index_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
-                     attributes=attributes)
+                     attributes=attributes, preload=preload)
     seed_racy_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
                     recorded_ns=recorded_ns)
     env = writing_env(private_git, index)
     _drop_ignored(spec, git_dir=git_dir, work_tree=work_tree, env=env)
-    run_git(["add", "-A", f"--pathspec-from-file={spec}", "--pathspec-file-nul"],
+    options = [] if preload else ["-c", "core.preloadIndex=false"]
+    run_git([*options, "add", "-A", f"--pathspec-from-file={spec}", "--pathspec-file-nul"],
             git_dir=git_dir, work_tree=work_tree, env=env, operation="stage_tree")
 
 

@@ -28,6 +28,13 @@ compares them by stat). The result is what git would compute by hashing every
 file, at the cost of one ``lstat`` per file (done by the walk,
 :func:`sandbox.workspaces.scan.scan_tree`) and one hash per changed file.
 
+A trusted entry is also marked "assume valid" (``CE_VALID``, the bit
+``update-index --assume-unchanged`` sets) in the copy: what git would conclude
+from its own ``lstat`` of that file (unchanged) is already proven, so ``add``
+(run without index preloading, :func:`sandbox.workspaces.staging.stage_tree`)
+does not ``lstat`` it a second time. An entry git must hash never carries the
+bit, and nothing in the copy is ever checked out or shown to the child.
+
 An index this module does not understand (not version 2 or 3, a split index,
 a checksum that does not match) is copied unchanged: git then decides (and
 re-hashes, or refuses a damaged index) as it always would.
@@ -50,12 +57,16 @@ __all__ = ["IndexPlan", "prepare_index"]
 _HEADER = struct.Struct(">4sII")
 _STAT = struct.Struct(">10I")
 _FLAGS = struct.Struct(">H")
+_VALID = 0x8000  # CE_VALID, "assume unchanged"
 _EXTENDED = 0x4000
 _STAGE = 0x3000
 _NAME_MASK = 0xFFF
 _MASK32 = 0xFFFFFFFF
 _NS = 1_000_000_000
 _GITLINK = 0o160000
+_IFMT = 0o170000
+_IFREG = 0o100000
+_IXUSR = stat.S_IXUSR
 _MODE_AT = 24  # the stat block: ctime, mtime, dev, ino (24 bytes), mode, uid, gid, size
 
 
@@ -71,27 +82,17 @@ class IndexPlan:
     understood: bool
 
 
-def _matches(fields: tuple[int, ...], now: tuple[int, ...] | None, fence_ns: int) -> bool:
-    """Whether an entry's recorded stat data proves its file unchanged."""
-    if now is None:
-        return False
-    ctime_s, ctime_ns, mtime_s, mtime_ns, _dev, ino, mode, uid, gid, size = fields
-    ctime = ctime_s * _NS + ctime_ns
-    if ctime >= fence_ns:  # recorded in the fence's tick: a change now could keep this ctime
-        return False
-    st_mode, st_size, st_mtime, st_ctime, st_ino, st_uid, st_gid, _rdev = now
-    if stat.S_IFMT(st_mode) != stat.S_IFMT(mode) or (
-            stat.S_ISREG(mode) and bool(st_mode & stat.S_IXUSR) != bool(mode & stat.S_IXUSR)):
-        return False
-    return (st_ctime == ctime and st_mtime == mtime_s * _NS + mtime_ns
-            and st_ino & _MASK32 == ino and st_size & _MASK32 == size
-            and st_uid & _MASK32 == uid and st_gid & _MASK32 == gid)
-
-
 def _plan(data: bytes, hash_size: int, manifest: Manifest,
-          fence_ns: int) -> tuple[list[int], int, int] | None:
-    """Offsets of the stat blocks to zero, entries trusted, latest trusted mtime (seconds);
-    ``None`` when the index is not one this module reads."""
+          fence_ns: int) -> tuple[list[int], list[int], int] | None:
+    """Offsets of the stat blocks to zero, and of the trusted entries' flags, and the
+    latest trusted mtime (seconds); ``None`` when the index is not one this module reads.
+
+    An entry is trusted when it is a plain one (stage 0, no extended flags, not a
+    gitlink), its recorded ctime is strictly before ``fence_ns``, and its file's
+    lstat now (``manifest``) shows that ctime and the recorded mtime, inode, size,
+    owner, type and (a regular file) owner's execute bit, exactly. One loop, no
+    call per entry: it runs once for every file of the tree.
+    """
     if len(data) < _HEADER.size + hash_size:
         return None
     signature, version, count = _HEADER.unpack_from(data, 0)
@@ -99,32 +100,52 @@ def _plan(data: bytes, hash_size: int, manifest: Manifest,
         return None
     pos = _HEADER.size
     end = len(data) - hash_size
-    name_at = _STAT.size + hash_size + _FLAGS.size
+    # The stat block, the object id skipped, the flags: one unpack per entry.
+    unpack = struct.Struct(f">10I{hash_size}xH").unpack_from
+    flags_at = _STAT.size + hash_size
+    name_at = flags_at + _FLAGS.size
+    get = manifest.get
     zero: list[int] = []
+    trusted: list[int] = []
     latest = 0
     try:
         for _ in range(count):
-            fields = _STAT.unpack_from(data, pos)
-            flags = _FLAGS.unpack_from(data, pos + _STAT.size + hash_size)[0]
-            start = pos + name_at + (2 if flags & _EXTENDED else 0)
+            entry = pos
+            ctime_s, ctime_ns, mtime_s, mtime_ns, _dev, ino, mode, uid, gid, size, flags = (
+                unpack(data, entry))
+            start = entry + name_at + (2 if flags & _EXTENDED else 0)
             length = flags & _NAME_MASK
             stop = data.index(b"\0", start) if length == _NAME_MASK else start + length
-            mode = fields[6]
-            if stat.S_IFMT(mode) != _GITLINK:
-                path = data[start:stop].decode("utf-8", "surrogateescape")
-                if (flags & (_EXTENDED | _STAGE)) == 0 and _matches(
-                        fields, manifest.get(path), fence_ns):
-                    latest = max(latest, fields[2])
-                else:
-                    zero.append(pos)
-            pos += (start - pos + (stop - start) + 8) & ~7
+            pos += (stop - entry + 8) & ~7  # the name's NULs (1 to 8): an 8-byte multiple
             if pos > end:
                 return None
+            if mode & _IFMT == _GITLINK:
+                continue  # git never compares a gitlink by stat: left as it is
+            now = get(data[start:stop].decode("utf-8", "surrogateescape"))
+            ctime = ctime_s * _NS + ctime_ns
+            if now is None or flags & (_EXTENDED | _STAGE):
+                zero.append(entry)
+                continue
+            if ctime >= fence_ns:  # in the fence's tick: a change now could keep this ctime
+                zero.append(entry)
+                continue
+            st_mode, st_size, st_mtime, st_ctime, st_ino, st_uid, st_gid, _rdev = now
+            changed = st_mode ^ mode  # the type, and for a regular file the owner's execute bit
+            if changed & _IFMT or (mode & _IFMT == _IFREG and changed & _IXUSR):
+                zero.append(entry)
+            elif (st_ctime == ctime and st_mtime == mtime_s * _NS + mtime_ns
+                  and st_ino & _MASK32 == ino and st_size & _MASK32 == size
+                  and st_uid & _MASK32 == uid and st_gid & _MASK32 == gid):
+                trusted.append(entry + flags_at)
+                if mtime_s > latest:  # noqa: PLR1730 - no call per entry
+                    latest = mtime_s
+            else:
+                zero.append(entry)
     except (struct.error, ValueError):
         return None
     if data[pos:end].startswith(b"link"):  # a split index: entries live elsewhere
         return None
-    return zero, count - len(zero), latest
+    return zero, trusted, latest
 
 
 def prepare_index(baseline: Path, target: Path, *, manifest: Manifest, hash_size: int) -> IndexPlan:
@@ -145,9 +166,13 @@ def prepare_index(baseline: Path, target: Path, *, manifest: Manifest, hash_size
     for pos in zero:
         out[pos:pos + _MODE_AT] = bytes(_MODE_AT)  # every stat field but the mode
         out[pos + _MODE_AT + 4:pos + _STAT.size] = bytes(_STAT.size - _MODE_AT - 4)
+    valid = _VALID >> 8
+    for at in trusted:  # the flags' high byte (big-endian)
+        out[at] |= valid
     out[body:] = digest(memoryview(out)[:body]).digest()
     target.write_bytes(out)
     # Racy means "mtime not in an earlier second than the index": date it after them all.
     dated = (max(time.time_ns() // _NS, latest) + 2) * _NS
     os.utime(target, ns=(dated, dated))
-    return IndexPlan(trusted=trusted, rehash=len(zero), understood=True)
+    kept = _HEADER.unpack_from(data, 0)[2] - len(zero)  # the trusted, and gitlinks
+    return IndexPlan(trusted=kept, rehash=len(zero), understood=True)

@@ -76,7 +76,7 @@ def test_the_tools_and_their_schemas(project: Path) -> None:
 def test_list_agents_says_what_the_cli_lists(project: Path) -> None:
     async def main() -> None:
         async with stdio_client(project) as client:
-            listed = data(await client.call_tool("list_agents", {}))
+            listed = data(await client.call_tool("list_agents", {"details": True}))
         assert listed["root"] == str(project.resolve())
         assert [a["name"] for a in listed["agents"]] == ["r", "w"]
         w = listed["agents"][1]
@@ -94,7 +94,7 @@ def test_list_agents_says_what_the_cli_lists(project: Path) -> None:
 def test_untrusted_project_agents_stay_out_without_trust_project(project: Path) -> None:
     async def main() -> None:
         async with stdio_client(project, trust=False) as client:
-            listed = data(await client.call_tool("list_agents", {}))
+            listed = data(await client.call_tool("list_agents", {"diagnostics": True}))
             refused = error(await client.call_tool("run_agent", {"agent": "w",
                                                                  "prompt": "go"}))
         assert listed["agents"] == []
@@ -363,3 +363,40 @@ def test_a_child_runs_in_a_real_sandbox(project: Path, backend: str) -> None:
 
     run(main)
     assert tree_digest(project) == before
+
+
+def test_list_agents_is_compact_paged_and_filtered_for_a_models_context(repo: Path) -> None:
+    """Issue 19: "MCP `list_agents`: compact by default (name, description, can it run),
+    filter and paging arguments, diagnostics on request" (156 agents were 177K characters,
+    half of it diagnostics)."""
+    for n in range(150):
+        path = repo / ".ngn" / "agents" / f"agent-{n:03}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        language = "python" if n % 3 else "rust"
+        long = "Very long. " * 40
+        path.write_text(f"---\nname: agent-{n:03}\ndescription: |\n  reviews {language} "
+                        f"code. {long}\n  second line\ntools: [read_file]\n---\nReview.\n")
+    bad = repo / ".ngn" / "agents" / "broken.md"
+    bad.write_text("---\nname: broken\ntools: [no_such_tool]\n---\nx\n")
+
+    async def main() -> None:
+        async with stdio_client(repo) as client:
+            first = data(await client.call_tool("list_agents", {}))
+            rest = data(await client.call_tool("list_agents", {"offset": 50, "limit": 200}))
+            rust = data(await client.call_tool("list_agents", {"match": "RUST", "limit": 500}))
+            full = data(await client.call_tool("list_agents", {"details": True,
+                                                               "diagnostics": True}))
+        assert first["total"] == 150 and len(first["agents"]) == 50
+        assert first["next_offset"] == 50 and rest["next_offset"] is None
+        assert [a["name"] for a in first["agents"] + rest["agents"]] == [
+            f"agent-{n:03}" for n in range(150)]
+        row = first["agents"][1]
+        assert set(row) == {"name", "description", "runnable"} and row["runnable"] is True
+        assert len(row["description"]) <= 163 and "second line" not in row["description"]
+        assert "diagnostics" not in first and first["diagnostic_counts"]["error"] >= 1
+        assert len(json.dumps(first)) < 50 * 260  # about 200 characters an agent
+        assert rust["total"] == 50 and all("rust" in a["description"] for a in rust["agents"])
+        assert {"format", "source", "mode"} <= set(full["agents"][0])
+        assert any(d["file"].endswith("broken.md") for d in full["diagnostics"])
+
+    run(main)

@@ -53,7 +53,7 @@ def test_the_inspector_lists_the_tools_and_calls_list_agents(repo: Path) -> None
     called = inspector(repo, "--method", "tools/call", "--tool-name", "list_agents")
     assert called["isError"] is False
     agents = called["structuredContent"]["agents"]
-    assert [(a["name"], a["format"], a["mode"]) for a in agents] == [("w", "ngn", "build")]
+    assert agents == [{"name": "w", "description": "test agent w", "runnable": True}]
     assert json.loads(called["content"][0]["text"]) == called["structuredContent"]
 
 

@@ -179,7 +179,7 @@ def test_agents_show_escapes_osc_clipboard_hyperlinks_and_bidi(hostile: Path) ->
 
 def test_agents_list_and_check_escape_file_names_and_diagnostics(hostile: Path) -> None:
     args = ("--root", str(hostile), "--trust-project", "--no-personal")
-    listed = on_terminal("agents", "list", *args)
+    listed = on_terminal("agents", "list", "-l", *args)
     assert listed.code == 0
     assert raw_controls(listed.screen) == []
     assert "ok\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07.md" in listed.text

@@ -66,7 +66,8 @@ def test_a_provider_without_a_key_variable_needs_no_key() -> None:
 
 def test_nothing_available_lists_every_attempt() -> None:
     with pytest.raises(ModelError) as caught:
-        _resolve(_route("gone/m1", "nowhere/m2", "bare", "@missing"), env={})
+        _resolve(_route("gone/m1", "nowhere/m2", "bare", "@spare"),
+                 config=_config(roles={"spare": ["gone/m3"]}), env={})
     error = caught.value
     assert error.code == "unavailable"
     assert error.context["attempts"] == [
@@ -74,9 +75,22 @@ def test_nothing_available_lists_every_attempt() -> None:
         "nowhere/m2: no provider 'nowhere' in the user config",
         "bare: a bare model id needs a provider: write provider/model or set default_provider "
         "in the user config",
-        "@missing: role @missing is not defined in [roles] of the user config",
+        "@spare -> gone/m3: provider 'gone' is unavailable: $GONE_KEY is not set",
     ]
     assert "gone/m1" in error.message and "--model" in str(error.hint)
+
+
+@pytest.mark.parametrize("roles", [{}, {"missing": []}], ids=["undefined", "empty"])
+def test_an_undefined_or_empty_role_is_a_config_error_never_skipped(
+        roles: dict[str, list[str]]) -> None:
+    """A role the config does not define is a mistake, not an unavailable model: the
+    route never skips past it to the next candidate (nor to the parent's model)."""
+    with pytest.raises(ModelError) as caught:
+        _resolve(_route("@missing", "local/m"), config=_config(roles=roles))
+    assert caught.value.code == "config" and "@missing" in caught.value.message
+    parented = ModelRoute(candidates=(ModelRef(id="@missing"),), parent_fallback=True)
+    with pytest.raises(ModelError, match="@missing"):
+        _resolve(parented, config=_config(roles=roles))
 
 
 def test_roles_expand_in_order_and_nest() -> None:

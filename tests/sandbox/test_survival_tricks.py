@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -282,3 +283,41 @@ def test_a_pause_whose_answer_is_lost_never_leaves_the_container_paused(
     assert host_tasks_named(survivor_name) == []
     again = sb.exec(["echo", "still usable"])
     assert again.ok and again.stdout == b"still usable\n"
+
+
+@pytest.mark.parametrize("backend", backends(only=("docker",), fake=False), indirect=True)
+def test_a_pause_that_lands_after_its_thaw_is_thawed_at_the_next_exec(
+        open_sb: OpenSandbox, survivor_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load the engine may carry out a pause whose answer was lost only after corral
+    looked and found the container running (a full-suite run saw the next command fail
+    "is paused"). The pause is made to land late here, deterministically: the next exec
+    finds the container paused, thaws it and goes on."""
+    import requests
+
+    monkeypatch.setattr(warm, "_SOURCE", warm._SOURCE.replace(
+        b"    def reap_survivors(self) -> tuple[list[str], bool]:\n",
+        b"    def reap_survivors(self) -> tuple[list[str], bool]:\n"
+        b"        self.reap()\n        return [], True\n"))
+    sb = open_sb()
+    api = sb._client.api  # type: ignore[attr-defined]
+    real_pause = api.pause
+    late: list[str] = []
+
+    def lose_the_answer_and_pause_later(container: str) -> None:
+        late.append(container)
+        raise requests.exceptions.ReadTimeout("the answer was lost")
+
+    monkeypatch.setattr(api, "pause", lose_the_answer_and_pause_later)
+    said, killed = _start(sb, "setsid", survivor_name)
+    assert said.startswith(b"ready") and killed and late
+    # Killed unfrozen: it leaves the cgroup at once and /proc when the container's init
+    # reaps it (a zombie until then).
+    deadline = time.monotonic() + 10
+    while host_tasks_named(survivor_name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_tasks_named(survivor_name) == []
+    real_pause(late[0])  # the engine gets to it now, after the thaw looked
+    assert api.inspect_container(late[0])["State"]["Paused"]
+    again = sb.exec(["echo", "still usable"])
+    assert again.ok and again.stdout == b"still usable\n"
+    assert not api.inspect_container(late[0])["State"]["Paused"]

@@ -266,31 +266,60 @@ def test_max_result_chars_cuts_the_result(fs) -> None:
     assert len(result.split("\n[truncated")[0]) == 100
 
 
-def test_base_dir_confines_the_tool(fs) -> None:
+def test_base_dir_re_roots_the_tools_paths_and_confines_them(fs) -> None:
     """Spec (agent-definition-json.md): overrides Optional per-agent config map for the tool, e.g.
     { "baseDir": "/tmp" }. Which keys a tool accepts is shown in the Admin UI tool catalog.
 
-    Attack: with ``baseDir: src`` the agent reads ``README.md`` outside it, then through
-    ``src/../`` and through an in-tree symlink ``src/readme -> ../README.md``; nothing of
-    it is read. Inside it reads, and a listing left at its default lists ``src``.
+    ``baseDir: sub`` re-roots the tool: ``f.txt`` is ``sub/f.txt`` (never the
+    workspace's own ``f.txt``), a path left at its default is ``sub``, ``find`` and
+    ``search`` report paths relative to ``sub``, and writes (``write_file``,
+    ``apply_patch``) land under it. The model is told so in the tool description and in
+    the path argument's. Escaping it stays denied: ``../f.txt``, ``../secret.txt``, an
+    absolute path, an in-tree symlink ``sub/out -> ../secret.txt``, and a search of
+    ``sub`` finds nothing of ``secret.txt``.
     """
-    fs.write("src/app.py", "print(1)\n")
-    (fs.repo / "src/readme").symlink_to("../README.md")
-    agent(fs, "scoped", tools=[("file_read", {"overrides": {"baseDir": "src"}}),
-                               ("file_list", {"overrides": {"baseDir": "src/"}})])
-    ran = run_in(fs, "scoped", [call("file_read", path="README.md"),
-                                call("file_read", path="src/../README.md"),
-                                call("file_read", path="src/readme"),
-                                call("file_read", path="src/app.py"),
-                                call("file_list"), {"text": "ok"}])
-    decisions = [a["decision"] for a in ran.record.audit]
-    assert decisions[0] == "denied" and decisions[2] == "denied"
-    assert decisions[1] in {"denied", "failed"}  # the path resolver refuses '..' itself
-    assert decisions[3:] == ["allowed", "allowed"]
-    assert not any("# Project" in a["result"] for a in ran.record.audit)
-    assert "app.py" in ran.record.audit[4]["result"]
-    assert "Confined to src/" in next(s.description for s in ran.requests[0].tools
-                                      if s.name == "file_read")
+    fs.write("sub/f.txt", "inside\n")
+    fs.write("f.txt", "outside\n")
+    fs.write("secret.txt", "the secret\n")
+    (fs.repo / "sub/out").symlink_to("../secret.txt")
+    sub = {"overrides": {"baseDir": "sub"}}
+    agent(fs, "rooted", tools=[
+        ("file_read", sub), ("file_list", {"overrides": {"baseDir": "sub/"}}), ("find", sub),
+        ("file_search", sub), ("file_write", sub), ("apply_patch", sub),
+        ("file_edit", {"overrides": {"baseDir": "sub"}, "description": "Edit a file."})])
+    patch = "--- /dev/null\n+++ b/p.txt\n@@ -0,0 +1 @@\n+patched\n"
+    ran = run_in(fs, "rooted", [
+        call("file_read", path="f.txt"), call("file_list"), call("find", pattern="*.txt"),
+        call("file_search", pattern="inside"),
+        call("file_write", path="new.txt", content="new\n"),
+        call("apply_patch", patch=patch),
+        call("file_edit", path="f.txt", old_string="inside", new_string="edited"),
+        call("file_read", path="../f.txt"), call("file_read", path="../secret.txt"),
+        call("file_read", path=str(fs.repo / "secret.txt")), call("file_read", path="out"),
+        call("file_read", path="sub/f.txt"), call("file_search", pattern="secret"),
+        {"text": "ok"}])
+    audit = ran.record.audit
+    results = [a["result"] for a in audit]
+    assert [a["decision"] for a in audit[:7]] == ["allowed"] * 7, audit
+    assert "inside" in results[0] and "outside" not in results[0]
+    assert results[1].split() == ["f.txt", "out@"]
+    assert results[2].split() == ["f.txt"]  # relative to sub, not sub/f.txt
+    assert results[3] == "f.txt:1:inside"
+    assert results[4].startswith("created new.txt") and results[5] == "created p.txt"
+    assert {f["path"] for f in ran.record.changed_files} == {"sub/new.txt", "sub/p.txt",
+                                                          "sub/f.txt"}
+    assert [a["decision"] for a in audit[7:11]] == ["denied"] * 4, audit[7:11]
+    assert not any("outside" in r or "the secret" in r for r in results)
+    assert audit[11]["decision"] == "failed"  # sub/sub/f.txt: no such file
+    assert results[12] == "(no matches)"  # the search never leaves sub
+    schemas = {s.name: s for s in ran.requests[0].tools}
+    for name in ("file_read", "file_list", "find", "file_search", "file_write", "file_edit"):
+        assert "relative to sub/" in schemas[name].description, name
+        path = schemas[name].parameters["properties"]["path"]["description"]
+        assert "relative to sub/" in path and "workspace root" not in path, name
+    assert "relative to sub/" in schemas["apply_patch"].parameters["properties"]["patch"][
+        "description"]
+    assert schemas["file_edit"].description.startswith("Edit a file.")
 
 
 @pytest.mark.parametrize(("overrides", "needle"), [

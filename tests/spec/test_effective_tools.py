@@ -168,3 +168,50 @@ def test_delegate_schema_names_the_agents_and_their_descriptions(fs) -> None:
     assert "- fixer: Fix one failing test." in delegate.description
     assert "hidden" not in delegate.description
 
+
+
+def test_approval_required_lists_every_tool_a_run_asks_for(fs, cli) -> None:
+    """Spec (agent-definition-json.md): needsApproval true requires a human to approve every call
+    before it runs (the turn waits for approval). Default false.
+
+    Spec (zuno-custom-agents.md): permission object | null none Per-tool permissions for this
+    agent
+
+    ``effective.approval_required`` is every tool some call of which waits for a human:
+    a catalog ``needsApproval`` binding and an ``ask`` rule alike (pattern-free or with a
+    pattern; not one ``allow_all`` lifts, nor one a later pattern-free rule overrides).
+    A run with no approver denies exactly those calls as needing approval.
+    """
+    fs.json(".zuno/zuno.json", {"agents": {
+        "asker": {"description": "asks", "permission": {"rules": {
+            "bash": {"git push *": "ask"}, "edit": "ask"}}},
+        "lifted": {"description": "allow_all", "permission": {
+            "mode": "allow_all", "rules": {"bash": "ask"}}},
+        "overridden": {"description": "later rule", "permission": {"rules": {
+            "bash": {"make *": "ask", "*": "allow"}}}},
+    }})
+    fs.json("initial-data/agent-definitions/desk.json", {
+        "id": AGENT_ID, "name": "desk", "description": "A help desk.",
+        "systemPrompt": "Work.", "llmConfigName": "x",
+        "tools": [_binding("file_read", 1), _binding("file_write", 2, needsApproval=True)]})
+    expected = {"asker": ["apply_patch", "edit", "shell", "write_file"], "lifted": [],
+                "overridden": [],
+                "desk": ["write_file"]}
+    wire: dict[str, dict[str, str]] = {}
+    for agent, tools in expected.items():
+        shown = _show(fs, cli, agent)
+        assert shown["approval_required"] == tools, agent
+        wire[agent] = shown["names"]  # the model calls desk's write_file as file_write
+    calls = {"shell": {"command": "git push origin"}, "edit": {
+        "path": "README.md", "old_string": "hello", "new_string": "bye"},
+        "write_file": {"path": "x.txt", "content": "x"},
+        "apply_patch": {"patch": "--- /dev/null\n+++ b/y.txt\n@@ -0,0 +1 @@\n+y\n"}}
+    for agent, tools in expected.items():
+        names = wire[agent]
+        script = [{"tool_calls": [{"name": names.get(tool, tool), "arguments": arguments}]}
+                  for tool, arguments in calls.items()] + [{"text": "done"}]
+        ran = run_in(fs, agent, script, config=CONFIG)
+        canonical = {called: tool for tool, called in names.items()}
+        asked = sorted(canonical.get(d["tool"], d["tool"]) for d in ran.record.denied_calls
+                       if "needs approval" in d["reason"])
+        assert asked == tools, (agent, ran.record.denied_calls)

@@ -8,11 +8,15 @@ capability rules in ``test_capability_spec.py``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from executor.errors import ExecutorError, ModelError
+from executor.run.prepare import agent_model
 from policies.capability import Capability, DelegationDenied, check_delegation, restrict
+from policies.config import UserConfig
 from policies.contract import AgentFormat, AgentMode, SandboxMode, Scope
 from policies.loader import Options, Severity
 from policies.permissions import Action, PermissionMode, PermissionPolicy, PermissionRule
@@ -166,6 +170,56 @@ def test_description_required_and_nonempty(fs, header: str) -> None:
     fs.rejected_with(fs.load(path, NGN), "description")
 
 
+def test_descriptions_appear_in_the_picker(fs, cli) -> None:
+    """Spec (ngn-agent-definitions.md): Descriptions appear in the picker and the model's
+    delegation tool schema.
+
+    corral's picker is ``agents list``: each agent's description is a column of its row
+    (its first line, escaped, cut to the terminal's width with a marker: ``agents show``
+    has it whole).
+    """
+    fs.md(".ngn/agents/research.md", "description: Find evidence and report it with file "
+          "references.")
+    fs.md(".ngn/agents/long.md", "description: " + "word " * 40)
+    out = cli("agents", "list", "--root", str(fs.repo), "--trust-project", "--no-personal")
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "FLAGS", "FORMAT", "DESCRIPTION"]
+    research = next(line for line in lines if line.startswith("research "))
+    assert research.endswith(" Find evidence and report it with file references.")
+    long = next(line for line in lines if line.startswith("long "))
+    assert long.endswith("...") and len(long) <= 120
+
+
+def test_show_prints_the_source_file_and_its_loading_diagnostics(fs, cli) -> None:
+    """Spec (ngn-agent-definitions.md): Web settings show the selected source file and
+    expandable loading diagnostics. Terminal diagnostics also include parsing failures and
+    collisions.
+
+    corral's settings view is ``agents show``: the selected source, then the diagnostics
+    of that agent's own file (here the collision that made it win over a personal
+    definition, and a granted custom tool nothing provides), never another file's.
+    """
+    fs.md(fs.env.xdg_config / "ngn/agents/research.md", "description: personal")
+    fs.md(".ngn/agents/research.md", "description: project\ntools: [read_file, repo_lookup]")
+    fs.md(".ngn/agents/other.md", "description: other\ntools: [repo_lookup]")
+    config = fs.write(fs.tmp / "corral.toml", 'custom_tools = ["repo_lookup"]\n')
+    args = ("--root", str(fs.repo), "--trust-project")
+    out = cli("agents", "show", "research", *args, corral_config=config)
+    assert out.exit_code == 0, out.output
+    assert "source       .ngn/agents/research.md  [ngn, project]" in out.output
+    shown = [line for line in out.output.splitlines() if line.startswith("  ")
+             and (": .ngn/" in line or ": ~/" in line)]
+    assert shown and all(".ngn/agents/research.md:" in line for line in shown), shown
+    assert any("replaces the one from ~/.config/ngn/agents/research.md" in line
+               for line in shown)
+    assert any("repo_lookup" in line for line in shown)
+    data = json.loads(cli("agents", "show", "research", "--json", *args,
+                          corral_config=config).output)
+    assert {d["file"] for d in data["diagnostics"]} == {".ngn/agents/research.md"}
+    assert {d["code"] for d in data["diagnostics"]} >= {"collision"}
+
+
 def test_mode_build_is_default_reviewer_allowed(fs) -> None:
     """Spec (ngn-agent-definitions.md): build (default) or reviewer. Reviewer prohibits writes,
     shell, and custom tools.
@@ -213,6 +267,54 @@ def test_provider_connection_or_inherit(fs) -> None:
     assert omitted.model.provider is None
     secret = fs.md(".ngn/agents/c.md", "description: d\nprovider: local\napi_key: sk-123")
     fs.rejected_with(fs.load(secret, NGN), "api_key")
+
+
+def test_provider_must_be_an_existing_connection(fs, cli) -> None:
+    """Spec (ngn-agent-definitions.md): provider Existing ngn provider connection ID; omitted
+    inherits the connection. Credentials remain in ngn.
+
+    ``provider: nosuch`` (no model) is an error naming the file and the field when the
+    user's connections are known (``agents check``), and it never runs on the default
+    connection: ``corral run`` refuses it before anything runs.
+    """
+    fs.md(".ngn/agents/a.md", "description: d\nprovider: nosuch")
+    config = fs.write(fs.tmp / "corral.toml", 'default_model = "local/qwen"\n'
+                      '[providers.local]\ntype = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    args = ("--root", str(fs.repo), "--trust-project", "--no-personal")
+    checked = cli("agents", "check", *args, corral_config=config)
+    assert checked.exit_code == 1
+    assert "error: .ngn/agents/a.md:3: provider: 'nosuch' is not a provider connection" in \
+        checked.stdout
+    ran = cli("run", "--agent", "a", "--backend", "host", *args, "go", corral_config=config)
+    error = ran.exception
+    assert isinstance(error, ExecutorError) and error.exit_code == 2
+    assert "nosuch" in f"{error.message} {error.context} {error.hint}"
+    outcome = fs.load(fs.repo / ".ngn/agents/a.md", NGN,
+                      options=Options(providers=frozenset({"local"})))
+    fs.rejected_with(outcome, "provider")
+
+
+def test_provider_without_model_runs_the_inherited_model_on_that_connection(fs) -> None:
+    """Spec (ngn-agent-definitions.md): model Exact model ID; omitted inherits the selected
+    model. ... provider Existing ngn provider connection ID; omitted inherits the connection.
+
+    ``provider: cloud`` without ``model``: the selected model's id on the ``cloud``
+    connection (not the parent's connection), and a provider the config lacks is an
+    error, never the default connection.
+    """
+    config = UserConfig.model_validate({
+        "default_model": "local/qwen",
+        "providers": {"local": {"type": "openai", "base_url": "http://127.0.0.1:9/v1"},
+                      "cloud": {"type": "openai", "base_url": "http://127.0.0.1:8/v1"}}})
+    moved = fs.agent(fs.md(".ngn/agents/a.md", "description: d\nprovider: cloud"), NGN)
+    assert agent_model(moved, config=config, script=None, override=None,
+                       parent=None).name == "cloud/qwen"
+    kept = fs.agent(fs.md(".ngn/agents/b.md", "description: d"), NGN)
+    assert agent_model(kept, config=config, script=None, override=None,
+                       parent=None).name == "local/qwen"
+    lost = fs.agent(fs.md(".ngn/agents/c.md", "description: d\nprovider: nosuch"), NGN)
+    with pytest.raises(ModelError, match="'nosuch' is not a provider connection"):
+        agent_model(lost, config=config, script=None, override=None, parent=None)
 
 
 def test_tools_list_or_comma_string(fs) -> None:
@@ -1035,21 +1137,25 @@ def test_codex_other_modes_reasoning_mcp_overrides_unsupported(fs, extra: str,
     assert found[0].file == ".codex/agents/r.toml"
 
 
-def test_codex_workspace_write_and_reasoning_are_supported_by_corral(fs) -> None:
-    """Spec (ngn-agent-definitions.md): Other sandbox modes, reasoning settings, MCP and session
-    overrides are unsupported.
+def test_codex_workspace_write_and_reasoning_are_unsupported_with_a_diagnostic(fs) -> None:
+    """Spec (ngn-agent-definitions.md): sandbox_mode: read-only narrows to reviewer. Other
+    sandbox modes, reasoning settings, MCP and session overrides are unsupported.
 
-    corral's documented choice (policies/loader/formats/codex.py) goes further than ngn
-    here: corral has a workspace-write sandbox mode and a reasoning field, so
-    ``sandbox_mode = "workspace-write"`` and ``model_reasoning_effort`` map onto them
-    exactly instead of being unsupported.
+    And "Unsupported fields produce a diagnostic identifying the file and field":
+    ``sandbox_mode = "workspace-write"`` and ``model_reasoning_effort = "high"`` each get
+    a warning on their field (they no longer load silently); neither is applied (the
+    reasoning level is kept in extras and never sent; where the role writes is the
+    user's ``--mode``).
     """
     extra = 'sandbox_mode = "workspace-write"\nmodel_reasoning_effort = "high"\n'
     outcome = fs.load(fs.write(".codex/agents/r.toml", _CODEX_BASE + extra), AgentFormat.CODEX)
-    assert not fs.problems(outcome.diagnostics, "sandbox_mode")
+    for field in ("sandbox_mode", "model_reasoning_effort"):
+        (found,) = fs.problems(outcome.diagnostics, field)
+        assert found.severity is Severity.WARNING and found.file == ".codex/agents/r.toml"
+        assert "not supported" in found.reason
     (contract,) = outcome.agents
-    assert contract.sandbox is SandboxMode.WORKSPACE_WRITE
-    assert contract.reasoning == "high"
+    assert contract.sandbox is None and contract.reasoning is None
+    assert contract.extras["model_reasoning_effort"] == "high"
 
 
 # Cursor ------------------------------------------------------------------------------------

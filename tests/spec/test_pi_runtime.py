@@ -8,12 +8,13 @@ real model routing, and look at what the model was sent and what ran.
 from __future__ import annotations
 
 import pytest
-from runtime_support import run_in
+from runtime_support import make_repo, run_in
 
-from executor.errors import ModelError
+from executor.errors import ModelError, RunError
 from executor.ledger import find_run, ledger_dir
 from executor.models import ScriptedModel, resolve_model
 from executor.models.routing import expand_candidates
+from executor.run.prepare import agent_model
 from policies.config import UserConfig, load_user_config
 from policies.contract import AgentFormat, MemoryKind, ModelRef
 
@@ -63,13 +64,14 @@ def test_parent_model_is_the_last_fallback(fs) -> None:
     """Spec (pi-subagent-format.md): Resolution order is legacy `model`, then each `models`
     entry, then the authenticated parent model. Duplicate candidates are ignored.
 
-    No candidate is available here (no such provider, an undefined role): the agent runs
-    on its parent's model instead of failing.
+    No candidate is available here (no such provider, a role whose only model has no
+    provider): the agent runs on its parent's model instead of failing.
     """
     _pi(fs, "worker", 'model: nosuch/model\nmodels: ["@fast"]')
     contract = fs.agent(fs.repo / ".pi/agents/worker.md", PI)
     parent = ScriptedModel([{"text": "x"}], source="parent")
-    assert resolve_model(contract.model, config=UserConfig(), parent=parent) is parent
+    config = UserConfig.model_validate({"roles": {"fast": "gone/tiny"}})
+    assert resolve_model(contract.model, config=config, parent=parent) is parent
 
 
 def test_no_candidate_error_lists_every_attempt_and_the_parent(fs) -> None:
@@ -77,10 +79,12 @@ def test_no_candidate_error_lists_every_attempt_and_the_parent(fs) -> None:
     attempted model."""
     _pi(fs, "worker", 'model: nosuch/model\nmodels: ["@fast"]')
     contract = fs.agent(fs.repo / ".pi/agents/worker.md", PI)
+    config = UserConfig.model_validate({"roles": {"fast": "gone/tiny"}})
     with pytest.raises(ModelError) as raised:
-        resolve_model(contract.model, config=UserConfig(), parent=None)
+        resolve_model(contract.model, config=config, parent=None)
     attempts = raised.value.context["attempts"]
-    assert [a.split(":")[0] for a in attempts] == ["nosuch/model", "@fast", "the parent's model"]
+    assert [a.split(":")[0] for a in attempts] == ["nosuch/model", "@fast -> gone/tiny",
+                                                   "the parent's model"]
 
 
 def test_role_chain_as_a_comma_string(fs) -> None:
@@ -149,3 +153,59 @@ def test_name_is_kebab_case(fs, name: str) -> None:
     assert "kebab-case" in diagnostic.reason
     fs.md(".pi/agents/y.md", "name: my-agent-2\ndescription: d")
     assert fs.agent(fs.repo / ".pi/agents/y.md", PI).name == "my-agent-2"
+
+
+# --- roles from pi's settings file ------------------------------------------------------------
+
+
+LOCAL = {"providers": {"local": {"type": "openai", "base_url": "http://127.0.0.1:9/v1"}}}
+
+
+def test_roles_defined_in_pi_settings_are_read(fs) -> None:
+    """Spec (pi-subagent-format.md): `model`/`models` entries may reference *roles* instead of
+    concrete models: `"@fast"`, `"@coder"`, `"@smart"`, or any role defined under
+    `subagent.roles` in `~/.pi/agent/settings.json`. A role expands to an ordered fallback
+    chain (string with commas, or array).
+
+    A role of pi's own settings file expands for a pi agent, in order (nested roles
+    too); the route carries the chains it names, so a run and ``agents show`` use the
+    same ones. The user's corral config ``[roles]`` wins over a role of the same name.
+    """
+    fs.json(fs.env.pi_dir / "settings.json", {"theme": "dark", "subagent": {"roles": {
+        "fast": "local/tiny, @spare", "@spare": ["local/spare"], "unused": "local/x"}}})
+    _pi(fs, "worker", 'model: "@fast:low"')
+    result = fs.discover(trust_project=True, personal=True)
+    assert not fs.problems(result.diagnostics)
+    contract = result.agents["worker"]
+    assert contract.model.roles == {"fast": ("local/tiny", "@spare"), "spare": ("local/spare",)}
+    model = agent_model(contract, config=UserConfig.model_validate(LOCAL), script=None,
+                        override=None, parent=None)
+    assert model.name == "local/tiny:low"
+    mine = UserConfig.model_validate({**LOCAL, "roles": {"fast": ["local/mine"]}})
+    assert agent_model(contract, config=mine, script=None, override=None,
+                       parent=None).name == "local/mine:low"
+
+
+def test_an_undefined_role_is_an_error_before_the_run_never_the_parent_model(fs, cli) -> None:
+    """Spec (pi-subagent-format.md): `model`/`models` entries may reference *roles* instead of
+    concrete models: `"@fast"`, `"@coder"`, `"@smart"`, or any role defined under
+    `subagent.roles` in `~/.pi/agent/settings.json`.
+
+    A role defined nowhere is no available model to fall back past: ``agents check``
+    warns about it, and ``corral run`` stops before anything runs (exit 2, no record),
+    never silently running the parent's model (pi's last fallback).
+    """
+    _pi(fs, "worker", 'model: "@nosuch"')
+    config = fs.write(fs.tmp / "corral.toml", 'default_model = "local/qwen"\n'
+                      '[providers.local]\ntype = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    args = ("--root", str(fs.repo), "--trust-project", "--no-personal")
+    checked = cli("agents", "check", *args, corral_config=config)
+    assert "warning: .pi/agents/worker.md:4: model: role @nosuch is defined neither" in \
+        checked.stdout
+    make_repo(fs)
+    ran = cli("run", "--agent", "worker", "--backend", "host", *args, "go",
+              corral_config=config)
+    error = ran.exception
+    assert isinstance(error, RunError) and error.exit_code == 2
+    assert "role @nosuch is not defined" in error.message
+    assert not ledger_dir(fs.repo).exists() or not any(ledger_dir(fs.repo).iterdir())

@@ -16,8 +16,10 @@ from runtime_support import run_in
 
 from executor.cli.watch import watch_definitions
 from executor.errors import RunError
-from executor.ledger import RunStatus
+from executor.ledger import RunStatus, find_run, ledger_dir
+from executor.run.prepare import agent_model
 from executor.run.session import FINALIZE_PROMPT
+from policies.config import UserConfig
 from policies.contract import AgentFormat
 
 READ = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}
@@ -157,6 +159,35 @@ def test_an_invalid_project_layer_never_replaces_a_valid_one(fs) -> None:
 # --- related top-level keys ----------------------------------------------------------------
 
 
+def test_a_disabled_agent_is_not_listed_as_runnable(fs, cli) -> None:
+    """Spec (zuno-custom-agents.md): disable removes a built-in agent from the roster. That is the
+    intended way to drop a role you do not want available, rather than trying to strip its tools
+    one by one.
+
+    A run refuses a disabled agent, as the top-level agent and as a delegation target;
+    ``agents list`` says the same (no ``u``, no ``s``, and why), as text and as JSON, and
+    it is not offered to a delegating agent.
+    """
+    _zuno(fs, {"gone": {"description": "dropped", "disable": True},
+               "boss": {"description": "delegates"}})
+    with pytest.raises(RunError, match="disabled"):
+        run_in(fs, "gone", [{"text": "x"}])
+    ran = run_in(fs, "boss", [{"tool_calls": [{"name": "delegate", "arguments": {
+        "agent": "gone", "prompt": "go"}}]}, {"text": "alone"}])
+    assert ran.record.children == [] and ran.record.denied_calls
+    offered = next(s for s in ran.requests[0].tools if s.name == "delegate")
+    assert "gone" not in offered.parameters["properties"]["agent"]["enum"]
+    args = ("--root", str(fs.repo), "--trust-project", "--no-personal")
+    listed = cli("agents", "list", *args).stdout.splitlines()
+    at = next(i for i, line in enumerate(listed) if line.startswith("gone "))
+    assert listed[at].split()[1] == "---"
+    assert listed[at + 1] == "    [not runnable: it is disabled]"
+    assert next(line for line in listed if line.startswith("boss ")).split()[1] == "-us"
+    data = json.loads(cli("agents", "list", "--json", *args).output)
+    gone = next(a for a in data["agents"] if a["name"] == "gone")
+    assert gone["runnable"] == {"user": False, "subagent": False, "why_not": "it is disabled"}
+
+
 def test_default_agent_may_be_markdown_and_is_used_when_none_is_named(fs, cli) -> None:
     """Spec (zuno-custom-agents.md): default_agent string | null none Agent to use when none is
     named. Must be a primary agent
@@ -293,3 +324,144 @@ def test_check_watch_sees_a_nested_zuno_layer(fs) -> None:
     stop.set()
     thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+# --- delegates: each agent's own exact allowlist --------------------------------------------
+
+
+def _chain(fs, **top: Any) -> None:
+    _zuno(fs, {"lead": {"description": "leads", "delegates": ["mid"]},
+               "mid": {"description": "middle", "delegates": ["leaf"]},
+               "leaf": {"description": "leaf"},
+               "other": {"description": "not on mid's list"}}, **top)
+
+
+def _to(agent: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "delegate", "arguments": {"agent": agent, "prompt": "go"}}]}
+
+
+def test_delegates_is_each_agents_own_exact_allowlist(fs, cli) -> None:
+    """Spec (zuno-custom-agents.md): delegates string[] | null none Exact child-agent allowlist
+    for direct delegation and workflows
+
+    With ``lead -> [mid]``, ``mid -> [leaf]`` and two levels of nesting, mid delegates to
+    leaf: its own list decides, not the intersection of every ancestor's (which was
+    empty). Within its own list only: mid cannot reach ``other``, and lead cannot reach
+    leaf directly. ``agents show mid`` says exactly what mid may do in the run.
+    """
+    _chain(fs, subagent_depth=2)
+    ran = run_in(fs, "lead", [_to("mid"), _to("leaf"), {"text": "leaf done"},
+                              _to("other"), {"text": "mid done"},
+                              _to("leaf"), {"text": "lead done"}],
+                 config=UserConfig(subagent_depth=2))
+    ledger = ledger_dir(ran.repo)
+    mid = find_run(ledger, ran.record.children[0])
+    assert mid.agent == "mid" and len(mid.children) == 1
+    leaf = find_run(ledger, mid.children[0])
+    assert leaf.agent == "leaf" and leaf.final_text == "leaf done"
+    assert [d["tool"] for d in mid.denied_calls] == ["delegate"]
+    assert "allowed: leaf" in mid.denied_calls[0]["reason"]
+    assert "allowed: mid" in ran.record.denied_calls[0]["reason"]
+    # What mid's model was offered is what `agents show mid` says it may do.
+    offered = next(s for s in ran.requests[1].tools if s.name == "delegate")
+    assert offered.parameters["properties"]["agent"]["enum"] == ["leaf"]
+    fs.write(fs.tmp / "corral-config.toml", "subagent_depth = 2\n")
+    shown = json.loads(cli("agents", "show", "mid", "--json", "--root", str(fs.repo),
+                           "--trust-project", "--no-personal").output)
+    assert shown["effective"]["delegates_to"] == ["leaf"]
+    assert "delegate" in shown["effective"]["tools"]
+
+
+def test_an_exact_allowlist_never_widens_the_parents_capability(fs) -> None:
+    """Spec (zuno-custom-agents.md): The rule that governs everything below: an agent contract
+    can only narrow.
+
+    mid's own list names leaf, but mid runs under an ngn lead whose ``allowed_agents:
+    [mid]`` restricts every descendant (ngn: "the intersection of its own restrictions,
+    the parent's permissions at creation, subsequent ancestor restrictions"): the exact
+    list cannot reach past it. And with the user's default depth (1) mid delegates to
+    nobody, whatever its list says.
+    """
+    _chain(fs, subagent_depth=2)
+    fs.md(".ngn/agents/boss.md", "description: an ngn lead\nallowed_agents: [mid]")
+    ran = run_in(fs, "boss", [_to("mid"), _to("leaf"), {"text": "mid done"},
+                              {"text": "boss done"}], config=UserConfig(subagent_depth=2))
+    mid = find_run(ledger_dir(ran.repo), ran.record.children[0])
+    assert mid.children == [] and "no agent may be delegated to" in \
+        mid.denied_calls[0]["reason"]
+    assert "delegate" not in {s.name for s in ran.requests[1].tools}
+    shallow = run_in(fs, "lead", [_to("mid"), _to("leaf"), {"text": "mid done"},
+                                  {"text": "lead done"}])
+    mid = find_run(ledger_dir(shallow.repo), shallow.record.children[0])
+    assert mid.children == [] and "depth" in mid.denied_calls[0]["reason"]
+
+
+# --- model routing: presets ------------------------------------------------------------------
+
+PROVIDERS = {"providers": {"local": {"type": "openai", "base_url": "http://127.0.0.1:9/v1"}}}
+
+
+def _model_of(contract: Any, parent: str | None = "local/parent") -> str:
+    config = UserConfig.model_validate({**PROVIDERS, "default_model": parent})
+    return agent_model(contract, config=config, script=None, override=None, parent=None).name
+
+
+def test_the_active_presets_agent_route_applies_when_the_agent_has_no_model(fs, cli) -> None:
+    """Spec (zuno-custom-agents.md): An agent's model is the most specific route. When it is
+    absent, the active preset's agent route applies, then the parent session model.
+
+    ``explorer`` (no model) runs the active preset's route, with the route's reasoning;
+    ``deep`` keeps its own model; ``plain`` (not in the preset) runs the parent's. The
+    agent's own ``reasoning`` does not apply on a preset's route (it goes with its
+    configured model only), and ``agents show`` prints the route a run takes.
+    """
+    _zuno(fs, {"explorer": {"description": "explores", "reasoning": "low"},
+               "deep": {"description": "thinks", "model": "local/own"},
+               "plain": {"description": "inherits"}},
+          preset="house",
+          presets={"house": {"agents": {"explorer": {"model": "local/fast", "reasoning": "high"},
+                                        "deep": "local/big"}},
+                   "other": {"agents": {"plain": "local/other"}}})
+    result = fs.discover(trust_project=True, personal=False)
+    assert not fs.problems(result.diagnostics)
+    agents = result.agents
+    assert _model_of(agents["explorer"]) == "local/fast:high"
+    assert _model_of(agents["deep"]) == "local/own"
+    assert _model_of(agents["plain"]) == "local/parent"
+    ran = run_in(fs, "explorer", [{"text": "x"}])
+    assert ran.requests[0].sampling.reasoning is None  # its own "low" is not sent
+    shown = cli("agents", "show", "explorer", "--root", str(fs.repo), "--trust-project",
+                "--no-personal")
+    assert "model        local/fast:high (preset house)" in shown.output
+    as_json = json.loads(cli("agents", "show", "explorer", "--json", "--root", str(fs.repo),
+                             "--trust-project", "--no-personal").output)
+    assert as_json["model_route"]["preset"] == "house"
+
+
+@pytest.mark.parametrize(("top", "field"), [
+    ({"preset": "nosuch", "presets": {"house": {"agents": {}}}}, "preset"),
+    ({"preset": "house", "presets": {"house": {"explorer": "local/fast"}}},
+     "presets.house.explorer"),
+    ({"preset": "house", "presets": {"house": {"agents": {}, "variant": "fast"}}},
+     "presets.house.variant"),
+    ({"preset": "house", "presets": {"house": {"agents": {"explorer": {
+        "model": "local/fast", "variant": "x"}}}}}, "presets.house.agents.explorer"),
+    ({"presets": ["house"]}, "presets"),
+], ids=["unknown-active", "flat-form", "variant", "choice-variant", "not-a-map"])
+def test_a_preset_that_cannot_apply_is_an_error_never_ignored(fs, top: dict[str, Any],
+                                                               field: str) -> None:
+    """Spec (zuno-custom-agents.md): When it is absent, the active preset's agent route
+    applies, then the parent session model. Presets are the better tool for routing a whole
+    team — see Model routing — because they keep model choices in one place instead of
+    scattered across agent definitions.
+
+    A ``presets`` key no longer loads silently: a preset that cannot route (an unknown
+    active preset, a flat body, a provider-specific ``variant``) is an error on its key,
+    and the agents still load, inheriting.
+    """
+    _zuno(fs, {"explorer": {"description": "explores"}}, **top)
+    result = fs.discover(trust_project=True, personal=False)
+    found = fs.errors(result.diagnostics, field)
+    assert found and found[0].file == ".zuno/zuno.json", [d.render() for d in
+                                                          result.diagnostics]
+    assert result.agents["explorer"].model.inherit

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from runtime_support import run_in
 
 from policies.capability import (
     DEFAULT_SUBAGENT_DEPTH,
@@ -558,7 +559,8 @@ def test_agent_model_is_most_specific_route(fs) -> None:
     """Spec (zuno-custom-agents.md): An agent's model is the most specific route. When it is
     absent, the active preset's agent route applies, then the parent session model.
 
-    (corral has no presets; an absent model inherits the parent's.)
+    Without a preset, an absent model inherits the parent's (presets:
+    ``test_zuno_runtime.py``).
     """
     chosen = _one(fs, {"model": "anthropic/claude-sonnet-4-5"})
     assert [str(r) for r in chosen.model.candidates] == ["anthropic/claude-sonnet-4-5"]
@@ -592,6 +594,52 @@ def test_show_prints_the_effective_resolved_contract(fs, cli) -> None:
     assert as_json["effective"]["tools"] == ["find", "read_file", "search"]
     assert as_json["permission"]["rules"] == [
         {"tool": "shell", "pattern": None, "action": "deny"}]
+
+
+def test_show_prints_options_skills_with_budgets_and_the_agents_diagnostics(fs, cli) -> None:
+    """Spec (zuno-custom-agents.md): zuno debug agent <name> prints the effective resolved
+    contract: model route, tool visibility, permission ruleset, and the agent-filtered Skill view
+    with metadata and selected-body budgets. ... This is the one place in the configuration where
+    a typo does not produce an error, so check zuno debug agent after adding an unusual key.
+
+    ``agents show`` prints the swept ``options`` (the typo included, with its warning
+    among the agent's own diagnostics, not a sibling's), each required skill with its
+    source, metadata and body budget, and the tools a call of which waits for approval
+    (an ``ask`` rule too); a run sends exactly that body and asks exactly there.
+    """
+    fs.write(".zuno/skills/codegraph/SKILL.md", "---\nname: codegraph\ndescription: Query the "
+             "code graph.\n---\nUse the code graph for callers.\n")
+    fs.json(".zuno/zuno.json", {"agents": {
+        "reviewer": {"description": "reviews", "requiredSkills": ["codegraph"],
+                     "tool": ["read"], "top_k": 40,
+                     "permission": {"rules": {"bash": {"git push *": "ask"}}}},
+        "sibling": {"description": "other", "allowedTools": ["read"]}}})
+    args = ("--root", str(fs.repo), "--trust-project", "--no-personal")
+    out = cli("agents", "show", "reviewer", *args)
+    assert out.exit_code == 0, out.output
+    text = out.output
+    assert 'options      tool=["read"], top_k=40 (sent with every request)' in text
+    assert "approval     shell (ask rule)" in text
+    skill = fs.repo / ".zuno/skills/codegraph/SKILL.md"
+    assert (f'  codegraph: {skill} "Query the code graph."; body 31 bytes, sent whole'
+            in text)
+    assert "diagnostics  1" in text
+    assert "  warning: .zuno/zuno.json:" in text and "agents.reviewer.tool" in text
+    assert "allowedTools" not in text  # the sibling's diagnostic is not this agent's
+    data = json.loads(cli("agents", "show", "reviewer", "--json", *args).output)
+    assert data["options"] == {"tool": ["read"], "top_k": 40}
+    assert data["skills"][0]["metadata"] == {"name": "codegraph",
+                                             "description": "Query the code graph."}
+    assert data["effective"]["approval_required"] == ["shell"]
+    assert [d["field"] for d in data["diagnostics"]] == ["agents.reviewer.tool"]
+    # What a run does: the body it sends is the budget shown, and the ask rule asks.
+    push = {"tool_calls": [{"name": "shell", "arguments": {"command": "git push origin"}}]}
+    ran = run_in(fs, "reviewer", [push, {"text": "done"}])
+    system = ran.requests[0].messages[0].content
+    assert "Use the code graph for callers." in system
+    assert data["skills"][0]["budget"]["body_bytes"] == len(
+        b"Use the code graph for callers.")
+    assert "needs approval" in ran.record.denied_calls[0]["reason"]
 
 
 # --- Related top-level keys ----------------------------------------------------------------

@@ -3,9 +3,12 @@
 Supported: ``name`` (or the ``[agents.<name>]`` key that declares the file
 through ``config_file``), ``description`` (or the declaration's),
 ``developer_instructions`` (required), ``nickname_candidates`` (display
-only), ``model`` and ``model_provider`` (foreign), ``model_reasoning_effort``,
-``sandbox_mode`` (``read-only`` narrows to reviewer, ``workspace-write``
-keeps writes in the workspace, ``danger-full-access`` rejects) and
+only), ``model`` and ``model_provider`` (foreign), ``sandbox_mode``
+(``read-only`` narrows to reviewer; ngn's adapter supports no other mode:
+``workspace-write`` is a warning and is not applied, since where a child
+writes is the user's ``--mode``, ``danger-full-access`` rejects),
+``model_reasoning_effort`` (a reasoning setting, which ngn's adapter does
+not support: a warning, kept in ``extras``, never sent) and
 ``approval_policy`` (``untrusted`` is strict, ``on-request``/``on-failure``
 standard, ``never`` removes prompts but never restrictions). MCP servers
 (they come from the user config's ``[mcp_servers.NAME]``), profiles, network
@@ -131,7 +134,10 @@ class CodexAdapter:
         if raw_sandbox == "read-only":
             mode, sandbox = AgentMode.REVIEWER, SandboxMode.READ_ONLY
         elif raw_sandbox == "workspace-write":
-            sandbox = SandboxMode.WORKSPACE_WRITE
+            reader.warn("sandbox_mode", "workspace-write is not supported (ngn's Codex adapter "
+                        "supports read-only only): not applied; where the role writes is your "
+                        "--mode (worktree unless you pass --mode workspace-write)",
+                        code="unsupported_field")
         elif raw_sandbox == "danger-full-access":
             reader.error("sandbox_mode", "danger-full-access cannot be granted: corral always "
                          "sandboxes children")
@@ -141,12 +147,17 @@ class CodexAdapter:
         approval = reader.choice("approval_policy", APPROVALS)
         model = _model(reader)
         reasoning = reader.choice("model_reasoning_effort", EFFORTS)
+        if reasoning is not None:
+            reader.warn("model_reasoning_effort", "reasoning settings are not supported "
+                        "(ngn's Codex adapter): kept in extras, never sent",
+                        code="unsupported_field")
         extras = reader.leftovers(RULES)
+        if reasoning is not None:
+            extras["model_reasoning_effort"] = reasoning
         return [build(
             reader, source,
             name=name, id=name, display_name=display, description=description,
-            instructions=instructions, model=model,
-            reasoning=reasoning, mode=mode,
+            instructions=instructions, model=model, mode=mode,
             sandbox=sandbox,
             permission=PermissionPolicy(mode=APPROVALS[approval] if approval else
                                         PermissionMode.STANDARD),

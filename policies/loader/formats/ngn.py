@@ -7,6 +7,10 @@ name falls back to the basename (or the directory name for ``agent.md``).
 JSON profiles share the same fields (:func:`profile_contract`), with
 ``instructions`` in the object (a string, or ``{"file": path}`` read as
 literal text), arrays for lists, and an optional description.
+
+``provider`` must name a connection of the user's corral config ("Existing ngn
+provider connection ID") when the loader knows them (``Options.providers``);
+with ``model`` omitted the agent runs its parent's model id on it.
 """
 
 from __future__ import annotations
@@ -83,6 +87,12 @@ def _contract(reader: Reader, source: Source, instructions: str, *, comma: bool,
     mode = reader.choice("mode", [m.value for m in AgentMode]) or AgentMode.BUILD.value
     model = reader.string("model")
     provider = reader.string("provider")
+    known = reader.ctx.options.providers
+    if provider is not None and known is not None and provider not in known:
+        reader.error("provider", f"{provider!r} is not a provider connection of your corral "
+                     f"config (connections: {', '.join(sorted(known)) or 'none'})",
+                     hint=f"add [providers.{provider}] to your corral config, or remove "
+                     "provider to inherit the parent's connection")
     tools, rules, _ = allowlist(reader, "tools", reader.names("tools", comma=comma),
                                 AgentFormat.NGN)
     denied, deny_rules = denylist(reader, "denied_tools",

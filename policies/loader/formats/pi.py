@@ -8,7 +8,13 @@ omitted (no recursive delegation: "every tool the parent has, minus
 subagent"), ``model`` and the
 ordered ``models`` fallbacks (``@role`` aliases, ``:level`` suffixes, ``*`` and
 ``@default`` for the parent's model), ``thinking``, ``sandbox`` and
-``color``. The header is strict YAML.
+``color`` (one of the eight accepted values, as the spec lists them: any
+other rejects). The header is strict YAML.
+
+``@role`` entries expand through the user's corral config ``[roles]`` and
+``subagent.roles`` of pi's settings file (:mod:`policies.loader.pi_settings`),
+whose chains the route carries; an undefined role is a warning here and an
+error before a run.
 
 What the spec says happens at run time is in the contract too: ``name`` is
 kebab-case ("Unique identifier (kebab-case)"); ``sandbox: read-only``
@@ -28,11 +34,12 @@ from policies.contract import (
     AgentFormat,
     MemoryConfig,
     MemoryKind,
+    ModelRoute,
     SandboxMode,
 )
-from policies.loader.base import Context, FieldRules, Source, check_name
+from policies.loader.base import Context, FieldRules, Reader, Source, check_name
 from policies.loader.formats.common import allowlist, build, markdown
-from policies.loader.models import LEVELS, native_route
+from policies.loader.models import LEVELS, native_route, parse_ref
 from policies.permissions import PermissionPolicy
 
 __all__ = ["PiAdapter"]
@@ -76,8 +83,9 @@ class PiAdapter:
         sandbox = reader.choice("sandbox", [mode.value for mode in SandboxMode])
         color = reader.string("color")
         if color is not None and color not in COLORS:
-            reader.warn("color", f"unknown colour {color!r}; pi accepts {', '.join(COLORS)}")
-        route = native_route(reader, "model", ([model] if model else []) + models)
+            reader.error("color", f"{color!r} is not an accepted value: {', '.join(COLORS)}")
+        route = _with_roles(reader, native_route(reader, "model",
+                                                 ([model] if model else []) + models))
         if route.candidates and not reader.ctx.options.model:  # then the parent's model
             route = route.model_copy(update={"parent_fallback": True})
         if sandbox == SandboxMode.READ_ONLY.value:
@@ -96,6 +104,28 @@ class PiAdapter:
             memory=MemoryConfig(kind=MemoryKind.FULL),
             permission=PermissionPolicy(rules=tuple(rules)), color=color, extras=extras,
         )]
+
+
+def _with_roles(reader: Reader, route: ModelRoute) -> ModelRoute:
+    """``route`` with the chains of pi's settings for the roles it names (transitively);
+    a role defined neither there nor in the user's corral config is a warning (a run
+    refuses it before it starts, never falling back to the parent's model)."""
+    options = reader.ctx.options
+    chains: dict[str, tuple[str, ...]] = {}
+    todo = [ref.id[1:] for ref in route.candidates if ref.is_role]
+    while todo:
+        role = todo.pop()
+        if role in chains or role not in options.pi_roles:
+            if role not in chains and options.roles is not None and role not in options.roles:
+                key = "model" if reader.has("model") and not reader.has("models") else "models"
+                reader.warn(key, f"role @{role} is defined neither in [roles] of your corral "
+                            "config nor in subagent.roles of ~/.pi/agent/settings.json: a run "
+                            "of this agent stops with an error", code="undefined_role")
+            continue
+        chains[role] = options.pi_roles[role]
+        todo += [parse_ref(entry).id[1:] for entry in chains[role]
+                 if parse_ref(entry).is_role]
+    return route.model_copy(update={"roles": chains}) if chains else route
 
 
 def _kebab(name: str) -> str | None:
