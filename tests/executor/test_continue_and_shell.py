@@ -30,6 +30,7 @@ from executor.ledger import (
     find_run,
     ledger_dir,
     new_run_id,
+    running_owner,
     set_run_state,
     write_run,
 )
@@ -389,6 +390,24 @@ def test_a_call_the_transcript_has_no_result_for_is_answered(repo: Path) -> None
     assert [m.role for m in messages] == ["user", "assistant", "tool", "tool"]
     assert messages[3].tool_call_id == "c1" and messages[3].content == UNANSWERED
     assert messages[3].is_error
+
+
+def test_a_running_run_and_a_crashed_one_gc_has_not_finalised_are_refused(
+        w_repo: Path) -> None:
+    api = Corral(w_repo, backend="host")
+    alive = _record(w_repo, [])
+    ledger = ledger_dir(w_repo)
+    write_run(ledger, find_run(ledger, alive).model_copy(update={
+        "status": RunStatus.RUNNING, "owner": running_owner()}), [])  # this process: alive
+    dead = _record(w_repo, [])  # its owner's pid now runs another process: it crashed
+    write_run(ledger, find_run(ledger, dead).model_copy(update={
+        "status": RunStatus.RUNNING, "owner": {**running_owner(), "started": 0.0}}), [])
+    for run_id, code in ((alive, "run_in_progress"), (dead, "run_crashed")):
+        for attempt in (lambda r=run_id: api.shell(r, ["true"]),
+                        lambda r=run_id: api.continue_run(r, "more")):
+            with pytest.raises(Exception, match="cannot") as raised:
+                attempt()
+            assert getattr(raised.value, "code", None) == code
 
 
 def test_a_shell_never_overwrites_a_run_that_changed_meanwhile(
