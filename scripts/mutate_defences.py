@@ -977,7 +977,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the check runs on the base without the child's diff"),
     mutation(
         "replay-applies", "fanout", "sandbox/replay.py",
-        "            _apply(sandbox, patch)\n", "            pass\n",
+        "            apply_recorded(sandbox, patch, onto=onto)\n", "            pass\n",
         [f"{REPLAY}::test_a_replay_holds_exactly_the_recorded_diff[bubblewrap]",
          f"{REPLAY}::test_a_patch_that_does_not_apply_is_an_error_and_leaves_nothing[host]"],
         "a replay without the recorded diff: every check judges the base"),
