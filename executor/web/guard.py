@@ -7,7 +7,9 @@ An ASGI middleware in front of every request (:class:`Guard`):
   another name;
 - an ``Origin`` it carries must be the server's own (the exact port: a page of another
   local server is a foreign origin), and a ``Sec-Fetch-Site`` it carries must not say
-  ``cross-site`` or ``same-site``, or it gets 403;
+  ``cross-site`` or ``same-site``, or it gets 403. ``Origin: null`` is what a browser
+  sends for the app's own form posts (its pages set ``Referrer-Policy: no-referrer``):
+  it passes only with ``Sec-Fetch-Site: same-origin``, which the browser alone sets;
 - its path must start with the token (``/TOKEN/...``, compared whole in constant time
   with :func:`hmac.compare_digest`), or it gets 403: the token is the printed URL's;
 - a ``POST`` (every change of state; a ``GET`` never changes one) must also carry the
@@ -76,7 +78,9 @@ class Guard:
         host = headers.get(b"host", [])
         if not (len(host) == 1 and host[0] in self.hosts):
             return 400, "this server answers only to its own address (127.0.0.1 or localhost)"
-        if any(origin not in self.origins for origin in headers.get(b"origin", [])):
+        same_origin = headers.get(b"sec-fetch-site") == [b"same-origin"]
+        if any(origin not in self.origins and not (origin == b"null" and same_origin)
+               for origin in headers.get(b"origin", [])):
             return 403, "requests from another origin are refused"
         if any(site in (b"cross-site", b"same-site")
                for site in headers.get(b"sec-fetch-site", [])):

@@ -93,6 +93,10 @@ def test_a_foreign_origin_cannot_change_anything(served: tuple[Served, str]) -> 
     for site in ("cross-site", "same-site"):
         response = _post(app, f"/runs/{run_id}/apply", form, **{"Sec-Fetch-Site": site})
         assert response.status_code == 403, site
+        # An opaque origin (a sandboxed frame, a data: URL) passes only from the app's pages.
+        response = _post(app, f"/runs/{run_id}/apply", form,
+                         **{"Origin": "null", "Sec-Fetch-Site": site})
+        assert response.status_code == 403, site
     response = httpx.get(app.url + "/runs", headers={"Origin": "http://evil.example"})
     assert response.status_code == 403  # nothing is served to another origin
     assert _state(app, run_id) == before
