@@ -32,11 +32,19 @@ WAIT = 30  # seconds: a bound, not an expectation
 
 def _wait(driver: Any, condition: Any, timeout: float = WAIT) -> Any:
     """Poll ``condition`` until it holds (at most ``timeout`` s); else fail, showing the page."""
-    from selenium.common.exceptions import TimeoutException
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+        TimeoutException,
+    )
     from selenium.webdriver.support.ui import WebDriverWait
 
+    # A live page reloads itself (a fanout while it runs, a run once it ends): an element
+    # read just before a reload is stale, one read during it not there yet; poll again.
+    wait = WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=(
+        NoSuchElementException, StaleElementReferenceException))
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+        return wait.until(condition)
     except TimeoutException:
         pytest.fail(f"timed out waiting on {driver.current_url}:\n"
                     + str(driver.execute_script("return document.body.innerText"))[:3000])
