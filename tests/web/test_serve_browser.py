@@ -123,6 +123,7 @@ def test_a_running_childs_journal_grows_on_screen(browser: Any, served: Served,
     _wait(browser, lambda d: "first-line" in _journal(d))
     assert "/runs/" in browser.current_url
     assert _by_css(browser, "#run-status").text == "running"
+    assert _by_css(browser, "html").get_attribute("data-live") == "on"
     browser.execute_script("window.__same_page = 'yes';")
     assert "second-line" not in _journal(browser)
     screenshot(browser, "run-live")
@@ -244,3 +245,24 @@ def test_a_page_of_another_origin_cannot_apply_even_with_the_token(
         evil.server_close()
     assert not (served.corral.root / "out.txt").exists()
     assert served.corral.show(run_id).state == "pending"
+
+
+def test_every_page_reads_with_javascript_off(browser_without_js: Any, served: Served,
+                                              tmp_path: Path) -> None:
+    driver = browser_without_js
+    script = replay(tmp_path, "w", call("shell", command="echo from-the-child"),
+                    call("write_file", path="out.txt", content="x\n"), {"text": "ok"})
+    result = served.corral.fanout("write", agents=["patcher"], scripts=[script], n=2,
+                                  check="test -f out.txt")
+    run_id = result.children[0].run_id
+    driver.get(served.url + f"/runs/{run_id}")
+    # JavaScript is really off: live.js, which marks the page, did not run.
+    assert _by_css(driver, "html").get_attribute("data-live") is None
+    assert "from-the-child" in _journal(driver)
+    assert [line.text for line in _all_css(driver, "pre.diff .dl.add")] == ["+x"]
+    driver.get(served.url + f"/fanouts/{result.fanout_id}")
+    assert len(_all_css(driver, "section.candidate .check.passed")) == 2
+    driver.get(served.url + "/agents")
+    _by_css(driver, "details.diagnostic-file > summary").click()  # <details>: no script
+    _by_css(driver, "details.diagnostic > summary").click()
+    assert _by_css(driver, "details.diagnostic .line.marked").is_displayed()

@@ -98,6 +98,16 @@ def serve(corral: Corral, token: str = "t0ken-" + "x" * 37) -> Iterator[Served]:
 @pytest.fixture
 def browser() -> Iterator[Any]:
     """Headless Chromium driven by Selenium (Debian's chromium and chromium-driver)."""
+    yield from _chromium(javascript=True)
+
+
+@pytest.fixture
+def browser_without_js() -> Iterator[Any]:
+    """The same, with JavaScript turned off."""
+    yield from _chromium(javascript=False)
+
+
+def _chromium(*, javascript: bool) -> Iterator[Any]:
     require("chromium")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -107,6 +117,9 @@ def browser() -> Iterator[Any]:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                  "--window-size=1400,1000", "--disable-gpu"):
         options.add_argument(flag)
+    if not javascript:
+        options.add_experimental_option(
+            "prefs", {"profile.managed_default_content_settings.javascript": 2})
     driver = webdriver.Chrome(options=options,
                               service=Service(shutil.which("chromedriver") or "chromedriver"))
     try:

@@ -25,6 +25,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    document.documentElement.setAttribute("data-live", "on");
     var journal = document.getElementById("journal");
     if (journal && journal.getAttribute("data-running") === "1") { followJournal(journal); }
     var fanout = document.getElementById("fanout-live");
