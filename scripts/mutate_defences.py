@@ -91,6 +91,7 @@ LEFT = "tests/sandbox/test_escape_leftovers.py"
 CONF = "tests/sandbox/test_conformance.py"
 FILES = "tests/sandbox/test_files.py"
 NAMES = "tests/test_tools_and_permissions.py"
+WEB = "tests/web"
 DISPATCH = "tests/executor/test_dispatch.py"
 CAPABILITY = "tests/test_capability.py"
 APPLY = "tests/executor/test_apply.py"
@@ -1092,6 +1093,77 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/spec/test_agents_new.py::"
          "test_agents_new_never_overwrites_and_never_leaves_a_broken_file",),
         "corral agents new replaces a definition you wrote"),
+    # -- issue 23: corral serve, the web front door
+    mutation(
+        "web-token-prefix", "web", "executor/web/guard.py",
+        "        return hmac.compare_digest(first, self.token)\n",
+        "        return bool(first) and self.token.startswith(first)\n",
+        [f"{WEB}/test_serve_attacks.py::test_a_request_without_the_token_is_refused"],
+        "a prefix of the URL's token (a truncated or guessed start of it) opens the app"),
+    mutation(
+        "web-host-check", "web", "executor/web/guard.py",
+        "        if not (len(host) == 1 and host[0] in self.hosts):\n",
+        "        if False:\n",
+        [f"{WEB}/test_serve_attacks.py::test_a_foreign_host_is_refused_dns_rebinding"],
+        "a DNS-rebinding page reaches the app under another host name"),
+    mutation(
+        "web-origin-check", "web", "executor/web/guard.py",
+        '        if any(origin not in self.origins and not (origin == b"null" and same_origin)\n',
+        '        if False and any(origin not in self.origins and not (origin == b"null" and '
+        'same_origin)\n',
+        [f"{WEB}/test_serve_attacks.py::test_a_foreign_origin_cannot_change_anything",
+         f"{WEB}/test_serve_browser.py::"
+         "test_a_page_of_another_origin_cannot_apply_even_with_the_token"],
+        "a page of another origin that learned the token applies a run to the checkout"),
+    mutation(
+        "web-null-origin", "web", "executor/web/guard.py",
+        '        same_origin = headers.get(b"sec-fetch-site") == [b"same-origin"]\n',
+        "        same_origin = True\n",
+        [f"{WEB}/test_serve_attacks.py::test_a_foreign_origin_cannot_change_anything"],
+        "an opaque origin (a sandboxed frame, a data: URL) posts changes"),
+    mutation(
+        "web-form-token", "web", "executor/web/app.py",
+        '        return form if form_token_ok(form.get("token"), self.token) else None\n',
+        "        return form\n",
+        [f"{WEB}/test_serve_attacks.py::test_a_post_without_the_form_token_changes_nothing"],
+        "a POST without the form's token changes state"),
+    mutation(
+        "web-get-applies", "web", "executor/web/app.py",
+        'Route("/runs/{run_id}/apply", pages.apply, methods=["POST"])',
+        'Route("/runs/{run_id}/apply", pages.apply, methods=["GET", "POST"])',
+        [f"{WEB}/test_serve_attacks.py::test_a_get_never_changes_state"],
+        "a GET (a link, an image) reaches the handler that applies"),
+    mutation(
+        "web-csp", "web", "executor/web/guard.py",
+        '    (b"content-security-policy", CSP.encode()),\n',
+        '    (b"x-content-security-policy-off", CSP.encode()),\n',
+        [f"{WEB}/test_serve_attacks.py::test_every_response_carries_the_security_headers"],
+        "pages are served without a CSP: an injected inline script would run"),
+    mutation(
+        "web-referrer", "web", "executor/web/guard.py",
+        '    (b"referrer-policy", b"no-referrer"),\n',
+        '    (b"referrer-policy", b"unsafe-url"),\n',
+        [f"{WEB}/test_serve_attacks.py::test_every_response_carries_the_security_headers"],
+        "the token leaves in a Referer to another origin"),
+    mutation(
+        "web-autoescape", "web", "executor/web/app.py",
+        "autoescape=select_autoescape(default=True, default_for_string=True)",
+        "autoescape=False",
+        [f"{WEB}/test_serve_escaping.py::test_a_field_is_shown_as_text[final_text-script]",
+         f"{WEB}/test_serve_browser.py::test_a_child_written_script_never_runs"],
+        "a child's answer, file name or output is markup on the page"),
+    mutation(
+        "web-visible-text", "web", "executor/web/app.py",
+        "        return printable(value)\n",
+        "        return value\n",
+        [f"{WEB}/test_serve_escaping.py::test_a_field_is_shown_as_text[final_text-bidi]"],
+        "a bidi override or zero-width character in a child's text reorders what you read"),
+    mutation(
+        "web-diff-escape", "web", "executor/web/diffs.py",
+        '    return Markup(highlight(text, lexer, _FORMATTER).rstrip("\\n"))',
+        "    return Markup(text)",
+        [f"{WEB}/test_serve_escaping.py::test_a_field_is_shown_as_text[file_content-script]"],
+        "a diff's added line is markup on the page"),
 )
 
 
