@@ -1164,6 +1164,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return Markup(text)",
         [f"{WEB}/test_serve_escaping.py::test_a_field_is_shown_as_text[file_content-script]"],
         "a diff's added line is markup on the page"),
+    mutation(
+        "web-cancel-on-stop", "web", "executor/web/command.py",
+        "        left = web.starts.close()\n",
+        "        left: list[str] = []\n",
+        [f"{WEB}/test_serve_command.py::"
+         "test_ctrl_c_cancels_the_runs_it_started_and_records_them"],
+        "stopping the server kills the runs it started: they are left crashed, not recorded"),
 )
 
 

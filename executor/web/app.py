@@ -12,6 +12,7 @@ zero-width characters become escapes, as on a terminal: :mod:`executor.text`). A
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from executor.web.guard import Guard, form_token_ok
 from executor.web.starts import StartRequest, Starts
 from executor.web.views import agents_page, event_view, fanout_page, runs_page
 
-__all__ = ["build_app", "shown"]
+__all__ = ["WebApp", "build_app", "shown"]
 
 HERE = Path(__file__).parent
 #: The HTTP status of a CorralError by its exit code: a user's mistake, a refusal, a failure.
@@ -254,7 +255,15 @@ async def _threaded(func: Callable[..., Any], *args: Any) -> Any:
     return await run_in_threadpool(func, *args)
 
 
-def build_app(corral: Corral, token: str, *, port: int) -> Guard:
+@dataclass(frozen=True)
+class WebApp:
+    """The guarded ASGI app, and the runs it started (:meth:`Starts.close` them at the end)."""
+
+    app: Guard
+    starts: Starts
+
+
+def build_app(corral: Corral, token: str, *, port: int) -> WebApp:
     """The app for ``corral`` at ``http://127.0.0.1:PORT/TOKEN/``, guarded."""
     pages = Pages(corral, token)
 
@@ -282,4 +291,4 @@ def build_app(corral: Corral, token: str, *, port: int) -> Guard:
     ]
     app = Starlette(routes=[Mount(f"/{token}", routes=routes)],
                     exception_handlers={CorralError: on_error})
-    return Guard(app, token, port=port)
+    return WebApp(Guard(app, token, port=port), pages.starts)

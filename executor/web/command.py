@@ -63,14 +63,19 @@ def serve_command(root: Path, trust_project: bool, config_file: Path | None, str
     token = secrets.token_urlsafe(32)
     sock = loopback_socket(port)
     bound = sock.getsockname()[1]
-    app = build_app(corral, token, port=bound)
+    web = build_app(corral, token, port=bound)
     echo(f"corral serve: {corral.root} at http://{LOOPBACK}:{bound}/{token}/ "
          "(this machine only; the URL's token is the key: do not share it)", err=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    config = uvicorn.Config(web.app, log_level="warning", lifespan="off")
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
+        # Runs started from the page end cancelled, their diffs recorded, never crashed.
+        left = web.starts.close()
+    if left:
+        echo(f"corral serve: {len(left)} run(s) did not stop in time: `corral gc` cleans "
+             "what they leave", err=True)
     echo("corral serve: stopped", err=True)

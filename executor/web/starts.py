@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from executor.api import CorralError
+from executor.api import CancelToken, CorralError
 
 if TYPE_CHECKING:
     from executor.api import ChildPlan, Corral, ProgressEvent
@@ -48,17 +48,31 @@ class Started:
 
 
 class Starts:
-    """The runs and fanouts this server started (their threads)."""
+    """The runs and fanouts this server started: their threads, and one cancellation for
+    them all (:meth:`close`, when the server stops)."""
 
     def __init__(self, corral: Corral) -> None:
         self.corral = corral
         self.threads: list[threading.Thread] = []
+        self.cancel = CancelToken()
+
+    def close(self, timeout: float = 120.0) -> list[str]:
+        """Cancel what still runs (each run ends ``cancelled``, its diff recorded, as on
+        Ctrl-C) and wait for it, at most ``timeout`` seconds each; the names of the threads
+        that did not end."""
+        self.cancel.cancel()
+        for thread in self.threads:
+            thread.join(timeout)
+        return [thread.name for thread in self.threads if thread.is_alive()]
 
     def start(self, request: StartRequest) -> Started:
         """Start ``request`` in a thread; return once it has an id or has failed."""
         fanout = request.n > 1 or bool(request.check) or len(request.scripts) > 1
         started = Started("fanout" if fanout else "run")
         target = self._fanout if fanout else self._run
+        if self.cancel.cancelled:  # the server is stopping
+            started.error = {"code": "stopping", "message": "the server is stopping"}
+            return started
         thread = threading.Thread(target=target, args=(request, started), daemon=True,
                                   name=f"corral-serve-{started.kind}")
         self.threads.append(thread)
@@ -75,7 +89,8 @@ class Starts:
         try:
             result = self.corral.run(request.prompt, agent=request.agent, mode=request.mode,
                                      script=request.scripts[0] if request.scripts else None,
-                                     model=request.model, approve="never", progress=progress)
+                                     model=request.model, approve="never", progress=progress,
+                                     cancel=self.cancel)
             started.ident = started.ident or result.run_id
         except CorralError as exc:
             started.error = started.error or exc.to_dict()
@@ -104,7 +119,8 @@ class Starts:
                 request.prompt, agents=[request.agent] if request.agent else [],
                 n=request.n,
                 scripts=list(request.scripts), models=[request.model] if request.model else [],
-                check=request.check or None, approve="never", on_plan=on_plan)
+                check=request.check or None, approve="never", on_plan=on_plan,
+                cancel=self.cancel)
             started.ident = started.ident or result.fanout_id
         except CorralError as exc:
             started.error = started.error or exc.to_dict()

@@ -77,8 +77,8 @@ def serve(corral: Corral, token: str = "t0ken-" + "x" * 37) -> Iterator[Served]:
     """``corral``'s app on a free loopback port, in a thread, until the generator closes."""
     sock = loopback_socket(0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app(corral, token, port=port),
-                                           log_level="warning", lifespan="off"))
+    web = build_app(corral, token, port=port)
+    server = uvicorn.Server(uvicorn.Config(web.app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -93,6 +93,7 @@ def serve(corral: Corral, token: str = "t0ken-" + "x" * 37) -> Iterator[Served]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+        assert web.starts.close() == []
 
 
 @pytest.fixture
