@@ -124,11 +124,24 @@ class Pages:
         return HTMLResponse(html, headers={"X-Corral-Count": str(len(events)),
                                            "X-Corral-Running": "1" if running else "0"})
 
-    def fanout(self, request: Request) -> Response:
-        result = self.corral.show_fanout(request.path_params["fanout_id"])
+    def _fanout(self, fanout_id: str) -> dict[str, Any]:
+        result = self.corral.show_fanout(fanout_id)
         diffs = {c.run_id: render_diff(c.run.record.diff.encode("utf-8", "surrogateescape"))
                  for c in result.children if c.run is not None}
-        return self.page("fanout.html", tab="runs", diffs=diffs, **fanout_page(result))
+        return {"diffs": diffs, **fanout_page(result)}
+
+    def fanout(self, request: Request) -> Response:
+        return self.page("fanout.html", tab="runs", **self._fanout(
+            request.path_params["fanout_id"]))
+
+    def fanout_live(self, request: Request) -> Response:
+        """The candidates as HTML, for live.js while the fanout runs; a header says
+        whether it still does."""
+        context = self._fanout(request.path_params["fanout_id"])
+        html = self.env.get_template("fanout_live.html").render(
+            base=self.base, token=self.token, **context)
+        return HTMLResponse(html, headers={"X-Corral-Running": "1" if context["running"]
+                                           else "0"})
 
     def start_form(self, request: Request) -> Response:
         return self.page("start.html", tab="start", agents=self.corral.agents().names,
@@ -283,6 +296,7 @@ def build_app(corral: Corral, token: str, *, port: int) -> WebApp:
         Route("/runs/{run_id}/apply", pages.apply, methods=["POST"]),
         Route("/runs/{run_id}/discard", pages.discard, methods=["POST"]),
         Route("/fanouts/{fanout_id}", pages.fanout),
+        Route("/fanouts/{fanout_id}/live", pages.fanout_live),
         Route("/fanouts/{fanout_id}/pick", pages.pick, methods=["POST"]),
         Route("/fanouts/{fanout_id}/discard", pages.discard_fanout, methods=["POST"]),
         Route("/start", pages.start_form),

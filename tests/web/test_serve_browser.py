@@ -266,3 +266,39 @@ def test_every_page_reads_with_javascript_off(browser_without_js: Any, served: S
     _by_css(driver, "details.diagnostic-file > summary").click()  # <details>: no script
     _by_css(driver, "details.diagnostic > summary").click()
     assert _by_css(driver, "details.diagnostic .line.marked").is_displayed()
+
+
+def test_a_running_fanouts_candidates_update_on_screen(browser: Any, served: Served,
+                                                      tmp_path: Path) -> None:
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    scripts = [replay(tmp_path, f"c{i}",
+                      call("shell", command=f"while [ ! -e {gates / str(i)} ]; do sleep 0.05; "
+                           f"done; echo {i} > n.txt"), {"text": f"candidate {i}"})
+               for i in (1, 2)]
+    browser.get(served.url + "/start")
+    from selenium.webdriver.support.ui import Select
+
+    Select(_by_css(browser, "select[name=agent]")).select_by_value("patcher")
+    _by_css(browser, "textarea[name=prompt]").send_keys("wait, then write")
+    _by_css(browser, "input[name=check]").send_keys("test -f n.txt")
+    _by_css(browser, "form.start details > summary").click()
+    _by_css(browser, "textarea[name=scripts]").send_keys("\n".join(scripts))
+    _by_css(browser, "form.start button[type=submit]").click()
+
+    def status(driver: Any, index: int) -> str:
+        return str(_by_css(driver, f"#candidate-{index} .status").text)
+
+    _wait(browser, lambda d: "/fanouts/" in d.current_url
+          and status(d, 1) == status(d, 2) == "running")
+    assert _by_css(browser, "#fanout-status").text == "running"
+    browser.execute_script("window.__same_page = 'yes';")
+    (gates / "1").touch()
+    _wait(browser, lambda d: status(d, 1) == "completed")
+    assert "passed" in _by_css(browser, "#candidate-1 .check").get_attribute("class")
+    assert status(browser, 2) == "running"
+    assert browser.execute_script("return window.__same_page") == "yes"  # updated in place
+    screenshot(browser, "fanout-live")
+    (gates / "2").touch()
+    _wait(browser, lambda d: _by_css(d, "#fanout-status").text == "completed")
+    assert len(_all_css(browser, "section.candidate .check.passed")) == 2

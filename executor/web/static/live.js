@@ -24,13 +24,29 @@
     window.setTimeout(tick, 400);
   }
 
+  function followFanout(box) {
+    var url = box.getAttribute("data-live");
+    function tick() {
+      fetch(url, {cache: "no-store", credentials: "same-origin", redirect: "error"})
+        .then(function (response) {
+          if (!response.ok) { throw new Error("HTTP " + response.status); }
+          var running = response.headers.get("X-Corral-Running") === "1";
+          return response.text().then(function (html) {
+            if (!running) { window.location.reload(); return; }
+            box.innerHTML = html;
+            window.setTimeout(tick, 700);
+          });
+        })
+        .catch(function () { window.setTimeout(tick, 2000); });
+    }
+    window.setTimeout(tick, 700);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.documentElement.setAttribute("data-live", "on");
     var journal = document.getElementById("journal");
     if (journal && journal.getAttribute("data-running") === "1") { followJournal(journal); }
     var fanout = document.getElementById("fanout-live");
-    if (fanout && fanout.getAttribute("data-running") === "1") {
-      window.setTimeout(function () { window.location.reload(); }, 1000);
-    }
+    if (fanout && fanout.getAttribute("data-running") === "1") { followFanout(fanout); }
   });
 }());
