@@ -49,6 +49,8 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 # A real headless browser for `corral serve` (tests/web drive it with Selenium).
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# Its recommended fonts (not installed without recommends): pages lay out real text.
+[[ -d /usr/share/fonts/truetype/liberation ]] || missing+=(fonts-liberation)
 # The host's own Python venv (tests build a venv on the host and carry it into children).
 /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 # A docker CLI alone (e.g. /usr/local/bin/docker) is not an engine: look for dockerd.
