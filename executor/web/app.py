@@ -19,6 +19,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -263,8 +264,7 @@ class Pages:
 
 
 async def _threaded(func: Callable[..., Any], *args: Any) -> Any:
-    from starlette.concurrency import run_in_threadpool  # noqa: PLC0415
-
+    """``func(*args)`` in a worker thread: the API blocks (runs, applies, git)."""
     return await run_in_threadpool(func, *args)
 
 

@@ -100,7 +100,7 @@ class Starts:
     def _fanout(self, request: StartRequest, started: Started) -> None:
         def planned(plans: list[ChildPlan]) -> None:
             first = plans[0].run_id
-            for _ in range(200):  # the record is written right after the plan
+            for _ in range(1200):  # bounded: the record is written right after the plan
                 for fanout in self.corral.runs().fanouts:
                     if any(child.run_id == first for child in fanout.children):
                         started.ident = fanout.fanout_id

@@ -8,6 +8,7 @@ file name or a model produced, as it is; the templates escape it (autoescape, an
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -191,8 +192,6 @@ def _when(t: float) -> str:
 
 def event_view(item: LogEvent) -> EventView:
     """One journal event for the run page (``corral logs``'s lines, as HTML parts)."""
-    import json  # noqa: PLC0415
-
     event = dict(item.event)
     kind = item.kind
     step = f"[{event['step']}] " if event.get("step") is not None else ""
