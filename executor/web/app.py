@@ -101,6 +101,8 @@ class Pages:
             state=query.get("state", "")))
 
     def run(self, request: Request) -> Response:
+        if request.path_params["run_id"].startswith("f-"):  # a fanout's id: its own page
+            return RedirectResponse(f"{self.base}/fanouts/{request.path_params['run_id']}", 303)
         result = self.corral.show(request.path_params["run_id"])
         events = self.corral.journal(result.run_id)
         running = result.status is RunStatus.RUNNING

@@ -89,3 +89,12 @@ def test_discard_marks_the_run(served: tuple[Served, str]) -> None:
     assert app.corral.show(run_id).state == "discarded"
     page = httpx.get(app.url + f"/runs/{run_id}").text
     assert "This run was discarded" in page
+
+
+def test_unknown_and_fanout_ids_on_the_run_page(served: tuple[Served, str]) -> None:
+    app, _ = served
+    unknown = httpx.get(app.url + "/runs/20990101-000000-abcdef")
+    assert unknown.status_code == 400 and "unknown_run" in unknown.text
+    moved = httpx.get(app.url + "/runs/f-20990101-000000-abcdef")
+    assert moved.status_code == 303
+    assert moved.headers["location"] == f"/{app.token}/fanouts/f-20990101-000000-abcdef"
