@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from executor.api import CorralError, RunResult, RunStatus, fanout_status
+from executor.api import RunResult, RunStatus, fanout_status
+from executor.api.agents import show_all
 
 if TYPE_CHECKING:
     from executor.api import Corral, FanoutRecord, FanoutResult, LogEvent
@@ -88,16 +89,13 @@ def agents_page(corral: Corral) -> dict[str, Any]:
     """The agents page: each agent's row, and the diagnostics grouped by file with the
     source around each one's line."""
     found = corral.agents()
+    effective = {view.contract.name: view.to_json()["effective"]["tools"]
+                 for view in show_all(corral.sources())}
     rows = []
     for data in found.to_json()["agents"]:
-        effective: list[str] | None = None
-        why_effective = None
-        try:
-            effective = list(corral.agent(data["name"]).to_json()["effective"]["tools"])
-        except CorralError as exc:
-            why_effective = exc.message
         lines, note = _source(corral.root, data["source"])
-        rows.append({"data": data, "effective": effective, "why_effective": why_effective,
+        rows.append({"data": data, "effective": effective.get(data["name"]),
+                     "why_effective": None if data["name"] in effective else "not resolved",
                      "source": [SourceLine(i, text) for i, text in enumerate(lines or [], 1)],
                      "source_note": note})
     groups: dict[str, FileDiagnostics] = {}
