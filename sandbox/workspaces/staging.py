@@ -18,6 +18,7 @@ directory), and such a repository could not run any child.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,8 @@ from sandbox.workspaces.privategit import (
 from sandbox.workspaces.repo import RepoInfo
 from sandbox.workspaces.scan import ScanResult, scan_tree
 
-__all__ = ["Snapshot", "pathspec_file", "stage_tree", "take_snapshot"]
+__all__ = ["Snapshot", "Staged", "commit_staged", "pathspec_file", "stage_snapshot", "stage_tree",
+           "take_snapshot"]
 
 
 _EXCLUDE = b":(top,exclude,literal)"
@@ -116,6 +118,21 @@ def _index_from_head(repo: RepoInfo, private_git: Path, index: Path) -> None:
 
 
 @dataclass(frozen=True)
+class Staged:
+    """The parent's current tree staged into a private index (nothing committed yet)."""
+
+    #: The index it was staged in (the parent's stat data).
+    index: Path
+    #: The walk of the parent's tree (with its lstat manifest, if asked); ``None``: the tree
+    #: was staged with exclusions given by the caller and not walked.
+    scan: ScanResult | None
+    #: The paths left out of the staging (the walk's, or the ones given).
+    excluded: tuple[str, ...]
+    #: Whether the tree may hold attribute files (what staging assumed).
+    attributes: bool
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The parent's state as committed into a private store."""
 
@@ -127,11 +144,14 @@ class Snapshot:
     scan: ScanResult
 
 
-def take_snapshot(repo: RepoInfo, work_dir: Path, private_git: Path, *,
-                  manifest: bool = False) -> Snapshot:
-    """Commit the parent's current working tree into ``private_git``'s store.
+def stage_snapshot(repo: RepoInfo, work_dir: Path, private_git: Path, *,
+                   manifest: bool = False, exclusions: Sequence[str] | None = None,
+                   attributes: bool = False) -> Staged:
+    """Stage the parent's current working tree into ``work_dir``'s private index.
 
-    ``work_dir`` (private to corral) receives the staging index and pathspec.
+    ``exclusions`` (with ``attributes``, whether the tree held attribute files then): stage
+    with these exclusions instead of walking the tree for them (a caller that knows them
+    from the last walk, and checks the result: :mod:`sandbox.workspaces.statekey`).
     """
     index = work_dir / "snapshot.index"
     copied = _reusable_index(repo)
@@ -141,13 +161,15 @@ def take_snapshot(repo: RepoInfo, work_dir: Path, private_git: Path, *,
         shutil.copyfile(repo.git_dir / "index", index)
     else:
         _index_from_head(repo, private_git, index)
-    scan = scan_tree(repo.top, manifest=manifest)
-    spec = pathspec_file(work_dir / "snapshot.pathspec", scan.paths)
-    attributes = scan.attributes or (repo.common_dir / "info" / "attributes").is_file()
+    scan = scan_tree(repo.top, manifest=manifest) if exclusions is None else None
+    excluded = scan.paths if scan is not None else list(exclusions or ())
+    spec = pathspec_file(work_dir / "snapshot.pathspec", excluded)
+    found = scan.attributes if scan is not None else attributes
+    attrs = found or (repo.common_dir / "info" / "attributes").is_file()
 
     def stage(recorded_ns: int | None) -> None:
         stage_tree(git_dir=repo.git_dir, work_tree=repo.top, private_git=private_git,
-                   index=index, spec=spec, attributes=attributes, recorded_ns=recorded_ns)
+                   index=index, spec=spec, attributes=attrs, recorded_ns=recorded_ns)
 
     try:
         stage(recorded)
@@ -157,9 +179,26 @@ def take_snapshot(repo: RepoInfo, work_dir: Path, private_git: Path, *,
         index.unlink()  # an index git cannot reuse here: start from HEAD
         _index_from_head(repo, private_git, index)
         stage(None)
+    return Staged(index=index, scan=scan, excluded=tuple(excluded), attributes=found)
+
+
+def commit_staged(repo: RepoInfo, private_git: Path, index: Path) -> tuple[str, str]:
+    """Write the staged ``index`` as the snapshot commit into ``private_git``'s store, and
+    detach its ``HEAD`` there: (tree, commit)."""
     tree = write_tree(git_dir=repo.git_dir, private_git=private_git, index=index)
     commit = write_commit(git_dir=repo.git_dir, private_git=private_git, tree=tree,
                           parent=repo.head)
     set_head(private_git, commit)
-    return Snapshot(commit=commit, tree=tree, index=index, scan=scan)
+    return tree, commit
 
+
+def take_snapshot(repo: RepoInfo, work_dir: Path, private_git: Path, *,
+                  manifest: bool = False) -> Snapshot:
+    """Commit the parent's current working tree into ``private_git``'s store.
+
+    ``work_dir`` (private to corral) receives the staging index and pathspec.
+    """
+    staged = stage_snapshot(repo, work_dir, private_git, manifest=manifest)
+    assert staged.scan is not None  # noqa: S101 - walked: no exclusions were given
+    tree, commit = commit_staged(repo, private_git, staged.index)
+    return Snapshot(commit=commit, tree=tree, index=staged.index, scan=staged.scan)
