@@ -17,7 +17,9 @@ directory), and such a repository could not run any child.
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +80,8 @@ def _drop_ignored(spec: Path, *, git_dir: Path, work_tree: Path, env: dict[str, 
 
 
 def stage_tree(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path, spec: Path,
-               attributes: bool, recorded_ns: int | None, preload: bool = True) -> None:
+               attributes: bool, recorded_ns: int | None, preload: bool = True,
+               seed_racy: bool = True) -> None:
     """``git add -A`` of a work tree into ``index``, honouring ``spec``.
 
     New blobs go to the private git dir's store, and ``add`` sees no other
@@ -88,12 +91,14 @@ def stage_tree(*, git_dir: Path, work_tree: Path, private_git: Path, index: Path
     files; ``recorded_ns``: when the index's stat data was recorded; ``preload``:
     let git ``lstat`` every entry up front (in threads), which is wasted when every
     entry is either known unchanged (marked assume-valid) or must be hashed anyway
-    (:mod:`sandbox.workspaces.statcache`).
+    (:mod:`sandbox.workspaces.statcache`); ``seed_racy``: copy racily clean entries'
+    blobs first (else git re-writes them).
     """
     seed_index_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
                      attributes=attributes, preload=preload)
-    seed_racy_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git, index=index,
-                    recorded_ns=recorded_ns)
+    if seed_racy:
+        seed_racy_blobs(git_dir=git_dir, work_tree=work_tree, private_git=private_git,
+                        index=index, recorded_ns=recorded_ns)
     env = writing_env(private_git, index)
     _drop_ignored(spec, git_dir=git_dir, work_tree=work_tree, env=env)
     options = [] if preload else ["-c", "core.preloadIndex=false"]
@@ -157,8 +162,15 @@ def stage_snapshot(repo: RepoInfo, work_dir: Path, private_git: Path, *,
     copied = _reusable_index(repo)
     recorded: int | None = None
     if copied:  # the parent's stat cache makes add -A hash only what changed
-        recorded = (repo.git_dir / "index").stat().st_mtime_ns
+        original = (repo.git_dir / "index").stat()
+        recorded = original.st_mtime_ns
         shutil.copyfile(repo.git_dir / "index", index)
+        # git tells a racily clean entry (recorded in the second its index was written, so
+        # a change later in that second keeps its stat data) by the index file's mtime: the
+        # copy keeps the parent's, so git re-hashes those entries as it would in the parent
+        # (a copy dated now let such a change through). Stat taken first: a newer index
+        # copied with an older date only makes more entries racy.
+        os.utime(index, ns=(original.st_atime_ns, original.st_mtime_ns))
     else:
         _index_from_head(repo, private_git, index)
     scan = scan_tree(repo.top, manifest=manifest) if exclusions is None else None
@@ -168,8 +180,13 @@ def stage_snapshot(repo: RepoInfo, work_dir: Path, private_git: Path, *,
     attrs = found or (repo.common_dir / "info" / "attributes").is_file()
 
     def stage(recorded_ns: int | None) -> None:
+        # Seeding the store with racy entries' blobs pays when most entries are racy: an
+        # index written this very second (a checkout just made). An older index's few racy
+        # entries git re-adds itself.
+        seed = recorded_ns is None or recorded_ns // 10**9 >= int(time.time())
         stage_tree(git_dir=repo.git_dir, work_tree=repo.top, private_git=private_git,
-                   index=index, spec=spec, attributes=attrs, recorded_ns=recorded_ns)
+                   index=index, spec=spec, attributes=attrs, recorded_ns=recorded_ns,
+                   seed_racy=seed)
 
     try:
         stage(recorded)

@@ -13,8 +13,10 @@ the acquisition leased.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import struct
 import threading
 from pathlib import Path
 
@@ -22,6 +24,8 @@ import pytest
 from sbx_support import git, held_snapshots, idle_snapshots, make_repo
 
 from sandbox.gc import gc
+from sandbox.workspaces.privategit import create_private_git
+from sandbox.workspaces.repo import inspect_repo
 from sandbox.workspaces.snapshot import (
     KEEP_IDLE,
     SNAPSHOTS,
@@ -31,6 +35,8 @@ from sandbox.workspaces.snapshot import (
     snapshot_checkout,
 )
 from sandbox.workspaces.snapstore import collect_snapshots
+from sandbox.workspaces.staging import stage_snapshot
+from sandbox.workspaces.statekey import listing_key
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -68,16 +74,17 @@ def test_the_same_state_reuses_the_idle_snapshot_and_its_checkout(tmp_path: Path
 #: Each changes what a child would start from, and nothing else; (path, content) or a git
 #: command. After each, the next snapshot must be a new one holding exactly the new state.
 _CHANGES: dict[str, list[tuple[str, ...]]] = {
-    "an untracked file's content, same size": [("write", "notes.txt", "UNTRACKED\n")],
-    "a tracked file, unstaged, same size and mtime": [
-        ("same-stat", "README.md", "# DEMO\n\nHello.\n")],
-    "a staged change": [("write", "src/app.py", "staged\n"), ("git", "add", "src/app.py")],
-    "a new untracked file": [("write", "docs/new.md", "new\n")],
-    "a deleted file": [("rm", "docs/guide.md")],
-    "a mode": [("chmod", "README.md", "755")],
-    "the ignore rules (info/exclude)": [("exclude", "notes.txt")],
-    "a new commit": [("git", "commit", "-q", "--allow-empty", "-m", "empty")],
-    "an intent to add": [("write", "ita.txt", ""), ("git", "add", "-N", "ita.txt")],
+    # an untracked file's content, same size
+    "untracked-same-size": [("write", "notes.txt", "UNTRACKED\n")],
+    # a tracked file rewritten unstaged, its size and mtime kept
+    "tracked-same-stat": [("same-stat", "README.md", "# DEMO\n\nHello.\n")],
+    "staged": [("write", "src/app.py", "staged\n"), ("git", "add", "src/app.py")],
+    "new-untracked": [("write", "docs/new.md", "new\n")],
+    "deleted": [("rm", "docs/guide.md")],
+    "mode": [("chmod", "README.md", "755")],
+    "ignore-rules": [("exclude", "notes.txt")],  # .git/info/exclude
+    "new-commit": [("git", "commit", "-q", "--allow-empty", "-m", "empty")],
+    "intent-to-add": [("write", "ita.txt", ""), ("git", "add", "-N", "ita.txt")],
 }
 
 
@@ -120,13 +127,52 @@ def test_any_other_state_gets_another_snapshot(what: str, tmp_path: Path) -> Non
         made = _files(snapshot_checkout(after).tree)
         expected = {rel: data for rel, data in _files(repo).items()
                     if not rel.startswith(".git/")}
-        if what.startswith("the ignore rules"):
+        if what == "ignore-rules":
             expected.pop("notes.txt")
         assert made == expected
     finally:
         release_snapshot(after)
     again = _cycle(repo, state_root)  # and that state is reused in its turn
     assert (again.id, again.reused) == (after.id, True)
+
+
+def _stat_as_now(index: Path, rel: str, file: Path) -> None:
+    """Give ``rel``'s entry of a version-2 ``index`` the current ``lstat`` of ``file`` (its
+    object id kept), as git records an entry refreshed in the second the index was
+    written, before a same-second change that keeps every stat field in whole seconds."""
+    data = bytearray(index.read_bytes())
+    count = struct.unpack_from(">I", data, 8)[0]
+    pos = 12
+    for _ in range(count):
+        flags = struct.unpack_from(">H", data, pos + 60)[0]
+        name = bytes(data[pos + 62:pos + 62 + (flags & 0xFFF)])
+        if name == rel.encode():
+            info = file.lstat()
+            fields = struct.unpack_from(">10I", data, pos)
+            struct.pack_into(">10I", data, pos, int(info.st_ctime), info.st_ctime_ns % 10**9,
+                             int(info.st_mtime), info.st_mtime_ns % 10**9, *fields[4:])
+        pos += (62 + (flags & 0xFFF) + 8) & ~7
+    data[-20:] = hashlib.sha1(data[:-20]).digest()  # noqa: S324 - git's index checksum
+    index.write_bytes(bytes(data))
+
+
+def test_a_racily_clean_entry_is_hashed_as_git_would(tmp_path: Path) -> None:
+    """A file changed in the second its entry was recorded and its index written keeps
+    every stat field git compares (whole seconds): only the index file's own date tells
+    git to hash it. A staging index dated when it was copied hid the change."""
+    repo = make_repo(tmp_path / "repo")
+    readme = repo / "README.md"
+    readme.write_text("# DEMO\n\nHello.\n")  # same size, not staged
+    second = (readme.stat().st_mtime_ns // 10**9 - 100) * 10**9  # all of it a while ago
+    os.utime(readme, ns=(second, second))
+    index = repo / ".git" / "index"
+    _stat_as_now(index, "README.md", readme)  # recorded after the change, the old blob kept
+    os.utime(index, ns=(second, second))  # written in that second: the entry is racy
+    ref = acquire_snapshot(repo, state_root=tmp_path / "state")
+    try:
+        assert _files(snapshot_checkout(ref).tree)["README.md"] == b"# DEMO\n\nHello.\n"
+    finally:
+        release_snapshot(ref)
 
 
 def test_an_index_with_extended_flags_is_keyed_by_its_commit(tmp_path: Path) -> None:
@@ -139,6 +185,12 @@ def test_an_index_with_extended_flags_is_keyed_by_its_commit(tmp_path: Path) -> 
     first = _cycle(repo, state_root)
     with (repo / ".git" / "index").open("rb") as index:
         assert index.read(8)[-1] == 3
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    info = inspect_repo(repo)
+    create_private_git(scratch / "git", parent_git_dir=info.git_dir, common_dir=info.common_dir)
+    staged = stage_snapshot(info, scratch, scratch / "git")
+    assert listing_key(info, scratch / "git", staged.index) is None  # the listing hides flags
     again = acquire_snapshot(repo, state_root=state_root)
     try:
         assert (again.id, again.commit, again.reused) == (first.id, first.commit, True)
