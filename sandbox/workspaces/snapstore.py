@@ -153,10 +153,14 @@ def _last_used(directory: Path, info: Info) -> float:
 
 
 def held(state_root: Path, snapshot_dir: Path) -> int:
-    """Count the live leases of one snapshot, deleting the others (hold the lock)."""
+    """Count the live leases of one snapshot, deleting the others, and what a crash left
+    of a lease being written (hold the lock: every lease is written under it)."""
     live = 0
     leases = snapshot_dir / "leases"
-    for path in sorted(leases.glob("*.json")) if leases.is_dir() else []:
+    for path in sorted(leases.iterdir()) if leases.is_dir() else []:
+        if path.name.startswith(".") or path.suffix != ".json":
+            path.unlink(missing_ok=True)
+            continue
         try:
             lease = Lease.model_validate_json(path.read_bytes())
         except (OSError, ValueError):
