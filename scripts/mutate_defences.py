@@ -696,6 +696,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a snapshot is reused for any state with the same HEAD: a run starts from files the "
         "parent changed since (or never had), and its diff is against them"),
     mutation(
+        "snapshot-alias-exact-bytes", "snapshots", "sandbox/workspaces/statekey.py",
+        '    return _key((b"corral-index-v1", trailer), repo, private_git)\n',
+        '    return _key((b"corral-index-v1",), repo, private_git)\n',
+        [f"{REUSE}::test_any_other_state_gets_another_snapshot[untracked-same-size]",
+         f"{REUSE}::test_any_other_state_gets_another_snapshot[deleted]"],
+        "a staged index is taken for one an earlier run recorded without comparing its bytes: "
+        "the snapshot of that earlier state is leased for a changed one"),
+    mutation(
         "snapshot-exclusions-rechecked", "snapshots", "sandbox/workspaces/statekey.py",
         "    return all(_holds(top, entry) for entry in excluded)\n",
         "    return True\n",

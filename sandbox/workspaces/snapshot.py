@@ -18,6 +18,7 @@ Layout under the state root::
     snapshots/<id>/git/                  private git dir; git/store holds its objects
     snapshots/<id>/leases/<lease>.json   who holds it: a sandbox, or a process
     snapshots/<id>/used                  when it last became idle
+    snapshots/<id>/aliases/<key>         staged indexes (by their bytes) known to hold it
     snapshots/<id>/checkouts/<uid>-<gid>/tree/   the read-only checkout overlays use,
     snapshots/<id>/checkouts/<uid>-<gid>/git/    with its own git dir and baseline index
     snapshots/.new-<token>/              a snapshot being made (owner.json says by whom)
@@ -70,7 +71,7 @@ from sandbox.workspaces.snapstore import (
 )
 from sandbox.workspaces.snapstore import collect_snapshots as _collect
 from sandbox.workspaces.staging import Staged, commit_staged, stage_snapshot
-from sandbox.workspaces.statekey import commit_key, exclusions_hold, listing_key
+from sandbox.workspaces.statekey import commit_key, exclusions_hold, index_key, listing_key
 from sandbox.workspaces.worktree import checkout_worktree, remove_tree
 
 __all__ = [
@@ -130,6 +131,10 @@ class Checkout:
     owner: tuple[int, int]
 
 
+#: Index keys known to hold a snapshot's state (:func:`_record_alias`).
+_ALIASES = "aliases"
+
+
 def _ref(info: Info, path: Path, state_root: Path, repo: RepoInfo, lease: str, *,
          excluded: tuple[ExcludedPath, ...], reused: bool) -> SnapshotRef:
     return SnapshotRef(id=info.id, commit=info.commit, tree=info.tree, path=path,
@@ -168,28 +173,34 @@ def acquire_snapshot(repo: RepoInfo | Path, *, state_root: Path | None = None,
         git_dir = tmp / "git"
         create_private_git(git_dir, parent_git_dir=info_repo.git_dir,
                            common_dir=info_repo.common_dir)
-        staged = _stage(info_repo, base, tmp, git_dir)
+        known = snapshots_of(base, info_repo.top)
+        staged = _stage(info_repo, known, tmp, git_dir)
+        alias = index_key(info_repo, git_dir, staged.index)
+        if (found := _reuse_alias(root, known, alias, info_repo, staged)) is not None:
+            return found
         sid = listing_key(info_repo, git_dir, staged.index)
-        if sid is not None and (found := _reuse(root, sid, info_repo, staged)) is not None:
+        if sid is not None and (found := _reuse(root, sid, info_repo, staged, alias)):
             return found
         if staged.scan is None:  # staged with the last walk's exclusions: walk now
             staged, again = _walked(info_repo, tmp, git_dir, staged)
             if again:
+                alias = index_key(info_repo, git_dir, staged.index)
                 sid = listing_key(info_repo, git_dir, staged.index)
-                if sid is not None and (found := _reuse(root, sid, info_repo, staged)):
+                if sid is not None and (found := _reuse(root, sid, info_repo, staged, alias)):
                     return found
         tree, commit = commit_staged(info_repo, git_dir, staged.index)
         sid = sid or commit_key(info_repo, git_dir, commit)
         return _finish(root, tmp, sid, info_repo, staged, tree=tree, commit=commit,
-                       keep=kept)
+                       keep=kept, alias=alias)
     finally:
         remove_tree(tmp)  # gone already when it became the snapshot
 
 
-def _stage(repo: RepoInfo, base: Path, tmp: Path, git_dir: Path) -> Staged:
-    """Stage the parent's tree: with the exclusions of the repository's latest snapshot when
-    they all still hold (no walk: :mod:`sandbox.workspaces.statekey`), else walking it."""
-    for _directory, info in snapshots_of(base, repo.top)[:1]:
+def _stage(repo: RepoInfo, known: list[tuple[Path, Info]], tmp: Path, git_dir: Path) -> Staged:
+    """Stage the parent's tree: with the exclusions of the repository's latest snapshot
+    (``known``, most recently used first) when they all still hold (no walk:
+    :mod:`sandbox.workspaces.statekey`), else walking it."""
+    for _directory, info in known[:1]:
         if exclusions_hold(repo.top, info.excluded):
             try:
                 return stage_snapshot(repo, tmp, git_dir,
@@ -209,8 +220,18 @@ def _walked(repo: RepoInfo, tmp: Path, git_dir: Path, staged: Staged) -> tuple[S
     return stage_snapshot(repo, tmp, git_dir), True
 
 
-def _reuse(root: Path, sid: str, repo: RepoInfo, staged: Staged) -> SnapshotRef | None:
-    """A lease on the finished snapshot ``sid``, or ``None`` when there is none."""
+def _record_alias(snapshot_dir: Path, alias: str | None) -> None:
+    """Record that a staged index with the bytes keyed ``alias`` holds this snapshot's state
+    (:func:`sandbox.workspaces.statekey.index_key`; hold the lock)."""
+    if alias is not None:
+        private_dir(snapshot_dir / _ALIASES)
+        (snapshot_dir / _ALIASES / alias).touch()
+
+
+def _reuse(root: Path, sid: str, repo: RepoInfo, staged: Staged,
+           alias: str | None = None) -> SnapshotRef | None:
+    """A lease on the finished snapshot ``sid``, or ``None`` when there is none; ``alias``
+    is recorded for it (``sid`` is the state key of the staged index)."""
     final = root / SNAPSHOTS / sid
     lease = new_lease(None)
     with locked(root / SNAPSHOTS / ".lock"):
@@ -218,12 +239,23 @@ def _reuse(root: Path, sid: str, repo: RepoInfo, staged: Staged) -> SnapshotRef 
         if info is None:
             return None
         write_lease(final, lease)
+        _record_alias(final, alias)
     excluded = tuple(staged.scan.excluded) if staged.scan is not None else info.excluded
     return _ref(info, final, root, repo, lease.id, excluded=excluded, reused=True)
 
 
+def _reuse_alias(root: Path, known: list[tuple[Path, Info]], alias: str | None,
+                 repo: RepoInfo, staged: Staged) -> SnapshotRef | None:
+    """A lease on the snapshot of ``known`` that ``alias`` (the staged index's bytes) was
+    recorded for, or ``None``."""
+    for directory, _info in known if alias is not None else []:
+        if (directory / _ALIASES / str(alias)).is_file():
+            return _reuse(root, directory.name, repo, staged)
+    return None
+
+
 def _finish(root: Path, tmp: Path, sid: str, repo: RepoInfo, staged: Staged, *, tree: str,
-            commit: str, keep: bool) -> SnapshotRef:
+            commit: str, keep: bool, alias: str | None) -> SnapshotRef:
     """Make ``tmp`` the snapshot ``sid`` (unless another process made it meanwhile: that one
     is leased); retire idle snapshots of the repository beyond the ones kept."""
     scan = staged.scan
@@ -238,12 +270,14 @@ def _finish(root: Path, tmp: Path, sid: str, repo: RepoInfo, staged: Staged, *, 
         existing = read_info(final)
         if existing is not None:
             write_lease(final, lease)
+            _record_alias(final, alias)
             return _ref(existing, final, root, repo, lease.id, excluded=excluded, reused=True)
         info = Info(id=sid, commit=commit, tree=tree, repo_top=repo.top, git_dir=repo.git_dir,
                     common_dir=repo.common_dir, head=repo.head, attributes=scan.attributes,
                     excluded=excluded, created_at=time.time(), keep=keep)
         atomic_write(tmp / "snapshot.json", info.model_dump_json(indent=2).encode())
         write_lease(tmp, lease)
+        _record_alias(tmp, alias)
         (tmp / "owner.json").unlink()
         write_alternates(tmp / "git", common_dir=repo.common_dir, moving_to=final / "git")
         tmp.rename(final)

@@ -13,7 +13,11 @@ entries' mode, object id, stage and path, which ``git ls-files -s`` lists, and
 those entries make exactly one tree. Keying by that listing spares a reused
 snapshot the ``write-tree`` (which, seeing only corral's own store, rewrites
 every tree of the repository) and the commit. An index of another version is
-keyed by the commit itself, as before (slower, never wrong).
+keyed by the commit itself, as before (slower, never wrong). Cheaper still, and
+tried first: the staged index's own checksum (:func:`index_key`), an alias
+recorded for a snapshot whenever an index with those very bytes was found to
+hold its state (the listing of a second run on an unchanged tree is the same
+file, byte for byte).
 
 Finding what to leave out of the staging (nested repositories, ``.git`` aliases,
 special files) walks the whole tree. The walk can be skipped when the exclusions
@@ -38,7 +42,7 @@ from sandbox.results import ExcludedPath
 from sandbox.workspaces.privategit import reading_env
 from sandbox.workspaces.repo import RepoInfo
 
-__all__ = ["commit_key", "exclusions_hold", "listing_key"]
+__all__ = ["commit_key", "exclusions_hold", "index_key", "listing_key"]
 
 _INDEX_V2 = b"DIRC\x00\x00\x00\x02"
 
@@ -69,6 +73,24 @@ def listing_key(repo: RepoInfo, private_git: Path, index: Path) -> str | None:
     listing = run_git(["ls-files", "-s", "-z"], git_dir=repo.git_dir,
                       env=reading_env(private_git, index), operation="snapshot").stdout
     return _key((b"corral-listing-v1", listing), repo, private_git)
+
+
+def index_key(repo: RepoInfo, private_git: Path, index: Path) -> str | None:
+    """A key of the staged ``index`` by its bytes: git's own checksum of the file (its
+    trailer, over every entry, flags and stat data included), or ``None`` (no commit yet,
+    or a checksum git skipped). Byte-identical staged indexes hold the same state, so a
+    snapshot this key was recorded for (an alias of its state key) is that state; the
+    same state staged with other stat data gets another key and finds it by
+    :func:`listing_key`."""
+    if repo.head is None:
+        return None
+    size = len(repo.head) // 2
+    with index.open("rb") as handle:
+        handle.seek(-size, os.SEEK_END)
+        trailer = handle.read(size)
+    if len(trailer) != size or not any(trailer):
+        return None
+    return _key((b"corral-index-v1", trailer), repo, private_git)
 
 
 def commit_key(repo: RepoInfo, private_git: Path, commit: str) -> str:

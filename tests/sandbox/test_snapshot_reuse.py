@@ -63,12 +63,19 @@ def test_the_same_state_reuses_the_idle_snapshot_and_its_checkout(tmp_path: Path
     inode = tree.stat().st_ino
     release_snapshot(first)
     assert held_snapshots(state_root) == [] and idle_snapshots(state_root) == [first.id]
+    aliases = first.path / "aliases"
+    assert len(list(aliases.iterdir())) == 1  # the staged index's bytes: found without git
     for _ in range(2):
         again = acquire_snapshot(repo, state_root=state_root)
         assert (again.id, again.commit, again.reused) == (first.id, first.commit, True)
         assert snapshot_checkout(again).tree.stat().st_ino == inode  # not checked out again
         release_snapshot(again)
+    assert len(list(aliases.iterdir())) == 1
     assert _files(tree)["notes.txt"] == b"untracked\n"
+    os.utime(repo / "notes.txt")  # the same state, staged with other stat data
+    touched = _cycle(repo, state_root)
+    assert (touched.id, touched.reused) == (first.id, True)  # found by its listing
+    assert len(list(aliases.iterdir())) == 2
 
 
 #: Each changes what a child would start from, and nothing else; (path, content) or a git
