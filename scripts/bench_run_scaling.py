@@ -8,7 +8,8 @@ state reuses it) a child's set-up and diff cost what it changed. Measured:
 its answer), started as a fresh process as a user runs it, on bubblewrap, on
 a 50k-file repository against the same run on a 1k-file one, both generated
 alike (``benchlib.generate_repo``: staged, unstaged, deleted, untracked and
-ignored files). The warm-up run of each side makes its snapshot; every timed
+ignored files; dated an hour back with the index refreshed, so no entry is racily
+clean, as in a checkout you work in). The warm-up run of each side makes its snapshot; every timed
 run is a second run on the same state. Goal: at most 1.2x.
 
 ``--before DIR`` also times the same pair with the corral of another checkout
@@ -34,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_e2e import SCRIPT
-from benchlib import Row, compare, filesystem, generate_repo, machine, print_rows
+from benchlib import Row, compare, filesystem, generate_repo, git, machine, print_rows
 
 from sandbox.config import BubblewrapConfig
 from sandbox.errors import BackendUnavailable
@@ -52,11 +54,19 @@ GROUP = "run scaling: a trivial corral run child, second run on the same state"
 
 
 def _repo(base: Path, files: int) -> Path:
+    """A generated repository whose index is not racy, as a checkout you work in is: right
+    after generation every entry was recorded in the second its file was written, and git
+    (corral's staging too) hashes each such entry again until the index is rewritten later."""
     repo = generate_repo(base, files)
     agents = repo / ".ngn" / "agents"
     agents.mkdir(parents=True)
     (agents / "w.md").write_text("---\nname: w\ndescription: writes\n"
                                  "tools: [read_file, write_file]\n---\nWrite it.\n")
+    past = time.time() - 3600
+    for path in repo.rglob("*"):
+        if ".git" not in path.parts and path.is_file():
+            os.utime(path, (past, past))
+    git(repo, "update-index", "-q", "--really-refresh")
     return repo
 
 
