@@ -150,7 +150,12 @@ def _clean_stopped(meta: SandboxMeta, state: SandboxState, workspace: Workspace,
             stale = writable = False
             layers = None
         elif layers is not None and not is_mountpoint(layers.merged):
-            mount_overlay(layers)  # unmounted by a reboot or a failed teardown: sweep, diff
+            # Unmounted by a reboot or a failed teardown, or by a teardown killed between
+            # its unmount and the state's removal (its empty mount point may be gone too):
+            # mount it again to sweep and diff.
+            with contextlib.suppress(OSError):  # else the mount says why
+                layers.merged.mkdir(mode=0o700, exist_ok=True)
+            mount_overlay(layers)
         diffable = baseline.is_file() or layers is not None
         capture = stale and writable and bool(meta.base_commit) and diffable
         if capture:  # the sweep in one pass with the diff's walk, where it has one

@@ -363,18 +363,22 @@ def _abandon(repo: Path, state_root: Path) -> str:
 
 
 @pytest.mark.parametrize("backend", HOST, indirect=True)
-@pytest.mark.parametrize("mounted", [True, False], ids=["still-mounted", "after-a-reboot"])
-def test_gc_captures_an_abandoned_overlay(backend: str, tmp_path: Path, mounted: bool) -> None:
-    """A killed owner leaves its overlay mounted (or, after a reboot, not): gc mounts it if
-    needed, captures the diff from the upper layer, unmounts, removes the layers and drops
-    its lease (the snapshot stays idle, for reuse)."""
+@pytest.mark.parametrize("mounted", ["yes", "no", "gone"],
+                         ids=["still-mounted", "after-a-reboot", "killed-mid-teardown"])
+def test_gc_captures_an_abandoned_overlay(backend: str, tmp_path: Path, mounted: str) -> None:
+    """A killed owner leaves its overlay mounted (or, after a reboot, not; or, killed in its
+    teardown between the unmount and the state's removal, without its mount point): gc
+    mounts it if needed, captures the diff from the upper layer, unmounts, removes the
+    layers and drops its lease (the snapshot stays idle, for reuse)."""
     repo = make_repo(tmp_path / "repo")
     state_root = tmp_path / "state"
     sandbox_id = _abandon(repo, state_root)
     merged = state_root / "worktrees" / sandbox_id
     assert overlay_mounts(state_root) == [merged]
-    if not mounted:
+    if mounted != "yes":
         unmount(merged)
+    if mounted == "gone":
+        merged.rmdir()
     [entry] = [e for e in gc(state_root).entries if e.sandbox_id == sandbox_id]
     assert entry.action == "cleaned" and entry.patch_path is not None
     patch = entry.patch_path.read_bytes()
