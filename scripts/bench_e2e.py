@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A trivial scripted child end to end (``corral run``) against the same operations by hand.
 
-On a 1k-file repository with uncommitted state, per backend (host, bubblewrap,
+On a 1k-file repository with uncommitted state (aged: its index not racy, as a checkout in
+daily use; ``benchlib.age_checkout``), per backend (host, bubblewrap,
 docker): ``corral run --script`` of a child that writes one file and answers,
 started as a fresh process (start-up included, as a user runs it), against the
 same work done by hand from this process: ``git worktree add`` with the
@@ -37,7 +38,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_sandbox import bare_bwrap
-from benchlib import Row, compare, filesystem, generate_repo, git, machine, print_rows, raw_worktree
+from benchlib import (
+    Row,
+    age_checkout,
+    compare,
+    filesystem,
+    generate_repo,
+    git,
+    machine,
+    print_rows,
+    raw_worktree,
+)
 
 from sandbox.config import BubblewrapConfig, DockerConfig, HostConfig
 from sandbox.errors import BackendUnavailable
@@ -128,6 +139,7 @@ def run_bench(*, trials: int, workdir: Path | None, backends: list[str]) -> list
         agents.mkdir(parents=True)
         (agents / "w.md").write_text("---\nname: w\ndescription: writes\n"
                                      "tools: [read_file, write_file]\n---\nWrite it.\n")
+        age_checkout(repo)  # a checkout in daily use: its index is not racy
         script = base / "script.yaml"
         script.write_text(SCRIPT)
         home = base / "home"

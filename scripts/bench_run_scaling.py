@@ -35,7 +35,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_e2e import SCRIPT
-from benchlib import Row, compare, filesystem, generate_repo, git, machine, print_rows
+from benchlib import Row, age_checkout, compare, filesystem, generate_repo, machine, print_rows
 
 from sandbox.config import BubblewrapConfig
 from sandbox.errors import BackendUnavailable
@@ -54,20 +53,14 @@ GROUP = "run scaling: a trivial corral run child, second run on the same state"
 
 
 def _repo(base: Path, files: int) -> Path:
-    """A generated repository whose index is not racy, as a checkout you work in is: right
-    after generation every entry was recorded in the second its file was written, and git
-    (corral's staging too) hashes each such entry again until the index is rewritten later."""
+    """A generated repository whose index is not racy, as a checkout you work in is
+    (``benchlib.age_checkout``)."""
     repo = generate_repo(base, files)
     agents = repo / ".ngn" / "agents"
     agents.mkdir(parents=True)
     (agents / "w.md").write_text("---\nname: w\ndescription: writes\n"
                                  "tools: [read_file, write_file]\n---\nWrite it.\n")
-    past = time.time() - 3600
-    for path in repo.rglob("*"):
-        if ".git" not in path.parts and path.is_file():
-            os.utime(path, (past, past))
-    git(repo, "update-index", "-q", "--really-refresh")
-    return repo
+    return age_checkout(repo)
 
 
 def _runner(entry: list[str], repo: Path, script: Path, env: dict[str, str],

@@ -30,6 +30,7 @@ __all__ = [
     "GIT_ENV",
     "Cell",
     "Row",
+    "age_checkout",
     "child_change",
     "compare",
     "filesystem",
@@ -229,6 +230,19 @@ def generate_repo(root: Path, files: int, *, name: str | None = None) -> Path:
     (repo / "build").mkdir()
     for i in range(50):
         (repo / "build" / f"o{i}.o").write_text("ignored\n")
+    return repo
+
+
+def age_checkout(repo: Path, seconds: float = 3600) -> Path:
+    """Make a generated checkout look like one you work in: its files written ``seconds``
+    ago and its index refreshed after. Right after generation every entry is racily clean
+    (recorded in the second its file was written), so git, and corral's staging, hash every
+    such entry again until the index is rewritten later; a checkout in daily use has few."""
+    past = time.time() - seconds
+    for path in repo.rglob("*"):
+        if ".git" not in path.parts and path.is_file():
+            os.utime(path, (past, past))
+    git(repo, "update-index", "-q", "--really-refresh")
     return repo
 
 
