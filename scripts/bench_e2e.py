@@ -2,7 +2,7 @@
 """A trivial scripted child end to end (``corral run``) against the same operations by hand.
 
 On a 1k-file repository with uncommitted state (aged: its index not racy, as a checkout in
-daily use; ``benchlib.age_checkout``), per backend (host, bubblewrap,
+daily use; ``benchlib.warm_index``), per backend (host, bubblewrap,
 docker): ``corral run --script`` of a child that writes one file and answers,
 started as a fresh process (start-up included, as a user runs it), against the
 same work done by hand from this process: ``git worktree add`` with the
@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_sandbox import bare_bwrap
 from benchlib import (
     Row,
-    age_checkout,
     compare,
     filesystem,
     generate_repo,
@@ -48,6 +47,7 @@ from benchlib import (
     machine,
     print_rows,
     raw_worktree,
+    warm_index,
 )
 
 from sandbox.config import BubblewrapConfig, DockerConfig, HostConfig
@@ -145,7 +145,7 @@ def run_bench(*, trials: int, workdir: Path | None, backends: list[str]) -> list
         agents.mkdir(parents=True)
         (agents / "w.md").write_text("---\nname: w\ndescription: writes\n"
                                      "tools: [read_file, write_file]\n---\nWrite it.\n")
-        age_checkout(repo)  # a checkout in daily use: its index is not racy
+        warm_index(repo)  # a checkout in daily use: its index is not racy
         script = base / "script.yaml"
         script.write_text(SCRIPT)
         home = base / "home"

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_e2e import SCRIPT
-from benchlib import Row, age_checkout, compare, filesystem, generate_repo, machine, print_rows
+from benchlib import Row, compare, filesystem, generate_repo, machine, print_rows, warm_index
 
 from sandbox.config import BubblewrapConfig
 from sandbox.errors import BackendUnavailable
@@ -54,13 +54,14 @@ GROUP = "run scaling: a trivial corral run child, second run on the same state"
 
 def _repo(base: Path, files: int) -> Path:
     """A generated repository whose index is not racy, as a checkout you work in is
-    (``benchlib.age_checkout``)."""
+    (``benchlib.warm_index``)."""
     repo = generate_repo(base, files)
     agents = repo / ".ngn" / "agents"
     agents.mkdir(parents=True)
     (agents / "w.md").write_text("---\nname: w\ndescription: writes\n"
                                  "tools: [read_file, write_file]\n---\nWrite it.\n")
-    return age_checkout(repo)
+    warm_index(repo)
+    return repo
 
 
 def _runner(entry: list[str], repo: Path, script: Path, env: dict[str, str],
