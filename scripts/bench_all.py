@@ -2,7 +2,8 @@
 """Every like-for-like benchmark in one run, one table: each of issue 9's ratios.
 
 Runs, in order: start-up (``bench_startup``), the end-to-end trivial scripted
-child on host / bubblewrap / docker (``bench_e2e``), the sandbox's workspace,
+child on host / bubblewrap / docker (``bench_e2e``), how that child's run scales
+from 1k to 50k files (``bench_run_scaling``), the sandbox's workspace,
 diff and one-command rows (``bench_sandbox``), a worktree child's diff against
 ``git diff HEAD`` at 10k and 100k files (``bench_diff``) and the loader
 (``bench_loader``);
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bench_diff
 import bench_e2e
 import bench_loader
+import bench_run_scaling
 import bench_sandbox
 import bench_startup
 from benchlib import Row, machine, print_rows
@@ -54,6 +56,8 @@ def main() -> int:
     rows += bench_startup.run_bench(trials=8 if quick else 30, workdir=args.workdir)
     rows += bench_e2e.run_bench(trials=4 if quick else 9, workdir=args.workdir,
                                 backends=backends)
+    if "bubblewrap" in backends:
+        rows += bench_run_scaling.run_bench(trials=4 if quick else 9, workdir=args.workdir)
     rows += bench_sandbox.run_bench(
         sizes=[2000] if quick else [int(s) for s in args.sizes.split(",")],
         workdirs=[args.workdir], trials=5 if quick else 9, exec_trials=15 if quick else 40,

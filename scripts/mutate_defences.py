@@ -115,6 +115,8 @@ SWEEP = "tests/sandbox/test_setid_sweep.py"
 CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
 ENV = "tests/executor/test_environment.py"
 ENV_SPEC = "tests/test_environment_spec.py"
+REUSE = "tests/sandbox/test_snapshot_reuse.py"
+POISON = "tests/sandbox/test_snapshot_poisoning.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -685,6 +687,53 @@ MUTATIONS: tuple[Mutation, ...] = (
         "clear_setid_paths(self.overlay.merged, [])",
         [f"{OVERLAY_CONF}::test_overlay_and_worktrees_give_identical_diffs[host-overlay]"],
         "a setuid file an overlay child made keeps its bit and goes unreported"),
+    # -- shared snapshots kept for reuse --------------------------------------------------
+    mutation(
+        "snapshot-reuse-exact-state", "snapshots", "sandbox/workspaces/statekey.py",
+        '    return _key((b"corral-listing-v1", listing), repo, private_git)\n',
+        '    return _key((b"corral-listing-v1",), repo, private_git)\n',
+        [f"{REUSE}::test_any_other_state_gets_another_snapshot[untracked-same-size]",
+         f"{REUSE}::test_any_other_state_gets_another_snapshot[staged]"],
+        "a snapshot is reused for any state with the same HEAD: a run starts from files the "
+        "parent changed since (or never had), and its diff is against them"),
+    mutation(
+        "snapshot-alias-exact-bytes", "snapshots", "sandbox/workspaces/statekey.py",
+        '    return _key((b"corral-index-v1", trailer), repo, private_git)\n',
+        '    return _key((b"corral-index-v1",), repo, private_git)\n',
+        [f"{REUSE}::test_any_other_state_gets_another_snapshot[untracked-same-size]",
+         f"{REUSE}::test_any_other_state_gets_another_snapshot[deleted]"],
+        "a staged index is taken for one an earlier run recorded without comparing its bytes: "
+        "the snapshot of that earlier state is leased for a changed one"),
+    mutation(
+        "snapshot-exclusions-rechecked", "snapshots", "sandbox/workspaces/statekey.py",
+        "    return all(_holds(top, entry) for entry in excluded)\n",
+        "    return True\n",
+        [f"{REUSE}::test_an_exclusion_that_no_longer_holds_is_walked_again"],
+        "the last walk's exclusions are trusted after they stopped holding: a nested "
+        "repository's files stay out of every later snapshot once its .git is gone"),
+    mutation(
+        "snapshot-racy-index-date", "snapshots", "sandbox/workspaces/staging.py",
+        "        os.utime(index, ns=(original.st_atime_ns, original.st_mtime_ns))\n",
+        "        pass\n",
+        [f"{REUSE}::test_a_racily_clean_entry_is_hashed_as_git_would"],
+        "a file changed in the second its index entry was recorded keeps its old content "
+        "in the snapshot (and the snapshot of the earlier state is reused for it)"),
+    mutation(
+        "snapshot-held-never-evicted", "snapshots", "sandbox/workspaces/snapstore.py",
+        "        if held(state_root, directory):\n            continue\n",
+        "        if False:\n            continue\n",
+        [f"{REUSE}::test_at_most_keep_idle_per_repository_and_never_a_held_one"],
+        "keeping the idle snapshots bounded removes one a running child's overlay stands on"),
+    mutation(
+        "snapshot-shared-git-read-only", "snapshots", "sandbox/workspaces/model.py",
+        "                mounts.append(Mount(git_path, False))\n",
+        "                mounts.append(Mount(git_path, True))\n",
+        [f"{POISON}::test_a_child_of_run_one_cannot_change_what_run_two_starts_from"
+         "[bubblewrap-overlay]",
+         f"{POISON}::test_a_child_of_run_one_cannot_change_what_run_two_starts_from"
+         "[docker-overlay]"],
+        "a child writes the shared checkout's git dir or the snapshot's store: the next run "
+        "on the same state (any agent, any backend) reads what it planted"),
     # -- MCP servers as tools of children ---------------------------------------------------
     mutation(
         "mcp-confine", "mcp", "executor/mcpclient/servers.py",
@@ -798,7 +847,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a worktree child rewrites its .git pointer ('gitdir: /tmp/evil'): git on the host "
         "then reads a repository of the child's choosing there"),
     mutation(
-        "snapshot-sandbox-lease", "overlay", "sandbox/workspaces/snapshot.py",
+        "snapshot-sandbox-lease", "overlay", "sandbox/workspaces/snapstore.py",
         '            alive = (state_root / "sandboxes" / lease.sandbox).is_dir()\n',
         '            alive = (state_root / "worktrees" / lease.sandbox / "meta.json").is_file()\n',
         ["tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
