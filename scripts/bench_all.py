@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ import bench_loader
 import bench_run_scaling
 import bench_sandbox
 import bench_startup
-from benchlib import Row, machine, print_rows
+from benchlib import Row, filesystem, machine, markdown_rows, print_rows
 
 
 def main() -> int:
@@ -48,10 +49,13 @@ def main() -> int:
     parser.add_argument("--backends", default="host,bubblewrap,docker")
     parser.add_argument("--with-fanout", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument("--markdown", type=Path, default=None,
+                        help="also write the README's table (with the machine) here")
     args = parser.parse_args()
     quick = args.quick
     backends = args.backends.split(",")
-    print(f"machine: {machine()}", flush=True)
+    host = machine()
+    print(f"machine: {host}", flush=True)
     rows: list[Row] = []
     rows += bench_startup.run_bench(trials=8 if quick else 30, workdir=args.workdir)
     rows += bench_e2e.run_bench(trials=4 if quick else 9, workdir=args.workdir,
@@ -67,8 +71,14 @@ def main() -> int:
         workdir=args.workdir, trials=5 if quick else 9)
     rows += bench_loader.run_bench(trials=3 if quick else 9)
     print_rows(rows)
+    end = os.getloadavg()[0]
+    print(f"load average {end:.2f} at the end")
+    if args.markdown:
+        args.markdown.write_text(markdown_rows(
+            rows, machine_line=f"{host}, {end:.2f} at the end",
+            after=f"; workdir {filesystem(args.workdir)}"))
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(),
+        args.json.write_text(json.dumps({"machine": host,
                                          "rows": [r.to_json() for r in rows]}, indent=2) + "\n")
     if args.with_fanout:
         fanout = [sys.executable, str(Path(__file__).with_name("bench_fanout.py"))]

@@ -38,6 +38,7 @@ __all__ = [
     "generate_repo",
     "git",
     "machine",
+    "markdown_rows",
     "print_rows",
     "raw_worktree",
     "replay_state",
@@ -207,6 +208,25 @@ def print_rows(rows: Sequence[Row], *, out: Any = None) -> None:
         print(f"{label:<54} {row.plain.text():>30} {row.corral.text():>30} "
               f"{row.ratio:>6.2f}x{goal}", file=out)
         print(f"   plain: {row.plain_what}", file=out)
+
+
+def markdown_rows(rows: Sequence[Row], *, machine_line: str, after: str = "") -> str:
+    """The rows as the README's table (one run, copied whole): operation, the plain
+    operation it is compared with, both medians with their IQR, the ratio, and the goal
+    with met/missed; the machine line (and ``after``, e.g. the load at the end) above it."""
+    def cell(side: Cell) -> str:
+        low, high = side.iqr
+        return f"{side.median * 1e3:.1f} ms ({low * 1e3:.1f}-{high * 1e3:.1f})"
+
+    lines = [f"Machine: {machine_line}{after}.", "",
+             "| operation | plain (same work) | plain: median (IQR) | corral: median (IQR) "
+             "| ratio | goal |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        where = f" [{row.where}]" if row.where else ""
+        goal = f"<= {row.goal:g}x: **{row.verdict}**" if row.goal is not None else "reference"
+        lines.append(f"| {row.operation}{where} | {row.plain_what} | {cell(row.plain)} | "
+                     f"{cell(row.corral)} | {row.ratio:.2f}x | {goal} |")
+    return "\n".join(lines) + "\n"
 
 
 def generate_repo(root: Path, files: int, *, name: str | None = None) -> Path:
