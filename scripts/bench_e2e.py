@@ -125,6 +125,21 @@ def _fanouts(entry: list[str], repo: Path, script: Path, env: dict[str, str], ba
     return rows
 
 
+def _floor(entry: list[str], env: dict[str, str], base: Path, trials: int) -> Row:
+    """What every row below pays before any work: the interpreter's start and the imports
+    of ``corral run`` (its ``--help`` imports the command's modules and does nothing else),
+    against ``python -c pass``."""
+
+    def call(argv: list[str]) -> Callable[[], None]:
+        return lambda: subprocess.run(argv, env=env, cwd=base, capture_output=True, check=True)
+
+    plain_cell, corral_cell = compare(call([sys.executable, "-c", "pass"]),
+                                      call([*entry, "run", "--help"]), trials=trials, warmup=1)
+    return Row("end to end: a trivial scripted child, 1k files",
+               "(reference) corral run --help: start and the run command's imports",
+               "python -c pass", plain_cell, corral_cell, filesystem(base))
+
+
 _CLIENT: list[Any] = []
 
 
@@ -156,6 +171,7 @@ def run_bench(*, trials: int, workdir: Path | None, backends: list[str]) -> list
         python = sys.executable
         corral_bin = shutil.which("corral", path=str(Path(python).parent))
         entry = [corral_bin] if corral_bin else [python, "-m", "executor"]
+        rows.append(_floor(entry, env, base, trials))
         configs: dict[str, Any] = {"host": HostConfig(), "bubblewrap": BubblewrapConfig(),
                                    "docker": DockerConfig()}
         for backend in backends:

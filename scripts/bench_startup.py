@@ -84,7 +84,8 @@ def run_bench(*, trials: int, workdir: Path | None = None) -> list[Row]:
         entry = [corral] if corral else [python, "-m", "executor"]
 
         def call(argv: list[str]) -> None:
-            subprocess.run(argv, env=env, cwd=base, stdout=subprocess.DEVNULL, check=True)
+            subprocess.run(argv, env=env, cwd=base, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=True)
 
         agents = repo / ".claude" / "agents"
         help_peer = [python, "-c", _HELP_PEER]
