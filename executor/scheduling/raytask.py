@@ -1,0 +1,86 @@
+"""What runs on a Ray node for :class:`executor.scheduling.cluster.RayScheduler`.
+
+:class:`Flag` is the scheduler's cancellation where every task can ask it (an
+actor on the driver's node): which job started on which node, and whether (why)
+the scheduler was cancelled. :func:`run_task` is one job on a node: it asks the
+flag before it starts (cancelled, or past the deadline: it never starts), polls
+it while the job runs (the job's own :class:`~executor.scheduling.base.Cancellation`
+is cancelled there when it is set), and returns plain data, errors included.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from typing import Any
+
+from executor.scheduling.base import Cancellation, Deadline, JobContext, Remote
+from executor.scheduling.node import node_place
+from executor.scheduling.rayboundary import import_ray
+from policies.errors import CorralError
+
+__all__ = ["POLL", "Flag", "run_task"]
+
+#: Seconds between a running task's looks at the cancellation, and the driver's at new jobs.
+POLL = 0.25
+
+
+class Flag:
+    """The scheduler's cancellation, where every task can ask it (a Ray actor)."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.started: dict[str, str] = {}
+
+    def begin(self, key: str, node: str) -> str | None:
+        if self.reason is None:
+            self.started[key] = node
+        return self.reason
+
+    def cancel(self, reason: str) -> list[str]:
+        self.reason = self.reason or reason
+        return list(self.started)
+
+    def get(self) -> str | None:
+        return self.reason
+
+    def placements(self) -> dict[str, str]:
+        return dict(self.started)
+
+    def node_of(self, key: str) -> str | None:
+        return self.started.get(key)
+
+
+def run_task(remote: Remote[Any], cargo: bytes, flag: Any, key: str,
+          deadline: Deadline) -> tuple[str, Any, str]:
+    """One job on a node: (kind, what, node id); kind is done, not_run, error or bug."""
+    ray = import_ray()
+    node = str(ray.get_runtime_context().get_node_id())
+    if ray.get(flag.begin.remote(key, node)) is not None:
+        return "not_run", "cancelled", node
+    if deadline.expired():
+        return "not_run", "expired", node
+    cancellation = Cancellation()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(POLL):
+            try:
+                reason = ray.get(flag.get.remote(), timeout=30)
+            except Exception:  # noqa: S112 - the driver's actor is briefly unreachable
+                continue
+            if reason is not None:
+                cancellation.cancel(str(reason))
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True, name="corral-cancel-watch")
+    watcher.start()
+    try:
+        context = JobContext(key=key, deadline=deadline, cancellation=cancellation)
+        return "done", remote.there(context, cargo, node_place(node)), node
+    except CorralError as exc:
+        return "error", exc.to_dict(), node
+    except Exception as exc:  # a bug there is reported here, as data
+        return "bug", "".join(traceback.format_exception(exc))[-4000:], node
+    finally:
+        stop.set()
