@@ -8,7 +8,8 @@ elsewhere (:mod:`executor.scheduling.cluster`):
   (:func:`sandbox.workspaces.bundle.bundle_snapshot`), one per fanout, made
   once in the parent and sent once to each node;
 - **there**, on the node, under its own directory: the bundle unpacked once
-  per node (a repository whose snapshot is the parent's, commit for commit),
+  per node (a repository whose snapshot is the parent's, commit for commit,
+  taken there once per worker process),
   the node's own state dir and ledger, the project's environment prepared
   there (once per node and key: :func:`sandbox.environment.prepare_environment`
   builds a key once), then the very same :func:`run_child` as a local child
@@ -24,6 +25,7 @@ A node never runs a child with the ``host`` backend unless the parent named it.
 from __future__ import annotations
 
 import shutil
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,29 @@ def origin_of(snapshot: SnapshotRef, environment: EnvironmentSpec | None) -> Ori
                   environment=environment)
 
 
+_snapshots: dict[tuple[Path, str], SnapshotRef] = {}
+_snapshots_lock = threading.Lock()
+
+
+def _node_snapshot(repo: Path, state: Path, commit: str) -> SnapshotRef:
+    """The node's snapshot of ``repo`` (the parent's ``commit``), taken once per worker
+    process and leased by it while it lives (``corral gc`` drops the lease of a process
+    that is gone); every child's sandbox takes a lease of its own."""
+    with _snapshots_lock:
+        ref = _snapshots.get((state, commit))
+        if ref is not None and (ref.path / "snapshot.json").is_file():
+            return ref
+        ref = acquire_snapshot(repo, state_root=state)
+        if ref.commit != commit:
+            release_snapshot(ref)
+            raise SandboxError(
+                f"the snapshot made on this node is {ref.commit}, not the parent's {commit}",
+                code="snapshot_mismatch", operation="run_remote",
+                hint="the node's git writes other commits than the parent's")
+        _snapshots[(state, commit)] = ref
+        return ref
+
+
 @dataclass(frozen=True)
 class RemoteChild:
     """One child of a fanout, as it runs on another machine (see the module docstring)."""
@@ -79,23 +104,14 @@ class RemoteChild:
                                head=self.origin.head)
         state, ledger = place / "state", place / "ledger"
         private_dir(state)
-        snapshot = acquire_snapshot(repo, state_root=state)
-        try:
-            if snapshot.commit != self.origin.commit:
-                raise SandboxError(
-                    f"the snapshot made on this node is {snapshot.commit}, not the parent's "
-                    f"{self.origin.commit}", code="snapshot_mismatch",
-                    operation="run_remote", hint="the node's git differs from the parent's")
-            environment = None
-            if self.origin.environment is not None:
-                environment = prepare_environment(self.origin.environment, repo=repo,
-                                                  config=self.shared.backend,
-                                                  state_root=state)
-            shared = replace(self.shared, root=repo, ledger=ledger, state_root=state,
-                             snapshot=snapshot, environment=environment)
-            run_child(self.plan, shared, context)
-        finally:
-            release_snapshot(snapshot)
+        snapshot = _node_snapshot(repo, state, self.origin.commit)
+        environment = None
+        if self.origin.environment is not None:
+            environment = prepare_environment(self.origin.environment, repo=repo,
+                                              config=self.shared.backend, state_root=state)
+        shared = replace(self.shared, root=repo, ledger=ledger, state_root=state,
+                         snapshot=snapshot, environment=environment)
+        run_child(self.plan, shared, context)
         try:
             return pack_run(ledger, self.plan.run_id)
         finally:
