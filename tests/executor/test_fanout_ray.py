@@ -255,6 +255,22 @@ def test_a_cancel_reaches_every_node_and_children_not_started_never_start(
     assert all((r.error or {}).get("code") == "not_started_cancelled" for r in never)
 
 
+def test_the_deadline_holds_on_every_node(ray_cluster: RayCluster, project: Path,
+                                         tmp_path: Path) -> None:
+    long = script(tmp_path, "long", call("write_file", path="started.txt", content="s\n"),
+                  call("shell", command="sleep 120"), {"text": "never"})
+    slots = 2 * len(ray_cluster.workers)
+    result = corral_of(project).fanout("go", agents=["w"], scripts=[long], n=slots + 2,
+                                       jobs=slots + 1, timeout=20, on="ray")
+    records = [find_run(ledger_dir(project), r.run_id) for r in result.children]
+    assert [r.status.value for r in records] == ["timeout"] * (slots + 2)
+    ran = [r for r in records if any(n.startswith("ran on Ray node") for n in r.notes)]
+    assert {ran_on(r.notes) for r in ran} == {n[:12] for n in ray_cluster.workers}
+    assert len(ran) == slots and all("+++ b/started.txt" in r.diff for r in ran)
+    never = [r for r in records if r not in ran]  # one waited in Ray, one on the driver
+    assert [(r.error or {}).get("code") for r in never] == ["not_started_expired"] * 2
+
+
 def test_a_node_whose_sandbox_fails_its_probe_offers_nothing() -> None:
     done = subprocess.run([sys.executable, "-m", "executor.scheduling.node", "--backend",
                            "bubblewrap", "--bwrap", "/nonexistent/bwrap"],
