@@ -10,9 +10,12 @@ What comes back is bytes from a machine that ran an untrusted child, so
 :func:`land_run` trusts none of it:
 
 - the record must parse as a :class:`RunRecord` (unknown fields refused), be the
-  run the parent planned (its id, its fanout) and be finished;
-- the run's directory is named by the *planned* id only (an id is letters,
-  digits, ``-`` and ``_``): nothing returned names a path here;
+  run the parent planned (its id, its fanout, no parent) and be finished; a run
+  below it (a delegated child, a reviewer: ``below``) must be one a run already
+  accepted names as its own, with that run as its parent;
+- a run's directory is named by an id the parent planned or an accepted run
+  named, and an id is letters, digits, ``-`` and ``_``: nothing returned names
+  a path here, and a run this ledger holds already is never replaced;
 - the diff's sha256 must be the one the record states, and the record's display
   text of the diff is made here from the exact bytes (what ``corral diff`` shows
   is what ``corral apply`` merges, and ``apply`` checks the patch as it checks
@@ -32,14 +35,15 @@ import re
 import secrets
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
 from executor.errors import ExecutorError
 from executor.ledger.journal import JOURNAL
-from executor.ledger.records import RunRecord, RunStatus, check_id_prefix
+from executor.ledger.records import ID_PREFIX, RunRecord, RunStatus, check_id_prefix
 
 __all__ = ["RemoteRecordRefused", "land_run", "pack_run"]
 
@@ -61,11 +65,17 @@ def _refuse(run_id: str, why: str) -> RemoteRecordRefused:
         hint="the node that ran it returned something corral never writes; suspect the node")
 
 
-def pack_run(ledger: Path, run_id: str) -> dict[str, Any]:
-    """Run ``run_id`` of ``ledger`` as plain data (:func:`land_run` takes it)."""
-    check_id_prefix(run_id)
-    directory = ledger / run_id
+#: Runs below one remote child (its delegated children, reviewers) carried back at most.
+MAX_BELOW = 256
 
+
+def _linked(record: RunRecord) -> list[str]:
+    """The runs ``record`` names as its own: delegated children, then reviewers."""
+    reviewers = [str(r.get("run_id")) for r in record.reviews if r.get("run_id")]
+    return list(dict.fromkeys([*record.children, *reviewers]))
+
+
+def _pack_one(directory: Path) -> dict[str, Any]:
     def read(name: str) -> bytes:
         path = directory / name
         return path.read_bytes() if path.is_file() and not path.is_symlink() else b""
@@ -77,6 +87,28 @@ def pack_run(ledger: Path, run_id: str) -> dict[str, Any]:
                      if item.is_file() and not item.is_symlink()}
     return {"record": read("record.json"), "transcript": read("transcript.jsonl"),
             "journal": read(JOURNAL), "patch": read("diff.patch"), "preimages": preimages}
+
+
+def pack_run(ledger: Path, run_id: str) -> dict[str, Any]:
+    """Run ``run_id`` of ``ledger`` and every run below it (``below``) as plain data
+    (:func:`land_run` takes it)."""
+    check_id_prefix(run_id)
+    packed = _pack_one(ledger / run_id)
+    below: list[dict[str, Any]] = []
+    queue = [run_id]
+    seen = {run_id}
+    while queue and len(below) < MAX_BELOW:
+        try:
+            record = RunRecord.model_validate_json((ledger / queue.pop(0) / "record.json")
+                                                   .read_bytes())
+        except (OSError, ValidationError):
+            continue
+        for child in _linked(record):
+            if child not in seen and ID_PREFIX.fullmatch(child) and (ledger / child).is_dir():
+                seen.add(child)
+                queue.append(child)
+                below.append(_pack_one(ledger / child))
+    return packed | {"below": below[:MAX_BELOW]}
 
 
 def _objects(run_id: str, name: str, data: bytes) -> bytes:
@@ -96,8 +128,21 @@ def _blob_id(content: bytes, length: int) -> str:
     return digest(header + content, usedforsecurity=False).hexdigest()
 
 
-def _check(packed: object, run_id: str, fanout: str | None) -> tuple[RunRecord, dict[str, Any]]:
-    if not isinstance(packed, Mapping) or set(packed) != {*_FILES, "preimages"}:
+@dataclass(frozen=True)
+class _Checked:
+    record: RunRecord
+    transcript: bytes
+    journal: bytes
+    patch: bytes
+    preimages: dict[str, bytes]
+
+
+def _check(packed: object, run_id: str, fanout: str | None, *, parent: str | None,
+           allowed: set[str], root: bool) -> _Checked:
+    """One packed run, checked: it must be one of ``allowed`` (for the root, the planned
+    id), below ``parent``, of ``fanout``, finished, its parts what corral writes."""
+    keys = {*_FILES, "preimages", *(("below",) if root else ())}
+    if not isinstance(packed, Mapping) or set(packed) != keys:
         raise _refuse(run_id, "it is not a packed run")
     if not all(isinstance(packed[name], bytes) for name in _FILES):
         raise _refuse(run_id, "its parts are not bytes")
@@ -113,50 +158,82 @@ def _check(packed: object, run_id: str, fanout: str | None) -> tuple[RunRecord, 
     except ValidationError as exc:
         raise _refuse(run_id, f"it is not a run record: {exc.error_count()} error(s): "
                       f"{exc.errors()[0]['msg']}") from None
-    if record.run_id != run_id:
+    if record.run_id not in allowed or not ID_PREFIX.fullmatch(record.run_id):
         raise _refuse(run_id, f"it names another run, {record.run_id[:80]!r}")
     if record.fanout != fanout:
         raise _refuse(run_id, f"it names another fanout, {str(record.fanout)[:80]!r}")
-    if record.status is RunStatus.RUNNING or record.parent_run is not None:
-        raise _refuse(run_id, "it is not a finished top-level run")
-    patch = packed["patch"]
-    if record.diff_sha256 != hashlib.sha256(patch).hexdigest():
-        raise _refuse(run_id, "its diff is not the one its record states")
-    return record, dict(packed)
+    if record.parent_run != parent:
+        raise _refuse(run_id, f"{record.run_id} names another parent run")
+    if record.status is RunStatus.RUNNING:
+        raise _refuse(run_id, f"{record.run_id} is not finished")
+    if record.diff_sha256 != hashlib.sha256(packed["patch"]).hexdigest():
+        raise _refuse(run_id, f"the diff of {record.run_id} is not the one its record states")
+    return _Checked(record, _objects(run_id, "transcript", packed["transcript"]),
+                    _objects(run_id, "journal", packed["journal"]), packed["patch"],
+                    dict(preimages))
 
 
-def land_run(ledger: Path, packed: object, *, run_id: str, fanout: str | None,
-             notes: Sequence[str] = ()) -> RunRecord:
-    """Write what :func:`pack_run` returned on another machine as run ``run_id`` (the
-    planned id) of ``ledger``, after checking all of it (see the module docstring);
-    ``notes`` are added to its record. Its record as written."""
-    check_id_prefix(run_id)
-    record, parts = _check(packed, run_id, fanout)
-    transcript = _objects(run_id, "transcript", parts["transcript"])
-    journal = _objects(run_id, "journal", parts["journal"])
-    patch: bytes = parts["patch"]
-    record = record.model_copy(update={
-        "diff": patch.decode("utf-8", "replace"), "owner": None, "sandbox_id": None,
-        "notes": [*record.notes, *notes]})
-    ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
+def _checked_tree(packed: object, run_id: str, fanout: str | None) -> list[_Checked]:
+    """The planned run and every run below it, each checked, before anything is written."""
+    root = _check(packed, run_id, fanout, parent=None, allowed={run_id}, root=True)
+    below = cast(Mapping[str, Any], packed)["below"]
+    if not isinstance(below, list) or len(below) > MAX_BELOW:
+        raise _refuse(run_id, "the runs below it are not a list of packed runs")
+    tree = [root]
+    linked = dict.fromkeys(_linked(root.record), run_id)
+    for item in below:
+        record = item.get("record") if isinstance(item, Mapping) else None
+        try:
+            claimed = json.loads(record)["run_id"] if isinstance(record, bytes) else None
+        except (ValueError, KeyError, TypeError):
+            claimed = None
+        if not isinstance(claimed, str) or claimed not in linked:
+            raise _refuse(run_id, "a run below it is none its runs named")
+        checked = _check(item, run_id, fanout, parent=linked.pop(claimed),
+                         allowed={claimed}, root=False)
+        linked |= {child: claimed for child in _linked(checked.record)
+                   if child not in {c.record.run_id for c in tree}}
+        tree.append(checked)
+    return tree
+
+
+def _write(ledger: Path, run: _Checked, notes: Sequence[str]) -> RunRecord:
+    run_id = run.record.run_id
+    record = run.record.model_copy(update={
+        "diff": run.patch.decode("utf-8", "replace"), "owner": None, "sandbox_id": None,
+        "notes": [*run.record.notes, *notes]})
     final = ledger / run_id
     staging = ledger / f".tmp-{run_id}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
-        (staging / "transcript.jsonl").write_bytes(transcript)
-        (staging / JOURNAL).write_bytes(journal)
-        (staging / "diff.patch").write_bytes(patch)
-        if parts["preimages"]:
+        (staging / "transcript.jsonl").write_bytes(run.transcript)
+        (staging / JOURNAL).write_bytes(run.journal)
+        (staging / "diff.patch").write_bytes(run.patch)
+        if run.preimages:
             (staging / "preimages").mkdir()
-            for blob_id, content in parts["preimages"].items():
+            for blob_id, content in run.preimages.items():
                 (staging / "preimages" / blob_id).write_bytes(content)
         (staging / "record.json").write_text(
             json.dumps(record.model_dump(mode="json"), ensure_ascii=True, indent=2),
             encoding="utf-8")
-        if final.exists():
-            raise _refuse(run_id, "this ledger holds a run of that id already")
         staging.rename(final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return record
+
+
+def land_run(ledger: Path, packed: object, *, run_id: str, fanout: str | None,
+             notes: Sequence[str] = ()) -> RunRecord:
+    """Write what :func:`pack_run` returned on another machine as run ``run_id`` (the
+    planned id) of ``ledger``, with the runs below it, after checking all of it (see the
+    module docstring); ``notes`` are added to its record. Its record as written."""
+    check_id_prefix(run_id)
+    tree = _checked_tree(packed, run_id, fanout)
+    taken = [run.record.run_id for run in tree if (ledger / run.record.run_id).exists()]
+    if taken:
+        raise _refuse(run_id, f"this ledger holds run {taken[0]} already")
+    ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for run in tree[1:]:
+        _write(ledger, run, ())
+    return _write(ledger, tree[0], notes)

@@ -271,6 +271,30 @@ def test_the_deadline_holds_on_every_node(ray_cluster: RayCluster, project: Path
     assert [(r.error or {}).get("code") for r in never] == ["not_started_expired"] * 2
 
 
+def test_a_remote_childs_delegated_children_come_back_with_it(
+        ray_cluster: RayCluster, project: Path, tmp_path: Path) -> None:
+    zuno = project / ".zuno" / "zuno.json"
+    zuno.parent.mkdir()
+    zuno.write_text(json.dumps({"agents": {"boss": {"delegates": ["helper"]},
+                                           "helper": {"tools": ["write_file"]}}}))
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "agents")
+    boss = script(tmp_path, "boss", call("delegate", agent="helper", prompt="write it"),
+                  call("write_file", path="helper.txt", content="h\n"), {"text": "written"},
+                  {"text": "boss done"})
+    corral = corral_of(project)
+    ledger = ledger_dir(project)
+    trees = []
+    for on in ("local", "ray"):
+        result = corral.fanout("go", agents=["boss"], scripts=[boss], n=1, on=on)
+        top = find_run(ledger, result.children[0].run_id)
+        assert top.status.value == "completed" and len(top.children) == 1, on
+        child = find_run(ledger, top.children[0])  # in the parent's ledger, either way
+        trees.append((top.final_text, child.parent_run == top.run_id, child.agent,
+                      child.final_text, child.diff))
+    assert trees[0] == trees[1] and trees[1][1] is True
+
+
 def test_a_node_whose_sandbox_fails_its_probe_offers_nothing() -> None:
     done = subprocess.run([sys.executable, "-m", "executor.scheduling.node", "--backend",
                            "bubblewrap", "--bwrap", "/nonexistent/bwrap"],
@@ -313,7 +337,7 @@ def _packed(**record: Any) -> dict[str, Any]:
             "mode": "worktree", "status": "completed", "fanout": "f-1",
             "diff_sha256": hashlib.sha256(patch).hexdigest()}
     return {"record": json.dumps(base | record).encode(), "transcript": b"", "journal": b"",
-            "patch": patch, "preimages": {}}
+            "patch": patch, "preimages": {}, "below": []}
 
 
 def test_a_hostile_record_from_a_node_is_refused_before_anything_is_written(
@@ -331,6 +355,14 @@ def test_a_hostile_record_from_a_node_is_refused_before_anything_is_written(
         "unknown field": _packed(owner_path="/etc"),
         "not json": _packed() | {"journal": b"\x1b]2;title\x07\n"},
         "still running": _packed(status="running"),
+        "a run below it that it never named": _packed() | {"below": [
+            {k: v for k, v in _packed(run_id="20260101-000000-ffffff",
+                                      parent_run="20260101-000000-abcdef").items()
+             if k != "below"}]},
+        "a named run below it, escaping": _packed(children=["../../up"]) | {"below": [
+            {k: v for k, v in _packed(run_id="../../up",
+                                      parent_run="20260101-000000-abcdef").items()
+             if k != "below"}]},
     }
     with RayScheduler(jobs=2) as scheduler:
         handles = {name: scheduler.submit(Job(key=name, run=lambda c: None,
