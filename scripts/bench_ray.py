@@ -9,6 +9,9 @@ finishes; no model, no check) it times one whole fanout
 (``Corral.fanout``: snapshot, children, records, conflict matrix) on the local
 pool (``--on local``) and on the cluster (``--on ray``), both with the same
 ``--jobs`` (4: the cluster's four slots), the same backend and repository.
+The cluster keeps ``slots`` idle Ray workers per node (``num_workers_soft_limit``):
+with 1 CPU a node would keep one and start a process (Python, corral) again for
+the other slot's next child, which a real node with a core per slot does not.
 
 **On one machine the point is overhead, not speed-up**: both sides share the
 same two cores, so the Ray path can only cost more (the bundle, the unpacked
@@ -62,8 +65,12 @@ def start_cluster(places: Path, slots: int) -> Any:
     if not resources:
         sys.exit("bubblewrap does not work here: no node could offer a sandbox")
     small = {"num_cpus": 1, "object_store_memory": 80 * MB, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={**small, "include_dashboard": False})
+    # A node keeps as many idle Ray workers as it has CPUs (1 here): the second slot's
+    # worker would be killed when idle and started again (Python, corral) for the next
+    # child. A real node has at least as many cores as slots; so has this cluster's pool.
+    cluster = Cluster(initialize_head=True, head_node_args={
+        **small, "include_dashboard": False,
+        "_system_config": {"num_workers_soft_limit": slots}})
     ray.init(address=cluster.address, log_to_driver=False, runtime_env={"env_vars": {
         "PYTHONPATH": str(ROOT), "CORRAL_RAY_DIR": str(places)}})
     for _ in range(2):

@@ -20,7 +20,7 @@ the nodes is :mod:`executor.scheduling.raytask`).
 - **Faults.** Ray retries nothing (``max_retries=0``); a task lost with its node
   or worker is submitted again once, elsewhere if Ray can, and its notes say so;
   lost twice, it fails.
-- **Cancel and deadline.** One small actor per scheduler holds the cancellation.
+- **Cancel and deadline.** One small actor per driver holds the cancellations.
   A task asks it before it starts (cancelled, or past the shared deadline: it
   never starts) and polls it while it runs (its job's
   :class:`~executor.scheduling.base.Cancellation` is then cancelled there, so
@@ -32,6 +32,7 @@ the nodes is :mod:`executor.scheduling.raytask`).
 from __future__ import annotations
 
 import itertools
+import secrets
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -55,6 +56,25 @@ from executor.scheduling.raytask import POLL, Flag, run_task
 __all__ = ["RESOURCE", "RayMissing", "RayScheduler", "import_ray", "parse_target"]
 
 T = TypeVar("T")
+
+
+_flags: dict[str, Any] = {}
+_flags_lock = threading.Lock()
+
+
+def _flag(ray: Any) -> Any:
+    """This driver's :class:`Flag` actor, on its own node (made on first use per Ray job:
+    an actor is a process, too slow to start once per fanout)."""
+    here = ray.get_runtime_context().get_node_id()
+    job = f"{ray.get_runtime_context().get_job_id()}@{here}"  # ids are unique per cluster
+    with _flags_lock:
+        if job not in _flags:
+            _flags.clear()  # a previous connection's actor is gone with it
+            strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+                here, soft=False)
+            _flags[job] = ray.remote(num_cpus=0)(Flag).options(
+                scheduling_strategy=strategy).remote()
+        return _flags[job]
 
 
 class _RayHandle(Generic[T]):
@@ -117,9 +137,8 @@ class RayScheduler:
         self._finished = itertools.count(1)
         self._closed = False
         ray = self._ray
-        here = ray.get_runtime_context().get_node_id()
-        strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(here, soft=False)
-        self._flag = ray.remote(num_cpus=0)(Flag).options(scheduling_strategy=strategy).remote()
+        self._flag = _flag(ray)
+        self._scope = secrets.token_hex(8)
         self._task = ray.remote(run_task).options(
             num_cpus=0, resources={RESOURCE: 1}, max_retries=0, retry_exceptions=False,
             scheduling_strategy="SPREAD")
@@ -138,7 +157,7 @@ class RayScheduler:
 
     def placements(self) -> dict[str, str]:
         """Job key -> the Ray node id it started on (its latest attempt), so far."""
-        return dict(self._ray.get(self._flag.placements.remote()))
+        return dict(self._ray.get(self._flag.placements.remote(self._scope)))
 
     def submit(self, job: Job[T], *, report: Callable[[Any], None] | None = None) -> Handle[T]:
         handle = _RayHandle(self, job)
@@ -184,7 +203,7 @@ class RayScheduler:
         if key not in self._cargo:
             self._cargo[key] = self._ray.put(remote.cargo())  # once: Ray copies it per node
         handle.attempts += 1
-        ref = self._task.remote(remote, self._cargo[key], self._flag, handle.key,
+        ref = self._task.remote(remote, self._cargo[key], self._flag, self._scope, handle.key,
                                 self._deadline)
         self._inflight[ref] = handle
 
@@ -252,7 +271,7 @@ class RayScheduler:
     def _lost(self, handle: _RayHandle[Any], exc: BaseException) -> None:
         ray = self._ray
         try:
-            node = ray.get(self._flag.node_of.remote(handle.key), timeout=30)
+            node = ray.get(self._flag.node_of.remote(self._scope, handle.key), timeout=30)
         except ray.exceptions.RayError:
             node = None
         where = f"node {node[:12]}" if node else "its node"
@@ -293,7 +312,7 @@ class RayScheduler:
             while self._queue:
                 self._settle(self._queue.popleft(), "cancelled")
             inflight = dict(self._inflight)
-        started = set(ray.get(self._flag.cancel.remote(self._cancellation.reason)))
+        started = set(ray.get(self._flag.cancel.remote(self._scope, self._cancellation.reason)))
         for ref, handle in inflight.items():
             if handle.key not in started:
                 ray.cancel(ref, force=False)
@@ -309,7 +328,7 @@ class RayScheduler:
             self._thread.join()
         self._local.close()
         self._cargo.clear()
-        self._ray.kill(self._flag)
+        self._flag.forget.remote(self._scope)
 
     def __enter__(self) -> RayScheduler:
         return self

@@ -1,8 +1,8 @@
 """What runs on a Ray node for :class:`executor.scheduling.cluster.RayScheduler`.
 
-:class:`Flag` is the scheduler's cancellation where every task can ask it (an
+:class:`Flag` is the schedulers' cancellation where every task can ask it (one
 actor on the driver's node): which job started on which node, and whether (why)
-the scheduler was cancelled. :func:`run_task` is one job on a node: it asks the
+a scheduler was cancelled. :func:`run_task` is one job on a node: it asks the
 flag before it starts (cancelled, or past the deadline: it never starts), polls
 it while the job runs (the job's own :class:`~executor.scheduling.base.Cancellation`
 is cancelled there when it is set), and returns plain data, errors included.
@@ -26,37 +26,43 @@ POLL = 0.25
 
 
 class Flag:
-    """The scheduler's cancellation, where every task can ask it (a Ray actor)."""
+    """The cancellation of every scheduler of one driver, where every task can ask it (a Ray
+    actor on the driver's node, made once per driver: an actor costs a process), by the
+    scheduler's ``scope``."""
 
     def __init__(self) -> None:
-        self.reason: str | None = None
-        self.started: dict[str, str] = {}
+        self.reasons: dict[str, str] = {}
+        self.started: dict[str, dict[str, str]] = {}
 
-    def begin(self, key: str, node: str) -> str | None:
-        if self.reason is None:
-            self.started[key] = node
-        return self.reason
+    def begin(self, scope: str, key: str, node: str) -> str | None:
+        if scope not in self.reasons:
+            self.started.setdefault(scope, {})[key] = node
+        return self.reasons.get(scope)
 
-    def cancel(self, reason: str) -> list[str]:
-        self.reason = self.reason or reason
-        return list(self.started)
+    def cancel(self, scope: str, reason: str) -> list[str]:
+        self.reasons.setdefault(scope, reason)
+        return list(self.started.get(scope, {}))
 
-    def get(self) -> str | None:
-        return self.reason
+    def get(self, scope: str) -> str | None:
+        return self.reasons.get(scope)
 
-    def placements(self) -> dict[str, str]:
-        return dict(self.started)
+    def placements(self, scope: str) -> dict[str, str]:
+        return dict(self.started.get(scope, {}))
 
-    def node_of(self, key: str) -> str | None:
-        return self.started.get(key)
+    def node_of(self, scope: str, key: str) -> str | None:
+        return self.started.get(scope, {}).get(key)
+
+    def forget(self, scope: str) -> None:
+        self.reasons.pop(scope, None)
+        self.started.pop(scope, None)
 
 
-def run_task(remote: Remote[Any], cargo: bytes, flag: Any, key: str,
-          deadline: Deadline) -> tuple[str, Any, str]:
+def run_task(remote: Remote[Any], cargo: bytes, flag: Any, scope: str, key: str,
+             deadline: Deadline) -> tuple[str, Any, str]:
     """One job on a node: (kind, what, node id); kind is done, not_run, error or bug."""
     ray = import_ray()
     node = str(ray.get_runtime_context().get_node_id())
-    if ray.get(flag.begin.remote(key, node)) is not None:
+    if ray.get(flag.begin.remote(scope, key, node)) is not None:
         return "not_run", "cancelled", node
     if deadline.expired():
         return "not_run", "expired", node
@@ -66,7 +72,7 @@ def run_task(remote: Remote[Any], cargo: bytes, flag: Any, key: str,
     def watch() -> None:
         while not stop.wait(POLL):
             try:
-                reason = ray.get(flag.get.remote(), timeout=30)
+                reason = ray.get(flag.get.remote(scope), timeout=30)
             except Exception:  # noqa: S112 - the driver's actor is briefly unreachable
                 continue
             if reason is not None:
