@@ -295,6 +295,30 @@ def test_a_remote_childs_delegated_children_come_back_with_it(
     assert trees[0] == trees[1] and trees[1][1] is True
 
 
+def test_the_environment_is_built_on_each_node_once_and_never_here(
+        ray_cluster: RayCluster, project: Path, tmp_path: Path) -> None:
+    described = project / ".corral" / "environment.toml"
+    described.parent.mkdir()
+    described.write_text('[environment]\nsetup = ["mkdir -p deps && echo built > deps/m"]\n')
+    (project / ".gitignore").write_text("deps/\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "environment")
+    quick = script(tmp_path, "q", call("write_file", path="x.txt", content="x\n"),
+                   {"text": "x"})
+    slots = 2 * len(ray_cluster.workers)
+    result = corral_of(project).fanout("go", agents=["w"], scripts=[quick], n=2 * slots,
+                                       jobs=slots, check="cat deps/m", on="ray")
+    checks = [child.run.record.check for child in result.children if child.run]
+    assert [(c or {}).get("output_tail") for c in checks] == ["built\n"] * (2 * slots)
+    built = {place.name: sorted(p.parent.name for p in
+                                place.glob("state/environments/*/env.json"))
+             for place in ray_cluster.places.iterdir() if (place / "state").is_dir()}
+    used = {ran_on(n)[:12] for n in nodes_of(result, project).values()}
+    assert {name[:12] for name, keys in built.items() if keys} == used
+    assert all(len(keys) == 1 for keys in built.values() if keys)  # once per node and key
+    assert not (Path.home() / ".local" / "state" / "corral" / "environments").exists()
+
+
 def test_a_node_whose_sandbox_fails_its_probe_offers_nothing() -> None:
     done = subprocess.run([sys.executable, "-m", "executor.scheduling.node", "--backend",
                            "bubblewrap", "--bwrap", "/nonexistent/bwrap"],
