@@ -58,6 +58,11 @@ __all__ = ["RESOURCE", "RayMissing", "RayScheduler", "import_ray", "parse_target
 T = TypeVar("T")
 
 
+def _text(value: object, limit: int) -> str:
+    """A node's string, as a string, cut at ``limit`` characters."""
+    return (value if isinstance(value, str) else "" if value is None else repr(value))[:limit]
+
+
 _flags: dict[str, Any] = {}
 _flags_lock = threading.Lock()
 
@@ -208,6 +213,21 @@ class RayScheduler:
         self._inflight[ref] = handle
 
     def _dispatch(self) -> None:
+        try:
+            self._dispatch_until_closed()
+        except BaseException as exc:  # Ray itself failed here: no job may wait forever
+            with self._cond:
+                stranded = [*self._queue, *self._inflight.values()]
+                self._queue.clear()
+                self._inflight.clear()
+                for handle in stranded:
+                    self._settle(handle, "failed", error=ExecutorError(
+                        f"job {handle.key!r} was lost with the connection to Ray: "
+                        f"{type(exc).__name__}: {exc}"[:500], code="ray_failed",
+                        operation="run_remote"))
+                self._closed = True
+
+    def _dispatch_until_closed(self) -> None:
         ray = self._ray
         while True:
             with self._cond:
@@ -235,38 +255,55 @@ class RayScheduler:
                 self._collect(ref, handle)
 
     def _collect(self, ref: Any, handle: _RayHandle[Any]) -> None:
-        """Land what came back for ``handle``, or try it once more after a lost node."""
+        """Land what came back for ``handle``, or try it once more after a lost node. What
+        came back is a node's word: its shape is checked, and nothing it holds can stop
+        the dispatcher (every other job would wait forever)."""
         ray = self._ray
         try:
-            kind, what, node = ray.get(ref)
+            returned = ray.get(ref)
         except ray.exceptions.TaskCancelledError:
             self._finish(handle, "cancelled")
             return
-        except ray.exceptions.RayTaskError as exc:  # _task itself failed: a bug
+        except ray.exceptions.RayTaskError as exc:  # run_task itself failed: a bug
             self._finish(handle, "failed", error=exc)
             return
         except ray.exceptions.RayError as exc:  # the node or its worker was lost
             self._lost(handle, exc)
             return
-        if kind == "not_run":
-            self._finish(handle, cast(Outcome, what))
-        elif kind == "error":
-            self._finish(handle, "failed", error=ExecutorError(
-                str(what.get("message", "")), code=str(what.get("code", "remote_error")),
-                operation=what.get("operation"), context=what.get("context") or {},
-                hint=what.get("hint")))
-        elif kind == "bug":
-            self._finish(handle, "failed", error=ExecutorError(
-                f"the job failed on node {node[:12]}: {str(what).strip().splitlines()[-1]}",
-                code="remote_failed", operation="run_remote", context={"traceback": what}))
-        else:
-            notes = [*handle.notes, f"ran on Ray node {node[:12]}"]
-            try:
-                value = cast(Remote[Any], handle.job.remote).land(what, notes)
-            except BaseException as exc:  # a refused record fails this job
-                self._finish(handle, "failed", error=exc)
-            else:
-                self._finish(handle, "done", value=value)
+        try:
+            outcome, value, error = self._judge(handle, returned)
+        except Exception as exc:  # a refused record, or anything else: this job failed
+            outcome, value, error = "failed", None, exc
+        self._finish(handle, outcome, value=value, error=error)
+
+    def _judge(self, handle: _RayHandle[Any], returned: object
+               ) -> tuple[Outcome, Any, BaseException | None]:
+        if not (isinstance(returned, tuple) and len(returned) == 3
+                and isinstance(returned[0], str) and isinstance(returned[2], str)):
+            raise ExecutorError(f"job {handle.key!r}: its node returned no result corral "
+                                "makes", code="remote_failed", operation="run_remote")
+        kind, what, node = returned
+        where = f"node {_text(node, 12)}"
+        if kind == "not_run" and what in ("cancelled", "expired"):
+            return cast(Outcome, what), None, None
+        if kind == "error" and isinstance(what, dict):
+            context = what.get("context")
+            return "failed", None, ExecutorError(
+                _text(what.get("message"), 2000), code=_text(what.get("code"), 80),
+                operation=_text(what.get("operation"), 80) or None,
+                context={_text(k, 80): _text(v, 2000) for k, v in context.items()}
+                if isinstance(context, dict) else {},
+                hint=_text(what.get("hint"), 2000) or None)
+        if kind == "bug":
+            lines = _text(what, 4000).strip().splitlines() or ["?"]
+            return "failed", None, ExecutorError(
+                f"the job failed on {where}: {lines[-1]}", code="remote_failed",
+                operation="run_remote", context={"traceback": _text(what, 4000)})
+        if kind != "done":
+            raise ExecutorError(f"job {handle.key!r}: {where} returned {kind[:40]!r}",
+                                code="remote_failed", operation="run_remote")
+        notes = [*handle.notes, f"ran on Ray {where}"]
+        return "done", cast(Remote[Any], handle.job.remote).land(what, notes), None
 
     def _lost(self, handle: _RayHandle[Any], exc: BaseException) -> None:
         ray = self._ray

@@ -396,6 +396,17 @@ def test_a_hostile_record_from_a_node_is_refused_before_anything_is_written(
             with pytest.raises(RemoteRecordRefused, match="was refused"):
                 handle.result(WAIT)
             assert handle.outcome() == "failed", name
+        # What a compromised node's task could return instead of corral's result tuple.
+        from executor.errors import ExecutorError
+        some = next(iter(handles.values()))
+        for shape in [("done",), ["done", {}, "n"], ("done", {}, 7), ("weird", 1, "n")]:
+            with pytest.raises(ExecutorError, match="returned"):
+                scheduler._judge(some, shape)
+        outcome, _, error = scheduler._judge(some, ("error", {"context": [1], "code": 3}, "n"))
+        assert outcome == "failed" and isinstance(error, ExecutorError)
+        assert error.context == {} and error.code == "3"
+        outcome, _, error = scheduler._judge(some, ("bug", 12345, "\x1b[2Jnode"))
+        assert outcome == "failed" and "12345" in str(error)
     written = sorted(p.name for p in ledger.rglob("*")) if ledger.exists() else []
     assert written == []
     assert not list(tmp_path.rglob("escape*"))
