@@ -319,6 +319,30 @@ def test_the_environment_is_built_on_each_node_once_and_never_here(
     assert not (Path.home() / ".local" / "state" / "corral" / "environments").exists()
 
 
+def test_the_cli_and_the_mcp_server_run_a_fanout_on_the_cluster(
+        ray_cluster: RayCluster, project: Path, tmp_path: Path) -> None:
+    import anyio
+
+    from executor.mcpserver.arguments import FanoutArgs
+    from executor.mcpserver.handlers import ServerOptions, fanout_tool
+
+    a = script(tmp_path, "a", call("write_file", path="a.txt", content="a\n"), {"text": "a"})
+    result = CliRunner().invoke(cli, [
+        "fanout", "--root", str(project), "--trust-project", "--no-personal", "--backend",
+        "bubblewrap", "--agent", "w", "--script", a, "-n", "2", "--on", "ray", "--json", "go"])
+    assert result.exit_code == 0, result.output
+    ledger = ledger_dir(project)
+    runs = json.loads(result.stdout)["runs"]
+    assert all(ran_on(find_run(ledger, r["run_id"]).notes) for r in runs)
+    options = ServerOptions(root=project.resolve(), trust_project=True, no_personal=True,
+                            backend="bubblewrap", fanout_on="ray")
+    replay = yaml.safe_dump([call("write_file", path="m.txt", content="m\n"), {"text": "m"}])
+    args = FanoutArgs(prompt="go", agents=["w"], n=2, script_texts=[replay])
+    answer = anyio.run(lambda: fanout_tool(options, args))
+    assert answer["exit_code"] == 0
+    assert all(ran_on(find_run(ledger, r["run_id"]).notes) for r in answer["runs"])
+
+
 def test_a_node_whose_sandbox_fails_its_probe_offers_nothing() -> None:
     done = subprocess.run([sys.executable, "-m", "executor.scheduling.node", "--backend",
                            "bubblewrap", "--bwrap", "/nonexistent/bwrap"],
