@@ -476,4 +476,5 @@ def test_a_lost_node_loses_no_captured_diff_and_its_children_are_retried_elsewhe
     retried = [i for i, n in notes.items() if any(x.startswith("retried once") for x in n)]
     assert 3 in retried and all(victim[:12] in " ".join(notes[i]) for i in retried)
     assert all(ran_on(notes[i]) != victim[:12] for i in retried)  # elsewhere
+    assert [n for n in result.record.notes if "retried once" in n]  # the fanout says so
     _detach_mounts_under(ray_cluster.places / victim[:16])
