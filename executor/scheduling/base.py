@@ -18,9 +18,8 @@ What a job may rely on, wherever it runs, is its :class:`JobContext`:
   gave up); a job polls it and registers callbacks that stop what it started;
 - ``report``: the one channel back to the submitter's display (progress
   events); a local engine calls the submitter's function in the job's thread
-  (which must therefore be thread-safe); a job run through its :class:`Remote`
-  reports nothing live (what it recorded, its journal included, comes back
-  with its result).
+  (which must therefore be thread-safe); a remote engine relays what a job
+  reports there (in batches, in order, to one thread of the submitter's).
 
 A job is ``portable`` when its callable and its arguments are plain data that
 pickle. That alone does not let it run elsewhere: nothing is shared between

@@ -83,9 +83,11 @@ def _flag(ray: Any) -> Any:
 
 
 class _RayHandle(Generic[T]):
-    def __init__(self, scheduler: RayScheduler, job: Job[T]) -> None:
+    def __init__(self, scheduler: RayScheduler, job: Job[T],
+                 report: Callable[[Any], None] | None = None) -> None:
         self._scheduler = scheduler
         self.job = job
+        self.report = report
         self.event = threading.Event()
         self._outcome: Outcome | None = None
         self.value: T | None = None
@@ -165,7 +167,7 @@ class RayScheduler:
         return dict(self._ray.get(self._flag.placements.remote(self._scope)))
 
     def submit(self, job: Job[T], *, report: Callable[[Any], None] | None = None) -> Handle[T]:
-        handle = _RayHandle(self, job)
+        handle = _RayHandle(self, job, report)
         if job.remote is None:  # it closes over this process: it runs here
             local = self._local.submit(job, report=report)
 
@@ -249,10 +251,29 @@ class RayScheduler:
                     self._cond.wait(POLL)
                     continue
             ready, _ = ray.wait(refs, num_returns=1, timeout=POLL)
+            self._relay()
             for ref in ready:
                 with self._cond:
                     handle = self._inflight.pop(ref)
                 self._collect(ref, handle)
+
+    def _relay(self) -> None:
+        """Hand what running jobs reported to their submitters' ``report`` (this thread)."""
+        with self._cond:
+            if not any(h.report for h in self._inflight.values()):
+                return
+            by_key = {h.key: h for h in self._inflight.values()}
+        taken = self._ray.get(self._flag.take.remote(self._scope))
+        for key, events in taken.items():
+            handle = by_key.get(key)
+            report = handle.report if handle is not None else None
+            if report is None:
+                continue
+            for event in events:
+                try:
+                    report(event)
+                except Exception:  # noqa: S112 - a display's failure is no job's
+                    continue
 
     def _collect(self, ref: Any, handle: _RayHandle[Any]) -> None:
         """Land what came back for ``handle``, or try it once more after a lost node. What

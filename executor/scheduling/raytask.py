@@ -5,7 +5,9 @@ actor on the driver's node): which job started on which node, and whether (why)
 a scheduler was cancelled. :func:`run_task` is one job on a node: it asks the
 flag before it starts (cancelled, or past the deadline: it never starts), polls
 it while the job runs (the job's own :class:`~executor.scheduling.base.Cancellation`
-is cancelled there when it is set), and returns plain data, errors included.
+is cancelled there when it is set), posts what the job reports to it in batches
+(the driver takes them and calls the submitter's ``report``), and returns plain
+data, errors included.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ __all__ = ["POLL", "Flag", "run_task"]
 
 #: Seconds between a running task's looks at the cancellation, and the driver's at new jobs.
 POLL = 0.25
+#: Reported events of one job waiting to be taken at most (a display's, never a record's).
+MAX_PENDING = 4096
 
 
 class Flag:
@@ -33,6 +37,8 @@ class Flag:
     def __init__(self) -> None:
         self.reasons: dict[str, str] = {}
         self.started: dict[str, dict[str, str]] = {}
+        #: What running jobs reported, until the driver takes it.
+        self.events: dict[str, dict[str, list[Any]]] = {}
 
     def begin(self, scope: str, key: str, node: str) -> str | None:
         if scope not in self.reasons:
@@ -55,6 +61,33 @@ class Flag:
     def forget(self, scope: str) -> None:
         self.reasons.pop(scope, None)
         self.started.pop(scope, None)
+        self.events.pop(scope, None)
+
+    def post(self, scope: str, key: str, events: list[Any]) -> None:
+        pending = self.events.setdefault(scope, {}).setdefault(key, [])
+        pending += events[: max(MAX_PENDING - len(pending), 0)]
+
+    def take(self, scope: str) -> dict[str, list[Any]]:
+        return self.events.pop(scope, {})
+
+
+class _Relay:
+    """What a job reports on the node, posted to the flag in batches (in order)."""
+
+    def __init__(self, flag: Any, scope: str, key: str) -> None:
+        self.flag, self.scope, self.key = flag, scope, key
+        self.lock = threading.Lock()
+        self.events: list[Any] = []
+
+    def report(self, event: Any) -> None:
+        with self.lock:
+            if len(self.events) < MAX_PENDING:
+                self.events.append(event)
+
+    def post(self) -> Any:
+        with self.lock:
+            events, self.events = self.events, []
+        return self.flag.post.remote(self.scope, self.key, events) if events else None
 
 
 def run_task(remote: Remote[Any], cargo: bytes, flag: Any, scope: str, key: str,
@@ -67,22 +100,28 @@ def run_task(remote: Remote[Any], cargo: bytes, flag: Any, scope: str, key: str,
     if deadline.expired():
         return "not_run", "expired", node
     cancellation = Cancellation()
+    relay = _Relay(flag, scope, key)
     stop = threading.Event()
 
     def watch() -> None:
+        cancelled = False
         while not stop.wait(POLL):
+            relay.post()
+            if cancelled:
+                continue
             try:
                 reason = ray.get(flag.get.remote(scope), timeout=30)
             except Exception:  # noqa: S112 - the driver's actor is briefly unreachable
                 continue
             if reason is not None:
+                cancelled = True
                 cancellation.cancel(str(reason))
-                return
 
     watcher = threading.Thread(target=watch, daemon=True, name="corral-cancel-watch")
     watcher.start()
     try:
-        context = JobContext(key=key, deadline=deadline, cancellation=cancellation)
+        context = JobContext(key=key, deadline=deadline, cancellation=cancellation,
+                             report=relay.report)
         return "done", remote.there(context, cargo, node_place(node)), node
     except CorralError as exc:
         return "error", exc.to_dict(), node
@@ -90,3 +129,7 @@ def run_task(remote: Remote[Any], cargo: bytes, flag: Any, scope: str, key: str,
         return "bug", "".join(traceback.format_exception(exc))[-4000:], node
     finally:
         stop.set()
+        watcher.join()
+        last = relay.post()
+        if last is not None:
+            ray.get(last)  # before the result: the driver shows every event first

@@ -145,8 +145,15 @@ def test_results_are_those_of_the_local_fanout_and_the_ledger_works_the_same(
     kwargs: dict[str, Any] = {"agents": ["w"], "scripts": [a, b, c], "jobs": 3,
                               "check": "test -f notes.txt && echo ok"}
     local = corral.fanout("Write notes", **kwargs)
-    remote = corral.fanout("Write notes", on="ray", **kwargs)
+    events: list[Any] = []
+    remote = corral.fanout("Write notes", on="ray", progress=events.append, **kwargs)
     assert comparable(remote) == comparable(local)
+    # What the children reported on their nodes reached this display, each its own line.
+    ended = {e.run_id: e.detail for e in events if e.kind == "phase"
+             and e.detail.startswith("done ")}
+    assert ended.keys() == {c.run_id for c in remote.children}
+    assert all(detail.startswith("done completed") for detail in ended.values())
+    assert {e.kind for e in events} >= {"step", "tool", "tool_done", "phase"}
     assert [r.status for r in remote.children] == ["completed"] * 3
     assert "+uncommitted, in the snapshot" in comparable(remote)[2]["diff"]  # not HEAD
     to_index = {r.run_id: r.index for r in remote.children}
