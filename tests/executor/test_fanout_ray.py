@@ -27,6 +27,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from exec_support import agent_file, git
+from test_remote_records import CASES, FANOUT, RUN, packed
 
 from executor.api import CancelToken, Corral, FanoutResult
 from executor.cli import cli
@@ -380,19 +381,8 @@ class Hostile:
         return self.packed
 
     def land(self, returned: Any, notes: list[str]) -> str:
-        land_run(self.ledger, returned, run_id="20260101-000000-abcdef", fanout="f-1")
+        land_run(self.ledger, returned, run_id=RUN, fanout=FANOUT)
         return "landed"
-
-
-def _packed(**record: Any) -> dict[str, Any]:
-    import hashlib
-    patch = b"--- a/x\n+++ b/x\n"
-    base = {"run_id": "20260101-000000-abcdef", "agent": "w", "agent_format": "ngn",
-            "agent_source": "x", "contract_digest": "d", "prompt": "p", "backend": "bwrap",
-            "mode": "worktree", "status": "completed", "fanout": "f-1",
-            "diff_sha256": hashlib.sha256(patch).hexdigest()}
-    return {"record": json.dumps(base | record).encode(), "transcript": b"", "journal": b"",
-            "patch": patch, "preimages": {}, "below": []}
 
 
 def test_a_hostile_record_from_a_node_is_refused_before_anything_is_written(
@@ -402,27 +392,11 @@ def test_a_hostile_record_from_a_node_is_refused_before_anything_is_written(
     from executor.scheduling.cluster import RayScheduler
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ledger = tmp_path / "ledger"
-    cases = {
-        "escape": _packed(run_id="../../../escape"),
-        "other fanout": _packed(fanout="f-2"),
-        "patch swapped": _packed() | {"patch": b"--- a/y\n+++ b/../../etc/passwd\n"},
-        "preimage path": _packed() | {"preimages": {"../../x": b"x"}},
-        "unknown field": _packed(owner_path="/etc"),
-        "not json": _packed() | {"journal": b"\x1b]2;title\x07\n"},
-        "still running": _packed(status="running"),
-        "a run below it that it never named": _packed() | {"below": [
-            {k: v for k, v in _packed(run_id="20260101-000000-ffffff",
-                                      parent_run="20260101-000000-abcdef").items()
-             if k != "below"}]},
-        "a named run below it, escaping": _packed(children=["../../up"]) | {"below": [
-            {k: v for k, v in _packed(run_id="../../up",
-                                      parent_run="20260101-000000-abcdef").items()
-             if k != "below"}]},
-    }
+    cases = CASES  # the packs test_remote_records.py refuses without a cluster
     with RayScheduler(jobs=2) as scheduler:
         handles = {name: scheduler.submit(Job(key=name, run=lambda c: None,
-                                              remote=Hostile(ledger, packed)))
-                   for name, packed in cases.items()}
+                                              remote=Hostile(ledger, pack)))
+                   for name, pack in cases.items()}
         for name, handle in handles.items():
             with pytest.raises(RemoteRecordRefused, match="was refused"):
                 handle.result(WAIT)
@@ -441,9 +415,9 @@ def test_a_hostile_record_from_a_node_is_refused_before_anything_is_written(
     written = sorted(p.name for p in ledger.rglob("*")) if ledger.exists() else []
     assert written == []
     assert not list(tmp_path.rglob("escape*"))
-    good = Hostile(ledger, _packed())
+    good = Hostile(ledger, packed())
     assert good.land(good.packed, []) == "landed"  # the same pack, untampered, lands
-    assert (ledger / "20260101-000000-abcdef" / "record.json").is_file()
+    assert (ledger / RUN / "record.json").is_file()
 
 
 # Last: it takes a node away from the module's cluster.
