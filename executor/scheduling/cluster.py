@@ -31,6 +31,7 @@ the nodes is :mod:`executor.scheduling.raytask`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import secrets
 import threading
@@ -386,7 +387,8 @@ class RayScheduler:
             self._thread.join()
         self._local.close()
         self._cargo.clear()
-        self._flag.forget.remote(self._scope)
+        with contextlib.suppress(self._ray.exceptions.RayError):  # gone with the connection
+            self._flag.forget.remote(self._scope)
 
     def __enter__(self) -> RayScheduler:
         return self
