@@ -16,132 +16,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from executor.api import (
-        BACKENDS,
-        DEFAULT_JOBS,
-        EXIT_DENIED,
-        EXIT_FAILURE,
-        EXIT_FINDINGS,
-        EXIT_INTERRUPTED,
-        EXIT_OK,
-        EXIT_USER,
-        HOST_WARNING,
-        MODES,
-        Agents,
-        AgentView,
-        ApplyFailed,
-        ApplyReport,
-        ApprovalHandler,
-        ApprovalRequest,
-        AsyncCorral,
-        AsyncProgress,
-        BranchReport,
-        BuiltEnvironment,
-        CancelToken,
-        ChildPlan,
-        ChildResult,
-        Corral,
-        CorralError,
-        Diff,
-        Discarded,
-        EnvironmentInfo,
-        EnvironmentSetupFailed,
-        ExecutorError,
-        FanoutRecord,
-        FanoutResult,
-        GcReport,
-        MergeRefused,
-        ModelError,
-        NewAgent,
-        PatchFile,
-        PatchPlan,
-        PolicyError,
-        ProgressEvent,
-        RecordError,
-        Recovered,
-        Replay,
-        RestoreFailed,
-        RunError,
-        RunList,
-        RunRecord,
-        RunResult,
-        RunStatus,
-        SandboxError,
-        TrustState,
-        error_json,
-        fanout_status,
-        parse_approve,
-        prompt_handler,
-        run_status,
-    )
+# Light: executor.api's names are a table, each module imported on first use.
+from executor import api
 
-__all__ = [
-    "BACKENDS",
-    "DEFAULT_JOBS",
-    "EXIT_DENIED",
-    "EXIT_FAILURE",
-    "EXIT_FINDINGS",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_USER",
-    "HOST_WARNING",
-    "MODES",
-    "AgentView",
-    "Agents",
-    "ApplyFailed",
-    "ApplyReport",
-    "ApprovalHandler",
-    "ApprovalRequest",
-    "AsyncCorral",
-    "AsyncProgress",
-    "BranchReport",
-    "BuiltEnvironment",
-    "CancelToken",
-    "ChildPlan",
-    "ChildResult",
-    "Corral",
-    "CorralError",
-    "Diff",
-    "Discarded",
-    "EnvironmentInfo",
-    "EnvironmentSetupFailed",
-    "ExecutorError",
-    "FanoutRecord",
-    "FanoutResult",
-    "GcReport",
-    "MergeRefused",
-    "ModelError",
-    "NewAgent",
-    "PatchFile",
-    "PatchPlan",
-    "PolicyError",
-    "ProgressEvent",
-    "RecordError",
-    "Recovered",
-    "Replay",
-    "RestoreFailed",
-    "RunError",
-    "RunList",
-    "RunRecord",
-    "RunResult",
-    "RunStatus",
-    "SandboxError",
-    "TrustState",
-    "error_json",
-    "fanout_status",
-    "parse_approve",
-    "prompt_handler",
-    "run_status",
-]
+if TYPE_CHECKING:
+    # The same names with their types; a star import re-exports them under --strict.
+    from executor.api import *  # noqa: F403
+
+__all__ = api.__all__
 
 
 def __getattr__(name: str) -> object:
-    """The API's names, loaded on first use (``executor.api`` loads each lazily too)."""
+    """An API name, loaded on first use (by :mod:`executor.api`, which keeps the table)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from executor import api  # noqa: PLC0415 - only when a public name is used
-
     value = getattr(api, name)
     globals()[name] = value
     return value

@@ -47,6 +47,14 @@ The environment every child, check and reviewer runs in (:mod:`policies.environm
     setup_network = true                  # setup may download; children never can
     secrets = ["PIP_INDEX_URL"]           # your variables, passed to setup only
     ro_paths = ["/opt/toolchain"]         # host paths children may read (bubblewrap)
+
+Shared snapshots of your checkout's state stay idle for the next run on the same state
+(at most two per repository); ``corral gc`` removes the ones unused this long:
+
+.. code-block:: toml
+
+    [snapshots]
+    prune_after_hours = 24
 """
 
 from __future__ import annotations
@@ -64,7 +72,8 @@ from policies.errors import PolicyError
 from policies.mcp import McpServerConfig, check_provided, check_server_name
 from policies.tools import check_tool_name
 
-__all__ = ["McpServerConfig", "ProviderConfig", "UserConfig", "config_path", "load_user_config"]
+__all__ = ["McpServerConfig", "ProviderConfig", "SnapshotsConfig", "UserConfig", "config_path",
+           "load_user_config"]
 
 
 class ProviderConfig(BaseModel):
@@ -79,6 +88,15 @@ class ProviderConfig(BaseModel):
     max_retries: int = Field(default=3, ge=0, le=10)
     #: Named model variants: request fields each sends (an agent's ``variant`` picks one).
     variants: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+
+
+class SnapshotsConfig(BaseModel):
+    """``[snapshots]``: how long idle shared snapshots stay on disk."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: ``corral gc`` removes an idle snapshot no run used for this many hours.
+    prune_after_hours: float = Field(default=24.0, gt=0)
 
 
 class UserConfig(BaseModel):
@@ -99,6 +117,8 @@ class UserConfig(BaseModel):
     #: The environment under every child (:mod:`policies.environment`): setup, carry,
     #: env, image; and the grants only you give (network for setup, secrets, host paths).
     environment: EnvironmentConfig | None = None
+    #: How long idle shared snapshots stay (``[snapshots]``).
+    snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
 
     @field_validator("mcp_servers")
     @classmethod

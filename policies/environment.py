@@ -85,8 +85,9 @@ def _relative(value: str, field: str) -> str:
     return str(path)
 
 
-class EnvironmentConfig(BaseModel):
-    """The ``[environment]`` keys, as written (your config, or a repository's file)."""
+class _Keys(BaseModel):
+    """An environment's keys, in order: what :class:`EnvironmentConfig` reads and
+    :class:`EnvironmentSpec` resolves (each narrows the few it treats its own way)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -99,11 +100,18 @@ class EnvironmentConfig(BaseModel):
     context: str | None = None
     build_args: dict[str, str] = Field(default_factory=dict)
     #: How long setup may take, in all.
-    setup_timeout: float = Field(default=1800.0, gt=0)
+    setup_timeout: float = 1800.0
     setup_network: bool | None = None
     secrets: tuple[str, ...] = ()
     ro_paths: tuple[str, ...] = ()
     #: ``corral gc`` removes an environment no run used for this many days.
+    prune_after_days: float = 14.0
+
+
+class EnvironmentConfig(_Keys):
+    """The ``[environment]`` keys, as written (your config, or a repository's file)."""
+
+    setup_timeout: float = Field(default=1800.0, gt=0)
     prune_after_days: float = Field(default=14.0, gt=0)
 
     @field_validator("setup")
@@ -149,24 +157,10 @@ class EnvironmentConfig(BaseModel):
         return value
 
 
-class EnvironmentSpec(BaseModel):
+class EnvironmentSpec(_Keys):
     """One resolved environment: what :mod:`sandbox.environment` builds and children get."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    setup: tuple[str, ...] = ()
-    inputs: tuple[str, ...] = ()
-    carry: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
-    image: str | None = None
-    dockerfile: str | None = None
-    context: str | None = None
-    build_args: dict[str, str] = Field(default_factory=dict)
-    setup_timeout: float = 1800.0
     setup_network: bool = False
-    secrets: tuple[str, ...] = ()
-    ro_paths: tuple[str, ...] = ()
-    prune_after_days: float = 14.0
     #: Where it was described: the files read, most important first.
     sources: tuple[str, ...] = ()
 
@@ -200,7 +194,6 @@ def load_environment(root: Path, user: EnvironmentConfig | None, *, trust_projec
         merged["setup_network"] = network
     if not merged and not sources:
         return None, diagnostics
-    merged.setdefault("setup_network", False)
     if merged.get("setup_network") is None:
         merged["setup_network"] = False
     spec = EnvironmentSpec.model_validate({**merged, "sources": tuple(sources)})

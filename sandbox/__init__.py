@@ -14,7 +14,8 @@ Imports go one way: ``executor -> sandbox -> policies``; nothing here imports
   worktree-mode sandboxes opened on it (``open_sandbox(..., snapshot=ref)``) are
   copy-on-write overlays over its single checkout where overlays work, else plain
   worktrees checked out from it (:attr:`Sandbox.workspace_kind` says which);
-  :func:`release_snapshot` drops the lease (the last one removes the snapshot);
+  :func:`release_snapshot` drops the lease (after the last one the snapshot stays
+  idle for the next run on the same state, a few per repository; gc ages them out);
 - :func:`gc` cleans what crashed runs left, keeping every captured diff.
 
 ``docker`` is imported only by :mod:`sandbox.backends.docker`, on first use, and every

@@ -63,6 +63,7 @@ __all__ = [
     "WorkspaceRequest",
     "clear_probe_cache",
     "open_sandbox",
+    "overlays_unusable",
     "probe",
     "resolve_backend",
 ]
@@ -144,6 +145,13 @@ def resolve_backend(config: BackendConfig | FakeConfig) -> ConcreteConfig:
 
 
 WorkspaceRequest = Literal["auto", "overlay", "worktree"]
+
+
+def overlays_unusable(state_root: Path | None = None) -> str | None:
+    """Why a worktree-mode child opened on a shared snapshot under ``state_root`` would not be
+    an overlay here (``None``: it would, unless the kernel refuses the mount, which
+    :func:`open_sandbox` reports as the child's ``workspace_fallback``)."""
+    return overlay_unsupported(state_root or default_state_root())
 
 
 def open_sandbox(

@@ -24,9 +24,11 @@ mounted again by the next gc): one sandbox's failure never leaves a mount behind
 
 Captured diffs under ``results/`` are never removed. Containers labelled by
 corral for this state root, cgroups under ``corral/`` and overlay mounts under
-``worktrees/`` that belong to no sandbox dir are removed as orphans. Last, every
-shared snapshot whose leases all belong to sandboxes or processes that are gone
-is removed (:func:`sandbox.workspaces.snapshot.collect_snapshots`).
+``worktrees/`` that belong to no sandbox dir are removed as orphans. Last, the
+leases of shared snapshots whose holders are gone are dropped, and every idle
+snapshot unused for ``snapshot_max_idle`` (or of a repository that is gone) is
+removed; the others stay for the next run on the same state
+(:func:`sandbox.workspaces.snapshot.collect_snapshots`).
 """
 
 from __future__ import annotations
@@ -50,16 +52,18 @@ from sandbox.workspaces.overlay import (
     unmount,
 )
 from sandbox.workspaces.repo import RepoInfo
-from sandbox.workspaces.snapshot import collect_snapshots, drop_lease
+from sandbox.workspaces.snapshot import DEFAULT_MAX_IDLE, collect_snapshots, drop_lease
 from sandbox.workspaces.worktree import remove_tree
 
 __all__ = ["gc"]
 
 
 def gc(
-    state_root: Path | None = None, *, force: bool = False, docker: DockerConfig | None = None
+    state_root: Path | None = None, *, force: bool = False, docker: DockerConfig | None = None,
+    snapshot_max_idle: float = DEFAULT_MAX_IDLE,
 ) -> GcReport:
-    """Clean every abandoned sandbox under ``state_root`` (see the module docstring)."""
+    """Clean every abandoned sandbox under ``state_root`` (see the module docstring);
+    ``snapshot_max_idle``: how long (seconds) an idle shared snapshot stays for reuse."""
     root = state_root or default_state_root()
     entries: list[GcEntry] = []
     alive: set[str] = set()
@@ -84,7 +88,7 @@ def gc(
     entries += _orphan_containers(root, alive, docker)
     entries += _orphan_cgroups(root, alive)
     entries += _orphan_mounts(root, alive)
-    entries += collect_snapshots(root)
+    entries += collect_snapshots(root, max_idle=snapshot_max_idle)
     return GcReport(entries=tuple(entries))
 
 
@@ -146,7 +150,12 @@ def _clean_stopped(meta: SandboxMeta, state: SandboxState, workspace: Workspace,
             stale = writable = False
             layers = None
         elif layers is not None and not is_mountpoint(layers.merged):
-            mount_overlay(layers)  # unmounted by a reboot or a failed teardown: sweep, diff
+            # Unmounted by a reboot or a failed teardown, or by a teardown killed between
+            # its unmount and the state's removal (its empty mount point may be gone too):
+            # mount it again to sweep and diff.
+            with contextlib.suppress(OSError):  # else the mount says why
+                layers.merged.mkdir(mode=0o700, exist_ok=True)
+            mount_overlay(layers)
         diffable = baseline.is_file() or layers is not None
         capture = stale and writable and bool(meta.base_commit) and diffable
         if capture:  # the sweep in one pass with the diff's walk, where it has one

@@ -121,7 +121,8 @@ class Sandbox(Protocol):
         after its diff was captured; if capturing fails, the worktree (an overlay
         stays mounted) is kept for :func:`sandbox.gc.gc` and the error raised. An
         overlay is unmounted before its layers are removed, and the sandbox's lease on
-        its shared snapshot dropped (the last lease removes the snapshot). A workspace that stays
+        its shared snapshot dropped (after the last one it stays idle, for reuse; see
+        :mod:`sandbox.workspaces.snapstore`). A workspace that stays
         (workspace-write) is swept for setuid/setgid files once the child is gone.
         """
 

@@ -2,7 +2,8 @@
 """Every like-for-like benchmark in one run, one table: each of issue 9's ratios.
 
 Runs, in order: start-up (``bench_startup``), the end-to-end trivial scripted
-child on host / bubblewrap / docker (``bench_e2e``), the sandbox's workspace,
+child on host / bubblewrap / docker (``bench_e2e``), how that child's run scales
+from 1k to 50k files (``bench_run_scaling``), the sandbox's workspace,
 diff and one-command rows (``bench_sandbox``), a worktree child's diff against
 ``git diff HEAD`` at 10k and 100k files (``bench_diff``) and the loader
 (``bench_loader``);
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bench_diff
 import bench_e2e
 import bench_loader
+import bench_run_scaling
 import bench_sandbox
 import bench_startup
-from benchlib import Row, machine, print_rows
+from benchlib import Row, filesystem, machine, markdown_rows, print_rows
 
 
 def main() -> int:
@@ -49,14 +52,19 @@ def main() -> int:
     parser.add_argument("--with-fanout", action="store_true")
     parser.add_argument("--with-ray", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument("--markdown", type=Path, default=None,
+                        help="also write the README's table (with the machine) here")
     args = parser.parse_args()
     quick = args.quick
     backends = args.backends.split(",")
-    print(f"machine: {machine()}", flush=True)
+    host = machine()
+    print(f"machine: {host}", flush=True)
     rows: list[Row] = []
     rows += bench_startup.run_bench(trials=8 if quick else 30, workdir=args.workdir)
     rows += bench_e2e.run_bench(trials=4 if quick else 9, workdir=args.workdir,
                                 backends=backends)
+    if "bubblewrap" in backends:
+        rows += bench_run_scaling.run_bench(trials=4 if quick else 9, workdir=args.workdir)
     rows += bench_sandbox.run_bench(
         sizes=[2000] if quick else [int(s) for s in args.sizes.split(",")],
         workdirs=[args.workdir], trials=5 if quick else 9, exec_trials=15 if quick else 40,
@@ -66,8 +74,14 @@ def main() -> int:
         workdir=args.workdir, trials=5 if quick else 9)
     rows += bench_loader.run_bench(trials=3 if quick else 9)
     print_rows(rows)
+    end = os.getloadavg()[0]
+    print(f"load average {end:.2f} at the end")
+    if args.markdown:
+        args.markdown.write_text(markdown_rows(
+            rows, machine_line=f"{host}, {end:.2f} at the end",
+            after=f"; workdir {filesystem(args.workdir)}"))
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(),
+        args.json.write_text(json.dumps({"machine": host,
                                          "rows": [r.to_json() for r in rows]}, indent=2) + "\n")
     if args.with_fanout:
         fanout = [sys.executable, str(Path(__file__).with_name("bench_fanout.py"))]

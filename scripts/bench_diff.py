@@ -36,8 +36,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +51,10 @@ from benchlib import (
     git,
     machine,
     print_rows,
+    replay_state,
+    scratch,
+    uncommitted_state,
+    warm_index,
 )
 
 import sandbox
@@ -72,21 +74,10 @@ def same_tree_clone(repo: Path, work: Path) -> Path:
     would hash every file again)."""
     clone = work / "clone"
     git(repo.parent, "clone", "-q", str(repo), str(clone))
-    patch = git(repo, "diff", "HEAD", "--binary")
-    if patch:
-        git(clone, "apply", "--binary", "--index", "-", data=patch)
-    untracked = [p for p in git(repo, "ls-files", "--others", "--exclude-standard",
-                                "-z").decode().split("\0") if p]
-    for rel in untracked:
-        (clone / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(repo / rel, clone / rel)
+    replay_state(repo, clone, uncommitted_state(repo))
     git(clone, "add", "-A")
     git(clone, "commit", "-q", "-m", "the parent's uncommitted state")
-    past = time.time() - 3600
-    for path in clone.rglob("*"):
-        if ".git" not in path.relative_to(clone).parts and path.is_file():
-            os.utime(path, (past, past))
-    git(clone, "update-index", "-q", "--really-refresh")
+    warm_index(clone)
     return clone
 
 
@@ -138,8 +129,7 @@ def bench_size(repo: Path, work: Path, trials: int, files: int) -> list[Row]:
 
 def run_bench(*, sizes: list[int], workdir: Path, trials: int) -> list[Row]:
     rows: list[Row] = []
-    base = Path(tempfile.mkdtemp(prefix="corral-bench-diff-", dir=workdir))
-    try:
+    with scratch(workdir, "corral-bench-diff-") as base:
         for size in sizes:
             repo = generate_repo(base, size)
             work = base / f"work-{size}"
@@ -147,8 +137,6 @@ def run_bench(*, sizes: list[int], workdir: Path, trials: int) -> list[Row]:
             rows += bench_size(repo, work, trials, size)
             shutil.rmtree(repo.parent / repo.name)
             shutil.rmtree(work)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     return rows
 
 

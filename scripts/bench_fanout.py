@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -53,7 +52,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import child_change, filesystem, generate_repo, git, machine, settle, timed
+from benchlib import (
+    child_change,
+    filesystem,
+    generate_repo,
+    git,
+    machine,
+    settle,
+    timed,
+    warm_clone,
+    warm_index,
+)
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
@@ -151,23 +160,12 @@ def bench_setup(repo: Path, work: Path, counts: list[int], repeat: int, *,
 
 
 
-def _not_racy(clone: Path) -> None:
-    """Date the clone's files an hour back and refresh its index: right after a checkout
-    every entry is "racily clean" and each ``git diff`` would hash every file again."""
-    past = time.time() - 3600
-    for path in clone.rglob("*"):
-        if ".git" not in path.parts and path.is_file():
-            os.utime(path, (past, past))
-    git(clone, "update-index", "-q", "--really-refresh")
-
-
 def bench_diff(repo: Path, work: Path, ks: list[int], repeat: int) -> list[dict[str, Any]]:
     work.mkdir(parents=True)
     state = work / "state"
     ref = acquire_snapshot(repo, state_root=state)
     clone = work / "clone"
-    git(work, "clone", "-q", str(repo), str(clone))
-    _not_racy(clone)
+    warm_clone(repo, clone)
     rows = []
     try:
         for k in ks:
@@ -192,7 +190,7 @@ def bench_diff(repo: Path, work: Path, ks: list[int], repeat: int) -> list[dict[
                     child.teardown()
             git(clone, "checkout", "-q", "--", ".")
             git(clone, "clean", "-qfd")
-            _not_racy(clone)
+            warm_index(clone)
             rows.append({"k": k, **{name: stats(values) for name, values in samples.items()}})
     finally:
         release_snapshot(ref)

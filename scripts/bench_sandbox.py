@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,6 +50,7 @@ from benchlib import (
     machine,
     print_rows,
     raw_worktree,
+    scratch,
     warm_clone,
 )
 
@@ -247,21 +246,15 @@ def run_bench(*, sizes: list[int], workdirs: list[Path], trials: int, exec_trial
               backends: list[str], k: int = CHANGED) -> list[Row]:
     rows: list[Row] = []
     for workdir in workdirs:
-        base = Path(tempfile.mkdtemp(prefix="corral-bench-sandbox-", dir=workdir))
-        try:
+        with scratch(workdir, "corral-bench-sandbox-") as base:
             for size in sizes:
                 repo = generate_repo(base, size)
                 rows.append(bench_workspace(repo, base / f"ws-{size}", trials))
                 (base / f"diff-{size}").mkdir()
                 rows.append(bench_diff(repo, base / f"diff-{size}", trials, k))
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
-    base = Path(tempfile.mkdtemp(prefix="corral-bench-exec-", dir=workdirs[0]))
-    try:
+    with scratch(workdirs[0], "corral-bench-exec-") as base:
         small = generate_repo(base, 10)
         rows += bench_commands(small, base, exec_trials, backends)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     return rows
 
 

@@ -20,8 +20,10 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,11 +38,16 @@ __all__ = [
     "generate_repo",
     "git",
     "machine",
+    "markdown_rows",
     "print_rows",
     "raw_worktree",
+    "replay_state",
+    "scratch",
     "settle",
     "timed",
+    "uncommitted_state",
     "warm_clone",
+    "warm_index",
 ]
 
 GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
@@ -203,6 +210,25 @@ def print_rows(rows: Sequence[Row], *, out: Any = None) -> None:
         print(f"   plain: {row.plain_what}", file=out)
 
 
+def markdown_rows(rows: Sequence[Row], *, machine_line: str, after: str = "") -> str:
+    """The rows as the README's table (one run, copied whole): operation, the plain
+    operation it is compared with, both medians with their IQR, the ratio, and the goal
+    with met/missed; the machine line (and ``after``, e.g. the load at the end) above it."""
+    def cell(side: Cell) -> str:
+        low, high = side.iqr
+        return f"{side.median * 1e3:.1f} ms ({low * 1e3:.1f}-{high * 1e3:.1f})"
+
+    lines = [f"Machine: {machine_line}{after}.", "",
+             "| operation | plain (same work) | plain: median (IQR) | corral: median (IQR) "
+             "| ratio | goal |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        where = f" [{row.where}]" if row.where else ""
+        goal = f"<= {row.goal:g}x: **{row.verdict}**" if row.goal is not None else "reference"
+        lines.append(f"| {row.operation}{where} | {row.plain_what} | {cell(row.plain)} | "
+                     f"{cell(row.corral)} | {row.ratio:.2f}x | {goal} |")
+    return "\n".join(lines) + "\n"
+
+
 def generate_repo(root: Path, files: int, *, name: str | None = None) -> Path:
     """``files`` small files, 100 per directory, one commit; then uncommitted state: staged
     and unstaged edits, a deletion, untracked files (some in a new directory) and ignored
@@ -232,19 +258,32 @@ def generate_repo(root: Path, files: int, *, name: str | None = None) -> Path:
     return repo
 
 
-def raw_worktree(repo: Path, tree: Path) -> None:
-    """What corral's worktree workspace does, by hand: ``git worktree add`` of HEAD, then the
-    parent's uncommitted state replayed (``git diff HEAD --binary`` applied to the new index
-    and tree, untracked files copied), so the new tree has the same files."""
+def uncommitted_state(repo: Path) -> tuple[bytes, list[str]]:
+    """``repo``'s uncommitted state: ``git diff HEAD --binary`` and its untracked files."""
     patch = git(repo, "diff", "HEAD", "--binary")
     untracked = [p for p in git(repo, "ls-files", "--others", "--exclude-standard",
                                 "-z").decode().split("\0") if p]
-    git(repo, "worktree", "add", "-q", "--detach", str(tree), "HEAD")
+    return patch, untracked
+
+
+def replay_state(repo: Path, tree: Path, state: tuple[bytes, list[str]]) -> None:
+    """Replay ``state`` (:func:`uncommitted_state` of ``repo``) in the checkout ``tree``: the
+    patch applied to its index and files, the untracked files copied from ``repo``."""
+    patch, untracked = state
     if patch:
         git(tree, "apply", "--binary", "--index", "-", data=patch)
     for rel in untracked:
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(repo / rel, tree / rel)
+
+
+def raw_worktree(repo: Path, tree: Path) -> None:
+    """What corral's worktree workspace does, by hand: ``git worktree add`` of HEAD, then the
+    parent's uncommitted state replayed (``git diff HEAD --binary`` applied to the new index
+    and tree, untracked files copied), so the new tree has the same files."""
+    state = uncommitted_state(repo)
+    git(repo, "worktree", "add", "-q", "--detach", str(tree), "HEAD")
+    replay_state(repo, tree, state)
 
 
 def child_change(tree: Path, k: int) -> None:
@@ -260,13 +299,29 @@ def child_change(tree: Path, k: int) -> None:
         chosen[-1].unlink()
 
 
-def warm_clone(repo: Path, clone: Path) -> None:
-    """A plain clone of ``repo`` whose index has valid stat data: its files are dated an hour
-    back and the index refreshed (right after a checkout every entry is "racily clean", and
-    each ``git diff`` would hash every file again)."""
-    git(repo.parent, "clone", "-q", str(repo), str(clone))
+def warm_index(tree: Path) -> None:
+    """Give ``tree``'s index valid stat data, as a checkout in daily use has: its files are
+    dated an hour back and the index refreshed (right after a checkout or a commit every
+    entry is "racily clean", and each ``git diff``, or corral's staging, would hash every
+    file again)."""
     past = time.time() - 3600
-    for path in clone.rglob("*"):
-        if ".git" not in path.parts and path.is_file():
+    for path in tree.rglob("*"):
+        if ".git" not in path.relative_to(tree).parts and path.is_file():
             os.utime(path, (past, past))
-    git(clone, "update-index", "-q", "--really-refresh")
+    git(tree, "update-index", "-q", "--really-refresh")
+
+
+def warm_clone(repo: Path, clone: Path) -> None:
+    """A plain clone of ``repo`` with a warm index (:func:`warm_index`)."""
+    git(repo.parent, "clone", "-q", str(repo), str(clone))
+    warm_index(clone)
+
+
+@contextmanager
+def scratch(workdir: Path, prefix: str) -> Iterator[Path]:
+    """A new directory in ``workdir`` for a benchmark's repositories, removed after."""
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir=workdir))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare a bare Debian 12 machine for corral's CI: bubblewrap, git, ripgrep,
-# debootstrap, a docker engine started by hand (no init system needed) with a
-# default bridge network, the sandbox image built locally (no image registry
+# debootstrap, chromium and chromium-driver (the web app's browser tests), a
+# docker engine started by hand (no init system needed) with a default bridge
+# network, the sandbox image built locally (no image registry
 # needed), and the MCP Inspector's CLI with the Node it runs on (from the npm
 # registry, into build/mcp-inspector). Idempotent: each step is skipped when its
 # result is already there; an engine left running without a bridge (a reused
@@ -45,6 +46,11 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v git >/dev/null || missing+=(git)
 command -v rg >/dev/null || missing+=(ripgrep)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+# A real headless browser for `corral serve` (tests/web drive it with Selenium).
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# Its recommended fonts (not installed without recommends): pages lay out real text.
+[[ -d /usr/share/fonts/truetype/liberation ]] || missing+=(fonts-liberation)
 # The host's own Python venv (tests build a venv on the host and carry it into children).
 /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 # A docker CLI alone (e.g. /usr/local/bin/docker) is not an engine: look for dockerd.
@@ -269,6 +275,7 @@ corral CI setup summary
   docker server:   $(docker version -f '{{.Server.Version}}' 2>/dev/null), storage driver $(docker info -f '{{.Driver}}' 2>/dev/null)
   sandbox image:   $image $(docker image inspect -f '{{.Id}}' "$image"); docker run probe $run_ok
   bridge network:  $bridge_ok
+  chromium:        $(chromium --version 2>/dev/null || echo missing); $(chromedriver --version 2>/dev/null | cut -d' ' -f1-2 || echo "chromedriver missing")
   MCP Inspector:   $inspector_version on Node $("$inspector_prefix/node_modules/.bin/node" --version) ($inspector_prefix)
 EOF
 # The engine and image are this script's job, so a broken container run, or a bridge

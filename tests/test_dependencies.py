@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 #: distribution name -> the top-level module it provides.
 MODULES = {"pydantic": "pydantic", "pyyaml": "yaml", "docker": "docker", "psutil": "psutil",
            "watchdog": "watchdog", "click": "click", "rich": "rich", "httpx": "httpx",
-           "mcp": "mcp", "anyio": "anyio", "uvicorn": "uvicorn"}
+           "mcp": "mcp", "anyio": "anyio", "uvicorn": "uvicorn",
+           "starlette": "starlette", "jinja2": "jinja2", "pygments": "pygments"}
 
 
 def _imported() -> set[str]:

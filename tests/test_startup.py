@@ -276,7 +276,7 @@ def test_a_run_with_an_openai_route_builds_the_http_client(
 COMMAND_MODULES = [*(f"executor.cli.{path.stem}"
                      for path in sorted((REPO / "executor" / "cli").glob("*.py"))
                      if path.stem not in ("__init__", "app")),
-                   "executor.mcpserver.command"]
+                   "executor.mcpserver.command", "executor.web.command"]
 
 
 def test_lazy_command_table_matches_the_commands_modules_define() -> None:

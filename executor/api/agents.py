@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from policies.loader import Diagnostic, Environment, LoadResult
     from policies.mcp import McpServerConfig
 
-__all__ = ["AgentView", "Agents", "NewAgent", "discover", "new", "show", "skill_views"]
+__all__ = ["AgentView", "Agents", "NewAgent", "discover", "new", "show", "show_all",
+           "skill_views"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,24 @@ def show(sources: Sources, name: str) -> AgentView:
                      config.mcp_servers, agent_diagnostics(contract, result.diagnostics),
                      skill_views(contract, root=sources.root, env=Environment.from_env(),
                                  trust_project=sources.trust_project))
+
+
+def show_all(sources: Sources) -> list[AgentView]:
+    """Every agent that won discovery as :func:`show` gives it, by name, from one load of
+    the definitions and the user's config (``corral serve``'s agents page)."""
+    from executor.agents.offer import root_capability  # noqa: PLC0415
+    from policies.config import load_user_config  # noqa: PLC0415
+    from policies.loader import Environment  # noqa: PLC0415
+
+    result = load(sources)
+    config = load_user_config()
+    root = root_capability(config, result)
+    env = Environment.from_env()
+    return [AgentView(contract, root, result.agents, config.mcp_servers,
+                      agent_diagnostics(contract, result.diagnostics),
+                      skill_views(contract, root=sources.root, env=env,
+                                  trust_project=sources.trust_project))
+            for _, contract in sorted(result.agents.items())]
 
 
 def skill_views(contract: AgentContract, *, root: Path, env: Environment,

@@ -367,10 +367,10 @@ class Corral:
         return records.discard(self, run_id)
 
     def gc(self, older_than: str | float | None = None) -> GcReport:
-        """Clean what crashed runs left (their diffs saved and handed to their records),
-        mark crashed fanouts, remove environments unused for the config's
-        ``prune_after_days``; with ``older_than`` (seconds, or ``"7d"``, ``"12h"``,
-        ``"1h30m"``; ``0`` for all) also what finished runs left."""
+        """Clean what crashed runs left (diffs saved to their records), mark crashed fanouts,
+        remove environments and idle snapshots unused for the config's ``prune_after_days``
+        and ``snapshots.prune_after_hours``; with ``older_than`` (seconds, or ``"7d"``,
+        ``"1h30m"``; ``0`` for all) also what finished runs left, and older idle snapshots."""
         from executor.api import records  # noqa: PLC0415
         return records.gc(self, older_than)
 

@@ -173,11 +173,13 @@ def gc(corral: Corral, older_than: str | float | None) -> GcReport:
     age = parse_duration(older_than) if isinstance(older_than, str) else older_than
     state_root = corral.state_root()
     check_state_dir(state_root)
-    report = sweep(state_root)
+    config = load_user_config()
+    idle = config.snapshots.prune_after_hours * 3600
+    report = sweep(state_root, snapshot_max_idle=min(idle, age) if age is not None else idle)
     crashed = finalize_crashed_runs(state_root)
     fanouts = finalize_crashed_fanouts(state_root)
     pruned = prune_finished(state_root, age) if age is not None else []
-    environment = load_user_config().environment
+    environment = config.environment
     days = environment.prune_after_days if environment is not None else 14.0
     environments = prune_environments(state_root, older_than=days * 86400)
     return GcReport(report, tuple(crashed), tuple(fanouts), tuple(pruned),

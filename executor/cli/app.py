@@ -43,9 +43,9 @@ __all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "interrupted", "loading_corral",
 #: the line ``corral --help`` shows). A module is imported only when one of its commands
 #: runs or prints its own help, so ``corral --help`` loads click and nothing else of
 #: weight, and ``corral agents ...`` never loads the run machinery (sandboxes, the model
-#: loop, merges). ``corral mcp`` is the MCP front door's own command: the table names its
-#: module, and neither front door imports the other. A test checks this table against the
-#: commands the modules define.
+#: loop, merges). ``corral mcp`` and ``corral serve`` are the MCP and web front doors'
+#: own commands: the table names their modules, and no front door imports another. A test
+#: checks this table against the commands the modules define.
 LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "agents": ("executor.cli.agents", "agents", "Discover, inspect and check agent "
                "definitions of every format."),
@@ -72,6 +72,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
               "from now on, while they stay as they are."),
     "untrust": ("executor.cli.trust", "untrust_command", "Forget `corral trust` for a "
                 "repository."),
+    "serve": ("executor.web.command", "serve_command", "Serve a local web app: watch runs "
+              "live, compare candidates, apply one."),
     "shell": ("executor.cli.shell", "shell_command", "A shell (or -- CMD) on a run's "
               "workspace; your changes are recorded in the run."),
     "show": ("executor.cli.runs", "show_command", "Print a run's whole record: every tool "

@@ -244,14 +244,16 @@ def discard_command(root: Path, run_id: str) -> None:
 @click.command("gc")
 @click.option("--older-than", "older_than", metavar="DURATION",
               help="Also remove what finished runs left (their captured diffs' working "
-              "copies; never a diff no record holds), once finished longer ago than DURATION: "
-              "30m, 12h, 7d, 2w, 1h30m; 0 for all.")
+              "copies, never a diff no record holds; shared snapshots idle for longer), once "
+              "finished longer ago than DURATION: 30m, 12h, 7d, 2w, 1h30m; 0 for all.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def gc_command(older_than: str | None, as_json: bool) -> None:
     """Clean sandboxes left behind by crashed runs; their diffs are saved first and handed
     to the runs' records, so `corral show/diff/apply RUN` work on them. Crashed fanouts
     are marked. Environments no run used for your config's environment.prune_after_days
-    (default 14) are removed. With --older-than, also what finished runs left."""
+    (default 14), and shared snapshots of your checkout no run used for
+    snapshots.prune_after_hours (default 24), are removed. With --older-than, also what
+    finished runs left."""
     report = Corral().gc(older_than)
     if as_json:  # ASCII JSON: a directory name cannot put raw controls on a terminal
         click.echo(json.dumps(report.to_json(), indent=2))

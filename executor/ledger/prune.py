@@ -12,11 +12,11 @@ left behind once they finished longer ago than DURATION:
   own diff, verified against the digest it stored: **a diff that was not
   captured in a record is never removed** (no record names it, the record is
   not final, or its patch does not verify: kept, and reported with why);
-- the run's workspace and snapshot: a run's snapshot lives in its sandbox's
-  private git dir, and both are removed when the run ends (or by plain gc
-  when it crashed), so a finished run has none left today. Shared snapshots
-  (one per fanout, refcounted) join this list when the sandbox layer has them:
-  one with no child left, older than DURATION, goes too.
+- the run's workspace: removed when the run ends (or by plain gc when it
+  crashed), so a finished run has none left. Shared snapshots (a fanout's, or
+  a top-level run's as root) stay idle after their last lease for the next run
+  on the same state; gc removes those unused for DURATION
+  (:func:`sandbox.workspaces.snapshot.collect_snapshots`, called with it).
 
 Records themselves (``runs/``), applied or discarded, are never removed: they
 are the diffs and their history.

@@ -3,8 +3,9 @@
 :func:`open_session` runs when an agent's first turn starts. It records the run
 as ``running`` first (a process killed from then on leaves a record that reads
 ``crashed``, not nothing), opens the sandbox in the mode the capability derives
-(on a fanout's one snapshot when there is one, on a snapshot of its own when its
-reviewers or an environment's layer need one), starts the MCP servers whose
+(on a fanout's one snapshot when there is one; on a snapshot of its own when it
+is a top-level worktree child where overlays work, or its reviewers or an
+environment's layer need one), starts the MCP servers whose
 tools the run could hold (:func:`start_mcp`), builds its tools from
 :func:`executor.agents.offer.make_offer` (the computation ``agents show`` prints)
 and its dispatcher, and its session with the system prompt; the session, the
@@ -36,7 +37,7 @@ from policies.capability import admit_listed
 from policies.contract import SandboxMode
 from policies.templates import render as render_template
 from sandbox.errors import SandboxError
-from sandbox.factory import open_sandbox
+from sandbox.factory import open_sandbox, overlays_unusable
 from sandbox.workspaces.snapshot import acquire_snapshot
 
 if TYPE_CHECKING:
@@ -61,7 +62,12 @@ def open_session(run: AgentRun) -> Session:
                and run.capability.sandbox is SandboxMode.WORKTREE)
     reviewed = (run.contract.response_reviewers and not run.reviewing
                 and run.capability.sandbox is not SandboxMode.READ_ONLY)
-    if snapshot is None and (reviewed or layered):
+    # A top-level worktree child is an overlay over the shared snapshot of the checkout's
+    # state wherever overlays work (as root): its set-up and diff cost what it changes,
+    # and the next run on the same state reuses the snapshot. Elsewhere: a worktree.
+    overlaid = (run.parent_run is None and run.capability.sandbox is SandboxMode.WORKTREE
+                and overlays_unusable(run.settings.state_root) is None)
+    if snapshot is None and (reviewed or layered or overlaid):
         # Its reviewers will read its recorded diff over the state it starts from; and an
         # environment's layer goes under an overlay of that state (copy-on-write).
         run.base = snapshot = acquire_snapshot(run.repo, state_root=run.settings.state_root)

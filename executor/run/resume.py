@@ -8,7 +8,7 @@ worktree run's is), with the run's recorded diff applied inside it
 cumulative: the run's changes plus what happened since, against that base.
 The current checkout, not the run's snapshot, is the base because it is what
 the diff must apply to in the end; and a snapshot outlives its last sandbox
-only by accident.
+only as an idle copy kept for reuse, which may be gone by then.
 
 Before anything is created, :func:`check_reopenable` refuses a run whose
 workspace is not its own to change any more (applied, discarded, continued,

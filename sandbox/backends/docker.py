@@ -44,7 +44,8 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
@@ -144,69 +145,70 @@ def _client(config: DockerConfig) -> Any:
                                  operation="connect") from exc
 
 
-def probe_docker(config: DockerConfig) -> None:
-    """Raise :class:`BackendUnavailable` unless the engine answers and the image exists."""
+@contextmanager
+def _engine(config: DockerConfig, failure: str, *, operation: str, code: str = "docker_failed",
+            error: type[SandboxError] = SandboxError,
+            context: dict[str, str] | None = None) -> Iterator[Any]:
+    """A client for one call to the engine, closed after it. An engine error the call does
+    not handle itself is raised as ``error`` saying ``"{failure}: {the engine's error}"``."""
     client = _client(config)
     try:
-        client.ping()
-        client.images.get(config.image)
-    except docker.errors.ImageNotFound as exc:
-        raise BackendUnavailable(
-            f"the sandbox image {config.image} is not present", code="image_missing",
-            operation="probe", hint=_BUILD_HINT,
-        ) from exc
+        yield client
     except _ENGINE_ERRORS as exc:
-        raise BackendUnavailable(f"the docker engine does not answer: {exc}",
-                                 code="docker_unavailable", operation="probe") from exc
+        raise error(f"{failure}: {exc}", code=code, operation=operation,
+                    context=context) from exc
     finally:
         client.close()
+
+
+def probe_docker(config: DockerConfig) -> None:
+    """Raise :class:`BackendUnavailable` unless the engine answers and the image exists."""
+    with _engine(config, "the docker engine does not answer", code="docker_unavailable",
+                 operation="probe", error=BackendUnavailable) as client:
+        try:
+            client.ping()
+            client.images.get(config.image)
+        except docker.errors.ImageNotFound as exc:
+            raise BackendUnavailable(
+                f"the sandbox image {config.image} is not present", code="image_missing",
+                operation="probe", hint=_BUILD_HINT,
+            ) from exc
 
 
 def list_corral_containers(config: DockerConfig, *, state_root: Path) -> dict[str, str]:
     """Container name -> sandbox id, for every container corral made for ``state_root``."""
-    client = _client(config)
-    try:
+    with _engine(config, "cannot list containers", code="docker_unavailable", operation="gc",
+                 error=BackendUnavailable) as client:
         found = client.containers.list(
             all=True, filters={"label": [LABEL, f"{STATE_LABEL}={state_root}"]})
         return {c.name: c.labels.get(LABEL, "") for c in found}
-    except _ENGINE_ERRORS as exc:
-        raise BackendUnavailable(f"cannot list containers: {exc}", code="docker_unavailable",
-                                 operation="gc") from exc
-    finally:
-        client.close()
 
 
 def remove_container(config: DockerConfig, name: str) -> bool:
     """Force-remove a container; ``False`` if it did not exist."""
-    client = _client(config)
-    try:
-        client.api.remove_container(name, force=True)
-        return True
-    except docker.errors.NotFound:
-        return False
-    except docker.errors.APIError as exc:
-        if exc.status_code == 409 and "already in progress" in str(exc):
-            # A removal a killed corral started goes on in the engine: wait for it to end.
-            return _wait_removed(client, name, config.api_timeout_seconds)
-        raise SandboxError(f"cannot remove container {name}: {exc}", code="docker_failed",
-                           operation="remove_container") from exc
-    except _ENGINE_ERRORS as exc:
-        raise SandboxError(f"cannot remove container {name}: {exc}", code="docker_failed",
-                           operation="remove_container") from exc
-    finally:
-        client.close()
+    with _engine(config, f"cannot remove container {name}",
+                 operation="remove_container") as client:
+        try:
+            client.api.remove_container(name, force=True)
+            return True
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409 and "already in progress" in str(exc):
+                # A removal a killed corral started goes on in the engine: wait for it to end.
+                return _wait_removed(client, name, config.api_timeout_seconds)
+            raise
 
 
 def _wait_removed(client: Any, name: str, timeout: float) -> bool:
+    """Wait for the engine's own removal of ``name`` (an engine error is the caller's,
+    :func:`remove_container`'s, to translate)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             client.api.inspect_container(name)
         except docker.errors.NotFound:
             return True
-        except _ENGINE_ERRORS as exc:
-            raise SandboxError(f"cannot remove container {name}: {exc}", code="docker_failed",
-                               operation="remove_container") from exc
         time.sleep(0.05)  # the engine's own removal: no event to wait on here
     raise SandboxError(f"the container {name} is still being removed after {timeout:.0f}s",
                        code="docker_failed", operation="remove_container",
@@ -221,16 +223,11 @@ _THAW_SECONDS = 5.0
 
 def image_id(config: DockerConfig, name: str) -> str | None:
     """The id of the local image ``name``, ``None`` when it is not here."""
-    client = _client(config)
-    try:
-        return str(client.images.get(name).id)
-    except docker.errors.ImageNotFound:
-        return None
-    except _ENGINE_ERRORS as exc:
-        raise SandboxError(f"docker cannot inspect image {name}: {exc}", code="docker_failed",
-                           operation="image") from exc
-    finally:
-        client.close()
+    with _engine(config, f"docker cannot inspect image {name}", operation="image") as client:
+        try:
+            return str(client.images.get(name).id)
+        except docker.errors.ImageNotFound:
+            return None
 
 
 def build_image(config: DockerConfig, *, context: Path, dockerfile: Path, tag: str,
@@ -238,8 +235,9 @@ def build_image(config: DockerConfig, *, context: Path, dockerfile: Path, tag: s
                 on_output: Callable[[str], None] | None = None) -> str:
     """``docker build`` ``dockerfile`` in ``context`` as ``tag`` (never pulling a base image
     unless ``network``; with no network at all unless ``network``); the image id."""
-    client = _client(config)
-    try:
+    where = {"dockerfile": str(dockerfile)}
+    with _engine(config, f"docker build of {dockerfile} failed", code="docker_build_failed",
+                 operation="build_image", context=where) as client:
         stream = client.api.build(
             path=str(context), dockerfile=str(dockerfile), tag=tag, buildargs=build_args,
             network_mode="host" if network else "none", pull=network, rm=True,
@@ -248,44 +246,28 @@ def build_image(config: DockerConfig, *, context: Path, dockerfile: Path, tag: s
             if "error" in chunk:
                 raise SandboxError(f"docker build of {dockerfile} failed: {chunk['error']}",
                                    code="docker_build_failed", operation="build_image",
-                                   context={"dockerfile": str(dockerfile)})
+                                   context=where)
             text = chunk.get("stream") or chunk.get("status")
             if text and on_output is not None:
                 on_output(str(text))
         return str(client.images.get(tag).id)
-    except _ENGINE_ERRORS as exc:
-        raise SandboxError(f"docker build of {dockerfile} failed: {exc}",
-                           code="docker_build_failed", operation="build_image",
-                           context={"dockerfile": str(dockerfile)}) from exc
-    finally:
-        client.close()
 
 
 def pull_image(config: DockerConfig, name: str) -> str:
     """Pull ``name`` (only where you granted the environment network); its id."""
-    client = _client(config)
-    try:
+    with _engine(config, f"docker cannot pull {name}", operation="pull_image") as client:
         return str(client.images.pull(name).id)
-    except _ENGINE_ERRORS as exc:
-        raise SandboxError(f"docker cannot pull {name}: {exc}", code="docker_failed",
-                           operation="pull_image") from exc
-    finally:
-        client.close()
 
 
 def remove_image(config: DockerConfig, name: str) -> bool:
     """Remove a local image; ``False`` when it was not there."""
-    client = _client(config)
-    try:
-        client.images.remove(name, force=True)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-    except _ENGINE_ERRORS as exc:
-        raise SandboxError(f"docker cannot remove image {name}: {exc}", code="docker_failed",
-                           operation="remove_image") from exc
-    finally:
-        client.close()
+    with _engine(config, f"docker cannot remove image {name}",
+                 operation="remove_image") as client:
+        try:
+            client.images.remove(name, force=True)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
 
 
 @dataclass(eq=False)

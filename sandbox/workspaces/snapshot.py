@@ -1,12 +1,15 @@
 """Shared snapshots: the parent's state committed and checked out once, leased by its children.
 
-:func:`acquire_snapshot` commits the parent's current state (``HEAD`` + staged +
-unstaged + untracked, :mod:`sandbox.workspaces.staging`) into a private store and
-either finds the snapshot of that very state already made, or makes it; either
-way the caller gets a lease on it. Every sandbox opened on it
-(``open_sandbox(..., snapshot=ref)``) takes a lease of its own, and a snapshot is
-removed when its last lease is dropped (:func:`release_snapshot`, a sandbox's
-teardown, or :func:`collect_snapshots` in gc for leases whose holder is gone).
+:func:`acquire_snapshot` stages the parent's current state (``HEAD`` + staged +
+unstaged + untracked, :mod:`sandbox.workspaces.staging`) into a private index and
+either finds the snapshot of that very state already made (its key,
+:mod:`sandbox.workspaces.statekey`, is a digest of exactly that state), or commits
+and makes it; either way the caller gets a lease on it. Every sandbox opened on
+it (``open_sandbox(..., snapshot=ref)``) takes a lease of its own. When the last
+lease is dropped (:func:`release_snapshot`, a sandbox's teardown, or
+:func:`collect_snapshots` in gc for leases whose holder is gone) the snapshot
+stays, idle, for the next run on the same state, within the bounds of
+:mod:`sandbox.workspaces.snapstore` (a few per repository; gc removes old ones).
 
 Layout under the state root::
 
@@ -14,44 +17,34 @@ Layout under the state root::
     snapshots/<id>/snapshot.json         what it is (commit, tree, repository, exclusions)
     snapshots/<id>/git/                  private git dir; git/store holds its objects
     snapshots/<id>/leases/<lease>.json   who holds it: a sandbox, or a process
+    snapshots/<id>/used                  when it last became idle
+    snapshots/<id>/aliases/<key>         staged indexes (by their bytes) known to hold it
     snapshots/<id>/checkouts/<uid>-<gid>/tree/   the read-only checkout overlays use,
     snapshots/<id>/checkouts/<uid>-<gid>/git/    with its own git dir and baseline index
     snapshots/.new-<token>/              a snapshot being made (owner.json says by whom)
 
-The id is a digest of the snapshot commit (fixed identity and date, so the same
-state gives the same commit), the repository's paths and the data-only git
-settings and ignore rules copied with it. A checkout is made on first use for the
-owner a backend needs (docker as root works as uid 1000: it gets a checkout given
-to that uid, bubblewrap another one as root), under a per-snapshot lock; a
-checkout left half made by a crash is made again. The parent's ``.git`` is never
-written (:mod:`sandbox.workspaces.privategit`).
+A checkout is made on first use for the owner a backend needs (docker as root
+works as uid 1000: it gets a checkout given to that uid, bubblewrap another one
+as root), under a per-snapshot lock; a checkout left half made by a crash is
+made again. Nothing a child runs can write a checkout, its git dir or the store:
+a child sees only its overlay's merged view, and they are mounted read-only where
+its git needs them. The parent's ``.git`` is never written
+(:mod:`sandbox.workspaces.privategit`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
+import dataclasses
 import os
 import secrets
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
-from sandbox.errors import SandboxStateError
+from sandbox.errors import SandboxError, SandboxStateError
 from sandbox.gitsafe import check_repository_config
 from sandbox.results import ExcludedPath, GcEntry
-from sandbox.state import (
-    atomic_write,
-    check_state_dir,
-    default_state_root,
-    owner_alive,
-    owner_token,
-    private_dir,
-)
+from sandbox.state import atomic_write, check_state_dir, default_state_root, private_dir
 from sandbox.workspaces.privategit import (
     STORE,
     create_private_git,
@@ -59,10 +52,31 @@ from sandbox.workspaces.privategit import (
     write_alternates,
 )
 from sandbox.workspaces.repo import RepoInfo, inspect_repo
-from sandbox.workspaces.staging import take_snapshot
+from sandbox.workspaces.scan import scan_tree
+from sandbox.workspaces.snapstore import (
+    DEFAULT_MAX_IDLE,
+    KEEP_IDLE,
+    NEW,
+    SNAPSHOTS,
+    Info,
+    held,
+    locked,
+    mark_idle,
+    new_lease,
+    read_info,
+    retire,
+    settle_idle,
+    snapshots_of,
+    write_lease,
+)
+from sandbox.workspaces.snapstore import collect_snapshots as _collect
+from sandbox.workspaces.staging import Staged, commit_staged, stage_snapshot
+from sandbox.workspaces.statekey import commit_key, exclusions_hold, index_key, listing_key
 from sandbox.workspaces.worktree import checkout_worktree, remove_tree
 
 __all__ = [
+    "DEFAULT_MAX_IDLE",
+    "KEEP_IDLE",
     "SNAPSHOTS",
     "Checkout",
     "SnapshotRef",
@@ -73,40 +87,6 @@ __all__ = [
     "release_snapshot",
     "snapshot_checkout",
 ]
-
-#: The directory of the state root that holds snapshots.
-SNAPSHOTS = "snapshots"
-_NEW, _DEAD = ".new-", ".dead-"
-
-
-class _Info(BaseModel):
-    """``snapshot.json``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    commit: str
-    tree: str
-    repo_top: Path
-    git_dir: Path
-    common_dir: Path
-    head: str | None
-    attributes: bool
-    excluded: tuple[ExcludedPath, ...] = ()
-    created_at: float
-
-
-class _Lease(BaseModel):
-    """``leases/<id>.json``: a sandbox's (alive while its state dir exists) or a process's."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    sandbox: str | None = None
-    owner_host: str
-    owner_pid: int
-    owner_started: float
-    created_at: float
 
 
 @dataclass(frozen=True)
@@ -123,7 +103,8 @@ class SnapshotRef:
     repo: RepoInfo
     #: This holder's lease (dropped by :func:`release_snapshot`).
     lease: str
-    #: What the parent's tree held that the snapshot leaves out (this acquisition's walk).
+    #: What the parent's tree held that the snapshot leaves out (this acquisition's walk,
+    #: or the walk that made the snapshot when this acquisition walked nothing).
     excluded: tuple[ExcludedPath, ...] = ()
     #: Whether the snapshot's tree holds ``.gitattributes`` files.
     attributes: bool = False
@@ -150,135 +131,202 @@ class Checkout:
     owner: tuple[int, int]
 
 
-def _snapshots(state_root: Path) -> Path:
-    return state_root / SNAPSHOTS
+#: Index keys known to hold a snapshot's state (:func:`_record_alias`).
+_ALIASES = "aliases"
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created ``0600``)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _lease(sandbox: str | None) -> _Lease:
-    host, pid, started = owner_token()
-    return _Lease(id=f"lease-{secrets.token_hex(6)}", sandbox=sandbox, owner_host=host,
-                  owner_pid=pid, owner_started=started, created_at=time.time())
-
-
-def _write_lease(snapshot_dir: Path, lease: _Lease) -> None:
-    leases = snapshot_dir / "leases"
-    private_dir(leases)
-    atomic_write(leases / f"{lease.id}.json", lease.model_dump_json().encode())
-
-
-def _digest(commit: str, repo: RepoInfo, git_dir: Path) -> str:
-    h = hashlib.sha256(f"{commit}\0{repo.top}\0{repo.common_dir}\0".encode())
-    for name in ("config", "info/exclude"):
-        with contextlib.suppress(OSError):
-            h.update((git_dir / name).read_bytes())
-        h.update(b"\0")
-    return f"snap-{h.hexdigest()[:20]}"
-
-
-def _ref(info: _Info, path: Path, state_root: Path, repo: RepoInfo, lease: str, *,
+def _ref(info: Info, path: Path, state_root: Path, repo: RepoInfo, lease: str, *,
          excluded: tuple[ExcludedPath, ...], reused: bool) -> SnapshotRef:
     return SnapshotRef(id=info.id, commit=info.commit, tree=info.tree, path=path,
                        state_root=state_root, repo=repo, lease=lease, excluded=excluded,
                        attributes=info.attributes, reused=reused)
 
 
-def acquire_snapshot(repo: RepoInfo | Path, *, state_root: Path | None = None) -> SnapshotRef:
+def _inside(path: Path, root: Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+
+
+def acquire_snapshot(repo: RepoInfo | Path, *, state_root: Path | None = None,
+                     keep: bool | None = None) -> SnapshotRef:
     """Lease the snapshot of ``repo``'s current state, making it if no one has.
 
     Checks what :func:`sandbox.factory.open_sandbox` checks first: the state dir
     must lie outside every repository and workspace a child could write, and the
-    repository's configuration must name no program.
+    repository's configuration must name no program. ``keep``: whether the snapshot
+    stays, idle, for reuse after its last lease (:mod:`sandbox.workspaces.snapstore`);
+    by default it does unless ``repo`` is a workspace under the state dir (a delegating
+    child's: no later run starts from it).
     """
     info_repo = repo if isinstance(repo, RepoInfo) else inspect_repo(repo)
     root = state_root or default_state_root()
     check_state_dir(root, repositories=[info_repo.top, info_repo.git_dir, info_repo.common_dir])
     check_repository_config(info_repo.git_dir)  # staging runs git with the parent's config
     private_dir(root, parents=True)
-    base = _snapshots(root)
+    base = root / SNAPSHOTS
     private_dir(base)
-    tmp = base / f"{_NEW}{secrets.token_hex(8)}"
+    kept = keep if keep is not None else not _inside(info_repo.top, root)
+    tmp = base / f"{NEW}{secrets.token_hex(8)}"
     tmp.mkdir(mode=0o700)
     try:
-        host, pid, started = owner_token()
-        atomic_write(tmp / "owner.json", _Lease(
-            id="maker", owner_host=host, owner_pid=pid, owner_started=started,
-            created_at=time.time()).model_dump_json().encode())
+        maker = new_lease(None).model_copy(update={"id": "maker"})
+        atomic_write(tmp / "owner.json", maker.model_dump_json().encode())
         git_dir = tmp / "git"
         create_private_git(git_dir, parent_git_dir=info_repo.git_dir,
                            common_dir=info_repo.common_dir)
-        snap = take_snapshot(info_repo, tmp, git_dir)
-        for scratch in (snap.index, tmp / "snapshot.pathspec"):
-            scratch.unlink(missing_ok=True)
-        sid = _digest(snap.commit, info_repo, git_dir)
-        excluded = tuple(snap.scan.excluded)
-        lease = _lease(None)
-        final = base / sid
-        with _locked(base / ".lock"):
-            existing = final / "snapshot.json"
-            if existing.is_file():
-                info = _Info.model_validate_json(existing.read_bytes())
-                _write_lease(final, lease)
-                return _ref(info, final, root, info_repo, lease.id, excluded=excluded,
-                            reused=True)
-            info = _Info(id=sid, commit=snap.commit, tree=snap.tree, repo_top=info_repo.top,
-                         git_dir=info_repo.git_dir, common_dir=info_repo.common_dir,
-                         head=info_repo.head, attributes=snap.scan.attributes,
-                         excluded=excluded, created_at=time.time())
-            atomic_write(tmp / "snapshot.json", info.model_dump_json(indent=2).encode())
-            _write_lease(tmp, lease)
-            (tmp / "owner.json").unlink()
-            write_alternates(git_dir, common_dir=info_repo.common_dir, moving_to=final / "git")
-            tmp.rename(final)
-            return _ref(info, final, root, info_repo, lease.id, excluded=excluded,
-                        reused=False)
+        known = snapshots_of(base, info_repo.top)
+        staged = _stage(info_repo, known, tmp, git_dir)
+        alias = index_key(info_repo, git_dir, staged.index)
+        if (found := _reuse_alias(root, known, alias, info_repo, staged)) is not None:
+            return found
+        sid = listing_key(info_repo, git_dir, staged.index)
+        if sid is not None and (found := _reuse(root, sid, info_repo, staged, alias)):
+            return found
+        if staged.scan is None:  # staged with the last walk's exclusions: walk now
+            staged, again = _walked(info_repo, tmp, git_dir, staged)
+            if again:
+                alias = index_key(info_repo, git_dir, staged.index)
+                sid = listing_key(info_repo, git_dir, staged.index)
+                if sid is not None and (found := _reuse(root, sid, info_repo, staged, alias)):
+                    return found
+        tree, commit = commit_staged(info_repo, git_dir, staged.index)
+        sid = sid or commit_key(info_repo, git_dir, commit)
+        return _finish(root, tmp, sid, info_repo, staged, tree=tree, commit=commit,
+                       keep=kept, alias=alias)
     finally:
         remove_tree(tmp)  # gone already when it became the snapshot
 
 
+def _stage(repo: RepoInfo, known: list[tuple[Path, Info]], tmp: Path, git_dir: Path) -> Staged:
+    """Stage the parent's tree: with the exclusions of the repository's latest snapshot
+    (``known``, most recently used first) when they all still hold (no walk:
+    :mod:`sandbox.workspaces.statekey`), else walking it."""
+    for _directory, info in known[:1]:
+        if exclusions_hold(repo.top, info.excluded):
+            try:
+                return stage_snapshot(repo, tmp, git_dir,
+                                      exclusions=[entry.path for entry in info.excluded],
+                                      attributes=info.attributes)
+            except SandboxError:  # what git refuses to stage (a new nested repository)
+                break
+    return stage_snapshot(repo, tmp, git_dir)
+
+
+def _walked(repo: RepoInfo, tmp: Path, git_dir: Path, staged: Staged) -> tuple[Staged, bool]:
+    """A staging done without a walk, confirmed by one: kept when the walk finds the same
+    exclusions and attribute files, else staged again from the start (and ``True``)."""
+    scan = scan_tree(repo.top)
+    if tuple(scan.paths) == staged.excluded and scan.attributes == staged.attributes:
+        return dataclasses.replace(staged, scan=scan), False
+    return stage_snapshot(repo, tmp, git_dir), True
+
+
+def _record_alias(snapshot_dir: Path, alias: str | None) -> None:
+    """Record that a staged index with the bytes keyed ``alias`` holds this snapshot's state
+    (:func:`sandbox.workspaces.statekey.index_key`; hold the lock)."""
+    if alias is not None:
+        private_dir(snapshot_dir / _ALIASES)
+        (snapshot_dir / _ALIASES / alias).touch()
+
+
+def _reuse(root: Path, sid: str, repo: RepoInfo, staged: Staged,
+           alias: str | None = None) -> SnapshotRef | None:
+    """A lease on the finished snapshot ``sid``, or ``None`` when there is none; ``alias``
+    is recorded for it (``sid`` is the state key of the staged index)."""
+    final = root / SNAPSHOTS / sid
+    lease = new_lease(None)
+    with locked(root / SNAPSHOTS / ".lock"):
+        info = read_info(final)
+        if info is None:
+            return None
+        write_lease(final, lease)
+        _record_alias(final, alias)
+    excluded = tuple(staged.scan.excluded) if staged.scan is not None else info.excluded
+    return _ref(info, final, root, repo, lease.id, excluded=excluded, reused=True)
+
+
+def _reuse_alias(root: Path, known: list[tuple[Path, Info]], alias: str | None,
+                 repo: RepoInfo, staged: Staged) -> SnapshotRef | None:
+    """A lease on the snapshot of ``known`` that ``alias`` (the staged index's bytes) was
+    recorded for, or ``None``."""
+    for directory, _info in known if alias is not None else []:
+        if (directory / _ALIASES / str(alias)).is_file():
+            return _reuse(root, directory.name, repo, staged)
+    return None
+
+
+def _finish(root: Path, tmp: Path, sid: str, repo: RepoInfo, staged: Staged, *, tree: str,
+            commit: str, keep: bool, alias: str | None) -> SnapshotRef:
+    """Make ``tmp`` the snapshot ``sid`` (unless another process made it meanwhile: that one
+    is leased); retire idle snapshots of the repository beyond the ones kept."""
+    scan = staged.scan
+    assert scan is not None  # noqa: S101 - every staging is walked before it is committed
+    for scratch in (staged.index, tmp / "snapshot.pathspec"):
+        scratch.unlink(missing_ok=True)
+    base = root / SNAPSHOTS
+    final = base / sid
+    excluded = tuple(scan.excluded)
+    lease = new_lease(None)
+    with locked(base / ".lock"):
+        existing = read_info(final)
+        if existing is not None:
+            write_lease(final, lease)
+            _record_alias(final, alias)
+            return _ref(existing, final, root, repo, lease.id, excluded=excluded, reused=True)
+        info = Info(id=sid, commit=commit, tree=tree, repo_top=repo.top, git_dir=repo.git_dir,
+                    common_dir=repo.common_dir, head=repo.head, attributes=scan.attributes,
+                    excluded=excluded, created_at=time.time(), keep=keep)
+        atomic_write(tmp / "snapshot.json", info.model_dump_json(indent=2).encode())
+        write_lease(tmp, lease)
+        _record_alias(tmp, alias)
+        (tmp / "owner.json").unlink()
+        write_alternates(tmp / "git", common_dir=repo.common_dir, moving_to=final / "git")
+        tmp.rename(final)
+        doomed = settle_idle(root, base, repo.top)
+    for directory in doomed:
+        remove_tree(directory)
+    return _ref(info, final, root, repo, lease.id, excluded=excluded, reused=False)
+
+
 def lease_snapshot(ref: SnapshotRef, sandbox_id: str) -> str:
     """A lease for sandbox ``sandbox_id`` (alive while its state dir exists); its id."""
-    base = _snapshots(ref.state_root)
-    lease = _lease(sandbox_id)
-    with _locked(base / ".lock"):
+    base = ref.state_root / SNAPSHOTS
+    lease = new_lease(sandbox_id)
+    with locked(base / ".lock"):
         if not (ref.path / "snapshot.json").is_file():
             raise SandboxStateError(
                 f"snapshot {ref.id} no longer exists (its last lease was released)",
                 operation="open_sandbox", context={"snapshot": ref.path},
                 hint="open every sandbox before releasing the snapshot, or acquire it again")
-        _write_lease(ref.path, lease)
+        write_lease(ref.path, lease)
     return lease.id
 
 
 def drop_lease(state_root: Path, snapshot_id: str, lease_id: str) -> bool:
-    """Drop one lease; remove the snapshot when it was the last. Whether it was removed."""
-    base = _snapshots(state_root)
+    """Drop one lease. The last one leaves the snapshot idle, kept for reuse (and retires
+    the repository's idle snapshots beyond the ones kept), or removes it when it is not to
+    be kept. Whether it was removed."""
+    base = state_root / SNAPSHOTS
     snapshot_dir = base / snapshot_id
     if not snapshot_dir.is_dir():
         return False
-    with _locked(base / ".lock"):
+    doomed: list[Path] = []
+    with locked(base / ".lock"):
         (snapshot_dir / "leases" / f"{lease_id}.json").unlink(missing_ok=True)
-        leases = snapshot_dir / "leases"
-        if leases.is_dir() and any(leases.iterdir()):
+        if not snapshot_dir.is_dir() or held(state_root, snapshot_dir):
             return False
-        dead = base / f"{_DEAD}{snapshot_id}-{secrets.token_hex(4)}"
-        snapshot_dir.rename(dead)
-    remove_tree(dead)
-    return True
+        info = read_info(snapshot_dir)
+        if info is None or not info.keep:
+            doomed.append(retire(base, snapshot_dir))
+        else:
+            mark_idle(snapshot_dir)
+            doomed += settle_idle(state_root, base, info.repo_top)
+    for directory in doomed:
+        remove_tree(directory)
+    return info is None or not info.keep
 
 
 def release_snapshot(ref: SnapshotRef) -> None:
-    """Drop this holder's lease (again: nothing); the last lease removes the snapshot."""
+    """Drop this holder's lease (again: nothing); see :func:`drop_lease`."""
     drop_lease(ref.state_root, ref.id, ref.lease)
 
 
@@ -294,7 +342,7 @@ def snapshot_checkout(ref: SnapshotRef, owner: tuple[int, int] | None = None) ->
     private_dir(checkouts)
     place = checkouts / f"{owned[0]}-{owned[1]}"
     done = Checkout(tree=place / "tree", git_dir=place / "git", owner=owned)
-    with _locked(ref.path / ".checkout.lock"):
+    with locked(ref.path / ".checkout.lock"):
         if (place / "ready").is_file():
             return done
         remove_tree(place)  # half made by a crash: start again
@@ -309,66 +357,9 @@ def snapshot_checkout(ref: SnapshotRef, owner: tuple[int, int] | None = None) ->
     return done
 
 
-def collect_snapshots(state_root: Path) -> list[GcEntry]:
-    """gc: drop the leases whose holder is gone, remove every snapshot left without one,
-    and what crashed while being made or removed."""
-    base = _snapshots(state_root)
-    if not base.is_dir():
-        return []
-    entries: list[GcEntry] = []
-    doomed: list[Path] = []
-    with _locked(base / ".lock"):
-        for directory in sorted(base.iterdir()):
-            name = directory.name
-            if not directory.is_dir():
-                continue
-            if name.startswith(_DEAD):
-                doomed.append(directory)
-            elif name.startswith(_NEW):
-                if not _maker_alive(directory):
-                    doomed.append(directory)
-                    entries.append(GcEntry(sandbox_id=name, action="cleaned",
-                                           detail="snapshot left half made by a crash"))
-            else:
-                held = _live_leases(state_root, directory)
-                if held:
-                    entries.append(GcEntry(sandbox_id=name, action="in_use",
-                                           detail=f"snapshot held by {held} lease(s)"))
-                    continue
-                dead = base / f"{_DEAD}{name}-{secrets.token_hex(4)}"
-                directory.rename(dead)
-                doomed.append(dead)
-                entries.append(GcEntry(sandbox_id=name, action="cleaned",
-                                       detail="snapshot no sandbox or process holds any more"))
-    for directory in doomed:
-        remove_tree(directory)
-    return entries
-
-
-def _maker_alive(directory: Path) -> bool:
-    try:
-        maker = _Lease.model_validate_json((directory / "owner.json").read_bytes())
-    except (OSError, ValueError):
-        return False
-    return owner_alive(maker.owner_host, maker.owner_pid, maker.owner_started)
-
-
-def _live_leases(state_root: Path, snapshot_dir: Path) -> int:
-    """Count the live leases of one snapshot, deleting the others."""
-    live = 0
-    leases = snapshot_dir / "leases"
-    for path in sorted(leases.glob("*.json")) if leases.is_dir() else []:
-        try:
-            lease = _Lease.model_validate_json(path.read_bytes())
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)
-            continue
-        if lease.sandbox is not None:
-            alive = (state_root / "sandboxes" / lease.sandbox).is_dir()
-        else:
-            alive = owner_alive(lease.owner_host, lease.owner_pid, lease.owner_started)
-        if alive:
-            live += 1
-        else:
-            path.unlink(missing_ok=True)
-    return live
+def collect_snapshots(state_root: Path, *, max_idle: float = DEFAULT_MAX_IDLE
+                      ) -> list[GcEntry]:
+    """gc's part (:func:`sandbox.workspaces.snapstore.collect_snapshots`): dead leases
+    dropped, idle snapshots unused for ``max_idle`` seconds (or of a repository that is
+    gone) removed, with what crashed while being made or removed."""
+    return _collect(state_root, max_idle=max_idle)

@@ -6,8 +6,9 @@ on time: while its first sandbox is being made (start), while a child's
 command runs (mid-command), while a child's diff is being computed (mid-diff)
 and while a child's check command runs (mid-check). Then ``corral gc`` must
 leave no sandbox directory, worktree, container, cgroup or process of the
-state dir, and every diff the children made before the kill must be in their
-records, where ``corral show/diff/apply`` find it.
+state dir, no held snapshot (an idle one stays for reuse), and every diff the
+children made before the kill must be in their records, where ``corral
+show/diff/apply`` find it.
 """
 
 from __future__ import annotations
@@ -72,11 +73,18 @@ def wait_for(process: subprocess.Popen[bytes], what: str,
         time.sleep(0.002)
 
 
+def _idle(snapshot: Path) -> bool:
+    """A finished snapshot no one holds (the next run on its state reuses it)."""
+    leases = snapshot / "leases"
+    return not snapshot.name.startswith(".") and not (leases.is_dir() and any(leases.iterdir()))
+
+
 def leftovers(state: Path, backend: str) -> list[str]:
     """Everything of the state dir that should be gone after gc."""
     found = [f"dir {p}" for name in ("sandboxes", "worktrees", "snapshots")
              if (state / name).is_dir() for p in (state / name).iterdir()
-             if p.name != ".lock"]  # the snapshots' lock file stays (it holds nothing)
+             if p.name != ".lock"  # the snapshots' lock file stays (it holds nothing)
+             and not (name == "snapshots" and _idle(p))]  # idle: kept for reuse
     mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     found += [f"mount {line.split()[4]}" for line in mounts if str(state) in line]
     for process in psutil.process_iter(["pid", "cmdline"]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,32 @@ def test_a_diff_no_record_holds_is_never_removed(repo: Path, tmp_path: Path) -> 
     assert orphan in results() and find_run(ledger, tampered).sandbox_id in results()
     assert "+made outside any run" in (default_state_root() / "results" / orphan /
                                        "diff.patch").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="shared snapshots stay idle only behind overlays")
+def test_idle_snapshots_go_after_the_configured_hours_or_with_older_than(
+        repo: Path, tmp_path: Path) -> None:
+    """A fanout's snapshot stays idle for the next run on the same state; gc removes it once
+    unused for the config's snapshots.prune_after_hours, or --older-than, never sooner."""
+    agent_file(repo, "w", "tools: [write_file]")
+    fanout(repo, tmp_path, 1)
+    [snapshot] = [p for p in (default_state_root() / "snapshots").iterdir() if p.is_dir()]
+    code, out, _ = corral("gc", "--older-than", "1h")
+    assert code == 0 and out == "nothing to clean\n" and snapshot.is_dir()
+    (snapshot / "used").write_text(f"{time.time() - 3 * 3600}\n")  # idle for three hours
+    config = Path(os.environ["CORRAL_CONFIG"])
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[snapshots]\nprune_after_hours = 4\n")
+    code, out, _ = corral("gc")
+    assert code == 0 and out == "nothing to clean\n" and snapshot.is_dir()
+    config.write_text("[snapshots]\nprune_after_hours = 2\n")
+    code, out, _ = corral("gc", "--json")
+    [entry] = json.loads(out)["entries"]
+    assert entry["sandbox_id"] == snapshot.name and entry["action"] == "cleaned"
+    assert "unused for 3.0 h" in entry["detail"] and not snapshot.exists()
+    fanout(repo, tmp_path, 1)
+    code, out, _ = corral("gc", "--older-than", "0")
+    assert code == 0 and f"cleaned        {snapshot.name}" in out and not snapshot.exists()
 
 
 def test_a_running_run_is_never_touched(repo: Path, tmp_path: Path) -> None:

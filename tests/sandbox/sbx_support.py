@@ -35,7 +35,7 @@ from sandbox.workspaces.overlay import (
     overlay_unsupported,
     unmount,
 )
-from sandbox.workspaces.snapshot import acquire_snapshot, release_snapshot
+from sandbox.workspaces.snapshot import SNAPSHOTS, acquire_snapshot, release_snapshot
 from tests.backends import git
 
 #: Small limits so the attack tests stay fast.
@@ -225,6 +225,27 @@ def diffs_by_kind(config: Any, repo: Path, state_root: Path, script: str,
     finally:
         release_snapshot(ref)
     return diffs
+
+
+def held_snapshots(state_root: Path) -> list[str]:
+    """The shared snapshots under ``state_root`` someone holds (a lease file), and any being
+    made or removed; an idle snapshot stays for reuse (:func:`idle_snapshots`)."""
+    base = state_root / SNAPSHOTS
+    found = []
+    for path in sorted(base.iterdir()) if base.is_dir() else []:
+        leases = path / "leases"
+        if path.is_dir() and (path.name.startswith(".") or (
+                leases.is_dir() and any(leases.iterdir()))):
+            found.append(path.name)
+    return found
+
+
+def idle_snapshots(state_root: Path) -> list[str]:
+    """The shared snapshots under ``state_root`` no one holds, kept for the next run."""
+    base = state_root / SNAPSHOTS
+    held = set(held_snapshots(state_root))
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and p.name not in held) \
+        if base.is_dir() else []
 
 
 def diff_facts(diff: DiffResult) -> tuple[object, ...]:

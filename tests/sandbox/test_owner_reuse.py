@@ -95,8 +95,11 @@ def test_gc_removes_snapshots_held_by_a_reused_pid(tmp_path: Path,
             _rewrite(path, _owner(stranger, reused=True))
         report = gc(state_root)
         actions = {(e.sandbox_id, e.action) for e in report.entries}
-        assert {(ref.id, "cleaned"), (half_made.name, "cleaned")} <= actions, actions
-        assert not ref.path.exists() and not half_made.exists()
+        assert (half_made.name, "cleaned") in actions and (ref.id, "in_use") not in actions
+        assert not lease.exists() and not half_made.exists()  # idle now, kept for reuse
+        actions = {(e.sandbox_id, e.action) for e in gc(state_root, snapshot_max_idle=0).entries}
+        assert (ref.id, "cleaned") in actions, actions
+        assert not ref.path.exists()
     finally:
         release_snapshot(ref)
 

@@ -16,7 +16,17 @@ import threading
 from pathlib import Path
 
 import pytest
-from sbx_support import TEST_LIMITS, backend_config, git, make_repo, overlay_backends, sh, wait_for
+from sbx_support import (
+    TEST_LIMITS,
+    backend_config,
+    git,
+    held_snapshots,
+    idle_snapshots,
+    make_repo,
+    overlay_backends,
+    sh,
+    wait_for,
+)
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
@@ -119,4 +129,4 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
         for child in children:
             child.teardown(discard=True)
         release_snapshot(ref)
-    assert not [p for p in (state_root / SNAPSHOTS).iterdir() if p.name != ".lock"]
+    assert held_snapshots(state_root) == [] and idle_snapshots(state_root) == [ref.id]

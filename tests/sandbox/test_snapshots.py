@@ -1,11 +1,12 @@
-"""Shared snapshots: made once per state, leased, removed with their last lease; fallbacks.
+"""Shared snapshots: made once per state, leased, kept idle after their last lease; fallbacks.
 
 A fanout acquires one snapshot of the parent's current state and opens every child
 on it: each child is an overlay over the snapshot's single checkout (or, where
 overlays cannot be mounted, a worktree checked out from it, chosen automatically
 and reported). These tests hold the lifecycle to what gc and a crash need: the same
-state is reused, every lease is counted, the last one removes the snapshot, the
-parent's ``.git`` is never written, and gc removes what dead holders left.
+state is reused, every lease is counted, the last one leaves the snapshot idle for
+the next run on the same state, the parent's ``.git`` is never written, and gc drops
+what dead holders left. Reuse, eviction and gc's age limit: ``test_snapshot_reuse.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from sbx_support import (
     diff_facts,
     diffs_by_kind,
     git,
+    held_snapshots,
+    idle_snapshots,
     make_repo,
     overlay_backends,
     sh,
@@ -79,23 +82,32 @@ def test_same_state_reuses_one_snapshot_and_checkout(backend: str, tmp_path: Pat
         held.teardown()
     for ref in (first, second, third):
         release_snapshot(ref)
-    assert _snapshots(state_root) == []
+    assert held_snapshots(state_root) == []
+    assert idle_snapshots(state_root) == sorted({first.id, third.id})
 
 
 @pytest.mark.parametrize("backend", HOST, indirect=True)
-def test_snapshot_goes_with_its_last_lease(backend: str, tmp_path: Path) -> None:
+def test_snapshot_stays_idle_after_its_last_lease(backend: str, tmp_path: Path) -> None:
+    """Every lease is counted; the last one leaves the snapshot idle (kept for reuse), and
+    a ref to a snapshot gc removed opens nothing."""
     repo = make_repo(tmp_path / "repo")
     state_root = tmp_path / "state"
     ref = acquire_snapshot(repo, state_root=state_root)
     one, two = _open(repo, state_root, ref), _open(repo, state_root, ref)
     release_snapshot(ref)
     release_snapshot(ref)  # again: nothing
-    assert _snapshots(state_root) == [ref.id]
+    assert held_snapshots(state_root) == [ref.id]
     assert "snapshot:" not in " ".join(one.teardown().removed)
-    assert _snapshots(state_root) == [ref.id]
-    assert f"snapshot:{ref.id}" in two.teardown().removed
-    assert _snapshots(state_root) == []
+    assert held_snapshots(state_root) == [ref.id]
+    assert "snapshot:" not in " ".join(two.teardown().removed)
+    assert held_snapshots(state_root) == [] and idle_snapshots(state_root) == [ref.id]
     assert not overlay_mounts(state_root)
+    again = acquire_snapshot(repo, state_root=state_root)
+    assert (again.id, again.reused) == (ref.id, True)
+    release_snapshot(again)
+    assert {(e.sandbox_id, e.action) for e in gc(state_root, snapshot_max_idle=0).entries} \
+        == {(ref.id, "cleaned")}
+    assert _snapshots(state_root) == []
     with pytest.raises(SandboxStateError) as raised:
         _open(repo, state_root, ref)
     assert "no longer exists" in raised.value.message
@@ -129,7 +141,7 @@ def test_siblings_start_alike_and_never_see_each_other(backend: str, tmp_path: P
     finally:
         for child in children:
             child.teardown()
-    assert _snapshots(state_root) == []
+    assert held_snapshots(state_root) == [] and idle_snapshots(state_root) == [ref.id]
     assert (repo / "README.md").read_text() == "parent's uncommitted state\n"
 
 
@@ -164,7 +176,7 @@ def test_fallback_when_the_state_dir_cannot_carry_an_overlay(tmp_path: Path) -> 
             _open(repo, state_root, ref, workspace="overlay")
     finally:
         release_snapshot(ref)
-    assert _snapshots(state_root) == [] and not list((state_root / "sandboxes").iterdir())
+    assert held_snapshots(state_root) == [] and not list((state_root / "sandboxes").iterdir())
 
 
 @pytest.fixture
@@ -280,7 +292,7 @@ def test_docker_and_bubblewrap_children_share_one_snapshot(backend: str, tmp_pat
     finally:
         for child in children:
             child.teardown()
-    assert _snapshots(state_root) == []
+    assert held_snapshots(state_root) == []
 
 
 _HOLD = """
@@ -294,9 +306,10 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 @pytest.mark.parametrize("backend", HOST, indirect=True)
-def test_gc_removes_snapshots_whose_holders_died(backend: str, tmp_path: Path) -> None:
-    """A process that dies holding a snapshot (or while making one) leaves it to gc; a
-    snapshot a live process holds stays."""
+def test_gc_drops_the_leases_of_holders_that_died(backend: str, tmp_path: Path) -> None:
+    """A process that dies holding a snapshot leaves a lease gc drops (the snapshot is idle
+    then, and goes once unused for gc's limit), one that dies making a snapshot a half-made
+    one gc removes; a snapshot a live process holds stays."""
     repo = make_repo(tmp_path / "repo")
     state_root = tmp_path / "state"
     done = subprocess.run([sys.executable, "-c", _HOLD, str(repo), str(state_root)],
@@ -311,11 +324,17 @@ def test_gc_removes_snapshots_whose_holders_died(backend: str, tmp_path: Path) -
     try:
         report = gc(state_root)
         actions = {(e.sandbox_id, e.action) for e in report.entries}
-        assert {(dead, "cleaned"), (".new-crashed", "cleaned"), (live.id, "in_use")} <= actions
+        assert {(".new-crashed", "cleaned"), (live.id, "in_use")} <= actions
+        assert dead not in {e.sandbox_id for e in report.entries}  # idle: kept for reuse
+        assert held_snapshots(state_root) == [live.id]
+        assert idle_snapshots(state_root) == [dead]
+        report = gc(state_root, snapshot_max_idle=0)
+        actions = {(e.sandbox_id, e.action) for e in report.entries}
+        assert {(dead, "cleaned"), (live.id, "in_use")} <= actions
         assert _snapshots(state_root) == [live.id]
     finally:
         release_snapshot(live)
-    assert _snapshots(state_root) == []
+    assert held_snapshots(state_root) == []
 
 
 _ABANDON = """
@@ -344,24 +363,28 @@ def _abandon(repo: Path, state_root: Path) -> str:
 
 
 @pytest.mark.parametrize("backend", HOST, indirect=True)
-@pytest.mark.parametrize("mounted", [True, False], ids=["still-mounted", "after-a-reboot"])
-def test_gc_captures_an_abandoned_overlay(backend: str, tmp_path: Path, mounted: bool) -> None:
-    """A killed owner leaves its overlay mounted (or, after a reboot, not): gc mounts it if
-    needed, captures the diff from the upper layer, unmounts, removes the layers and, with
-    the last lease, the snapshot."""
+@pytest.mark.parametrize("mounted", ["yes", "no", "gone"],
+                         ids=["still-mounted", "after-a-reboot", "killed-mid-teardown"])
+def test_gc_captures_an_abandoned_overlay(backend: str, tmp_path: Path, mounted: str) -> None:
+    """A killed owner leaves its overlay mounted (or, after a reboot, not; or, killed in its
+    teardown between the unmount and the state's removal, without its mount point): gc
+    mounts it if needed, captures the diff from the upper layer, unmounts, removes the
+    layers and drops its lease (the snapshot stays idle, for reuse)."""
     repo = make_repo(tmp_path / "repo")
     state_root = tmp_path / "state"
     sandbox_id = _abandon(repo, state_root)
     merged = state_root / "worktrees" / sandbox_id
     assert overlay_mounts(state_root) == [merged]
-    if not mounted:
+    if mounted != "yes":
         unmount(merged)
+    if mounted == "gone":
+        merged.rmdir()
     [entry] = [e for e in gc(state_root).entries if e.sandbox_id == sandbox_id]
     assert entry.action == "cleaned" and entry.patch_path is not None
     patch = entry.patch_path.read_bytes()
     assert b"+abandoned" in patch and b"deleted file mode 100644" in patch
     assert not overlay_mounts(state_root) and not merged.exists()
-    assert _snapshots(state_root) == []
+    assert held_snapshots(state_root) == []
     assert git(repo, "status", "--porcelain").stdout == ""
 
 
@@ -384,7 +407,7 @@ def test_gc_keeps_an_overlay_it_cannot_mount(backend: str, tmp_path: Path) -> No
     [forced] = [e for e in gc(state_root, force=True).entries if e.sandbox_id == sandbox_id]
     assert forced.action == "cleaned" and "without its latest diff" in forced.detail
     assert not (state_root / "sandboxes" / sandbox_id).exists()
-    assert _snapshots(state_root) == [] and not overlay_mounts(state_root)
+    assert held_snapshots(state_root) == [] and not overlay_mounts(state_root)
 
 
 @pytest.mark.parametrize("backend", HOST, indirect=True)
@@ -451,4 +474,4 @@ def test_an_ignored_nested_repository_never_stops_a_run(how: str, tmp_path: Path
         if ref is not None:
             release_snapshot(ref)
     assert (repo / "notes.txt").read_text() == "untracked, not ignored\n"
-    assert _snapshots(state_root) == []
+    assert held_snapshots(state_root) == []
