@@ -13,8 +13,13 @@ elsewhere (:mod:`executor.scheduling.cluster`):
   the node's own state dir and ledger, the project's environment prepared
   there (once per node and key: :func:`sandbox.environment.prepare_environment`
   builds a key once), then the very same :func:`run_child` as a local child
-  runs (its sandbox, budgets, deadline, check); what it recorded is packed
-  (:func:`executor.ledger.imports.pack_run`) and its directory removed;
+  runs (its sandbox, budgets, deadline, check); while it runs, its running
+  record and its journal as it grows are reported (:class:`Tail`); what it
+  recorded is packed (:func:`executor.ledger.imports.pack_run`) and its
+  directory removed;
+- **relayed**, in the parent, while it runs: each :class:`Tail` goes into the
+  parent's ledger (:func:`executor.ledger.imports.follow_run`: a running
+  record, its journal appended), so ``corral runs`` and ``logs -f`` follow it;
 - **land**, in the parent: the packed run is checked and written into the
   parent's ledger (:func:`executor.ledger.imports.land_run`), where ``corral
   runs``, ``show``, ``logs``, ``diff`` and ``apply`` find it.
@@ -24,6 +29,7 @@ A node never runs a child with the ``host`` backend unless the parent named it.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import threading
 from dataclasses import dataclass, replace
@@ -32,7 +38,8 @@ from typing import Any
 
 from executor.fanout.child import FanoutShared, run_child
 from executor.fanout.plan import ChildPlan
-from executor.ledger.imports import land_run, pack_run
+from executor.ledger import JOURNAL
+from executor.ledger.imports import follow_run, land_run, pack_run
 from executor.scheduling import JobContext
 from policies.environment import EnvironmentSpec
 from sandbox.environment import prepare_environment
@@ -41,7 +48,11 @@ from sandbox.state import private_dir
 from sandbox.workspaces.bundle import bundle_snapshot, unpack_snapshot
 from sandbox.workspaces.snapshot import SnapshotRef, acquire_snapshot, release_snapshot
 
-__all__ = ["Origin", "RemoteChild", "origin_of"]
+__all__ = ["Origin", "RemoteChild", "Tail", "origin_of"]
+
+#: Seconds between looks at a remote child's journal; bytes of it reported at most at once.
+TAIL = 0.5
+TAIL_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,52 @@ def _node_snapshot(repo: Path, state: Path, commit: str) -> SnapshotRef:
 
 
 @dataclass(frozen=True)
+class Tail:
+    """What a remote child journaled since the last one (whole lines), with its running
+    record; reported there, relayed here (:meth:`RemoteChild.relayed`)."""
+
+    source: str
+    offset: int
+    lines: bytes
+    record: bytes
+
+
+class _Tailer:
+    """Reports a run's journal as it grows (whole lines), from a thread of its own."""
+
+    def __init__(self, directory: Path, context: JobContext, source: str) -> None:
+        self.directory, self.context, self.source = directory, context, source
+        self.offset = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="corral-tail")
+
+    def __enter__(self) -> _Tailer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while not self.stop.wait(TAIL):
+            self.once()
+
+    def once(self) -> None:
+        try:
+            record = (self.directory / "record.json").read_bytes()
+            with (self.directory / JOURNAL).open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read(TAIL_BYTES)
+        except OSError:
+            return  # not there yet
+        whole = data[:data.rfind(b"\n") + 1]
+        if whole or self.offset == 0:
+            self.context.report(Tail(self.source, self.offset, whole, record))
+            self.offset += len(whole)
+
+
+@dataclass(frozen=True)
 class RemoteChild:
     """One child of a fanout, as it runs on another machine (see the module docstring)."""
 
@@ -111,11 +168,20 @@ class RemoteChild:
                                               config=self.shared.backend, state_root=state)
         shared = replace(self.shared, root=repo, ledger=ledger, state_root=state,
                          snapshot=snapshot, environment=environment)
-        run_child(self.plan, shared, context)
+        with _Tailer(ledger / self.plan.run_id, context, f"{place.name}-{secrets.token_hex(4)}"):
+            run_child(self.plan, shared, context)
         try:
             return pack_run(ledger, self.plan.run_id)
         finally:
             shutil.rmtree(ledger / self.plan.run_id, ignore_errors=True)
+
+    def relayed(self, event: Any) -> Any:
+        if not isinstance(event, Tail):
+            return event  # progress, for the display
+        follow_run(self.shared.ledger, run_id=self.plan.run_id, fanout=self.shared.fanout_id,
+                   record=event.record, source=event.source, offset=event.offset,
+                   lines=event.lines)
+        return None
 
     def land(self, returned: Any, notes: list[str]) -> str:
         land_run(self.shared.ledger, returned, run_id=self.plan.run_id,

@@ -42,6 +42,7 @@ from executor.ledger import (
     running_owner,
     write_fanout,
 )
+from executor.ledger.imports import PROVISIONAL
 from executor.run import RunSettings, check_top, top_model
 from executor.scheduling import Handle, Job, Scheduler
 from policies.contract import SandboxMode
@@ -204,8 +205,10 @@ def _execute(request: FanoutRequest, shared: FanoutShared, scheduler: Scheduler,
 
 
 def _recorded(ledger: Path, run_id: str) -> bool:
+    """Whether the child recorded itself (the running record of a child that ran on another
+    machine, :func:`executor.ledger.imports.follow_run`'s, is not its record)."""
     try:
         find_run(ledger, run_id)
     except ExecutorError:
         return False
-    return True
+    return not (ledger / run_id / PROVISIONAL).is_file()

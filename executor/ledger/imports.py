@@ -43,10 +43,18 @@ from pydantic import ValidationError
 
 from executor.errors import ExecutorError
 from executor.ledger.journal import JOURNAL
-from executor.ledger.records import ID_PREFIX, RunRecord, RunStatus, check_id_prefix
+from executor.ledger.records import (
+    ID_PREFIX,
+    RunRecord,
+    RunStatus,
+    check_id_prefix,
+    running_owner,
+)
 
-__all__ = ["RemoteRecordRefused", "land_run", "pack_run"]
+__all__ = ["PROVISIONAL", "RemoteRecordRefused", "follow_run", "land_run", "pack_run"]
 
+#: In a run's directory while the run still runs on another machine (:func:`follow_run`).
+PROVISIONAL = "remote-running"
 _BLOB = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _FILES = ("record", "transcript", "journal", "patch")
 
@@ -216,21 +224,72 @@ def _write(ledger: Path, run: _Checked, notes: Sequence[str]) -> RunRecord:
         (staging / "record.json").write_text(
             json.dumps(record.model_dump(mode="json"), ensure_ascii=True, indent=2),
             encoding="utf-8")
-        staging.rename(final)
+        if (final / PROVISIONAL).is_file():  # the running record follow_run made
+            old = ledger / f".old-{run_id}-{secrets.token_hex(4)}"
+            final.rename(old)
+            staging.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return record
 
 
+def follow_run(ledger: Path, *, run_id: str, fanout: str | None, record: bytes,
+               source: str, offset: int, lines: bytes) -> None:
+    """While planned run ``run_id`` runs on another machine (``source``: which attempt):
+    its running record (made here once, owned by this process) and its journal's
+    ``lines`` from byte ``offset`` of that machine's journal, appended in order, so
+    ``corral runs``, ``show`` and ``logs -f`` see it running. The record's fields are
+    checked as :func:`land_run` checks them; a line that is not one JSON object is
+    refused. :func:`land_run` replaces it all with what the run recorded."""
+    check_id_prefix(run_id)
+    directory = ledger / run_id
+    marker = directory / PROVISIONAL
+    if not directory.exists():
+        try:
+            running = RunRecord.model_validate_json(record)
+        except ValidationError:
+            raise _refuse(run_id, "its running record is not a run record") from None
+        if (running.run_id, running.fanout, running.parent_run) != (run_id, fanout, None):
+            raise _refuse(run_id, "its running record is another run's")
+        running = running.model_copy(update={
+            "status": RunStatus.RUNNING, "owner": running_owner(), "sandbox_id": None,
+            "diff": "", "diff_sha256": None, "changed_files": []})
+        ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
+        staging = ledger / f".tmp-{run_id}-{secrets.token_hex(4)}"
+        staging.mkdir()
+        (staging / PROVISIONAL).write_text(json.dumps({"source": source, "base": 0}))
+        (staging / JOURNAL).write_bytes(b"")
+        (staging / "record.json").write_text(
+            json.dumps(running.model_dump(mode="json"), ensure_ascii=True, indent=2),
+            encoding="utf-8")
+        staging.rename(directory)
+    if not marker.is_file():
+        return  # landed already: nothing more to follow
+    state = json.loads(marker.read_text())
+    journal = directory / JOURNAL
+    if state.get("source") != source:  # retried elsewhere: its journal follows the first's
+        state = {"source": source, "base": journal.stat().st_size}
+        marker.write_text(json.dumps(state))
+    if int(state["base"]) + offset != journal.stat().st_size:
+        return  # a gap or a repeat: the landed record will hold the whole journal
+    with journal.open("ab") as handle:
+        handle.write(_objects(run_id, "journal", lines))
+
+
 def land_run(ledger: Path, packed: object, *, run_id: str, fanout: str | None,
              notes: Sequence[str] = ()) -> RunRecord:
     """Write what :func:`pack_run` returned on another machine as run ``run_id`` (the
     planned id) of ``ledger``, with the runs below it, after checking all of it (see the
-    module docstring); ``notes`` are added to its record. Its record as written."""
+    module docstring); ``notes`` are added to its record. Its record as written (in place
+    of the running one :func:`follow_run` made, if any)."""
     check_id_prefix(run_id)
     tree = _checked_tree(packed, run_id, fanout)
-    taken = [run.record.run_id for run in tree if (ledger / run.record.run_id).exists()]
+    taken = [run.record.run_id for run in tree if (ledger / run.record.run_id).exists()
+             and not (ledger / run.record.run_id / PROVISIONAL).is_file()]
     if taken:
         raise _refuse(run_id, f"this ledger holds run {taken[0]} already")
     ledger.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -28,12 +28,13 @@ may leave this machine also carries a :class:`Remote`: what it needs there
 (:meth:`Remote.cargo`, bytes made once per key in the submitting process and
 sent once to each machine that runs such a job), what it does there with only
 its cargo and a directory of that machine's own (:meth:`Remote.there`, which
-returns plain data), and how what came back becomes its result here
-(:meth:`Remote.land`, in the submitting process: everything returned is
-untrusted input and is validated there). A job without a ``remote`` (a delegated
-child, which closes over live objects of the submitting process and is retained
-by its parent's session for follow-ups) runs in the submitting process under
-every scheduler.
+returns plain data), what it reports there while it runs (:meth:`Remote.relayed`,
+here: its journal, say, before the display gets the rest), and how what came
+back becomes its result here (:meth:`Remote.land`, in the submitting process:
+everything returned is untrusted input and is validated there). A job
+without a ``remote`` (a delegated child, which closes over live objects of the
+submitting process and is retained by its parent's session for follow-ups)
+runs in the submitting process under every scheduler.
 
 Queued jobs that never start because the scheduler was cancelled, or because
 the deadline passed before a slot was free, are still reported: their
@@ -182,6 +183,11 @@ class Remote(Protocol[T_co]):
         """Run on the remote machine, with the cargo and ``place``, a directory of that
         machine's own (kept between jobs, shared by the jobs of one cargo there); plain
         data (it pickles) back."""
+
+    def relayed(self, event: Any) -> Any:
+        """In the submitting process, while the job runs there: an event it reported, in
+        order; what to hand the submitter's ``report`` (``None``: nothing, the job's own
+        use of it, such as its journal, is done)."""
 
     def land(self, returned: Any, notes: list[str]) -> T_co:
         """In the submitting process: what :meth:`there` returned, validated and recorded

@@ -52,7 +52,7 @@ from executor.scheduling.base import (
 from executor.scheduling.local import LocalScheduler
 from executor.scheduling.node import RESOURCE
 from executor.scheduling.rayboundary import RayMissing, connect, import_ray, parse_target
-from executor.scheduling.raytask import POLL, Flag, run_task
+from executor.scheduling.raytask import POLL, driver_flag, run_task
 
 __all__ = ["RESOURCE", "RayMissing", "RayScheduler", "import_ray", "parse_target"]
 
@@ -62,25 +62,6 @@ T = TypeVar("T")
 def _text(value: object, limit: int) -> str:
     """A node's string, as a string, cut at ``limit`` characters."""
     return (value if isinstance(value, str) else "" if value is None else repr(value))[:limit]
-
-
-_flags: dict[str, Any] = {}
-_flags_lock = threading.Lock()
-
-
-def _flag(ray: Any) -> Any:
-    """This driver's :class:`Flag` actor, on its own node (made on first use per Ray job:
-    an actor is a process, too slow to start once per fanout)."""
-    here = ray.get_runtime_context().get_node_id()
-    job = f"{ray.get_runtime_context().get_job_id()}@{here}"  # ids are unique per cluster
-    with _flags_lock:
-        if job not in _flags:
-            _flags.clear()  # a previous connection's actor is gone with it
-            strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
-                here, soft=False)
-            _flags[job] = ray.remote(num_cpus=0)(Flag).options(
-                scheduling_strategy=strategy).remote()
-        return _flags[job]
 
 
 class _RayHandle(Generic[T]):
@@ -145,7 +126,7 @@ class RayScheduler:
         self._finished = itertools.count(1)
         self._closed = False
         ray = self._ray
-        self._flag = _flag(ray)
+        self._flag = driver_flag(ray)
         self._scope = secrets.token_hex(8)
         self._task = ray.remote(run_task).options(
             num_cpus=0, resources={RESOURCE: 1}, max_retries=0, retry_exceptions=False,
@@ -259,22 +240,27 @@ class RayScheduler:
                 self._collect(ref, handle)
 
     def _relay(self) -> None:
-        """Hand what running jobs reported to their submitters' ``report`` (this thread)."""
+        """Hand what running jobs reported to their remotes, then to the submitters'
+        ``report`` (in this thread, in order)."""
         with self._cond:
-            if not any(h.report for h in self._inflight.values()):
-                return
             by_key = {h.key: h for h in self._inflight.values()}
+        if not by_key:
+            return
         taken = self._ray.get(self._flag.take.remote(self._scope))
         for key, events in taken.items():
             handle = by_key.get(key)
-            report = handle.report if handle is not None else None
-            if report is None:
+            if handle is not None and handle.job.remote is not None:
+                self._hand(handle, handle.job.remote, events)
+
+    @staticmethod
+    def _hand(handle: _RayHandle[Any], remote: Remote[Any], events: list[Any]) -> None:
+        for event in events:
+            try:
+                shown = remote.relayed(event)
+                if shown is not None and handle.report is not None:
+                    handle.report(shown)
+            except Exception:  # noqa: S112 - a display's (or journal's) failure is no job's
                 continue
-            for event in events:
-                try:
-                    report(event)
-                except Exception:  # noqa: S112 - a display's failure is no job's
-                    continue
 
     def _collect(self, ref: Any, handle: _RayHandle[Any]) -> None:
         """Land what came back for ``handle``, or try it once more after a lost node. What

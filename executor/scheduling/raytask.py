@@ -21,7 +21,7 @@ from executor.scheduling.node import node_place
 from executor.scheduling.rayboundary import import_ray
 from policies.errors import CorralError
 
-__all__ = ["POLL", "Flag", "run_task"]
+__all__ = ["MAX_PENDING", "POLL", "Flag", "driver_flag", "run_task"]
 
 #: Seconds between a running task's looks at the cancellation, and the driver's at new jobs.
 POLL = 0.25
@@ -69,6 +69,25 @@ class Flag:
 
     def take(self, scope: str) -> dict[str, list[Any]]:
         return self.events.pop(scope, {})
+
+
+_flags: dict[str, Any] = {}
+_flags_lock = threading.Lock()
+
+
+def driver_flag(ray: Any) -> Any:
+    """This driver's :class:`Flag` actor, on its own node (made on first use per Ray job:
+    an actor is a process, too slow to start once per fanout)."""
+    here = ray.get_runtime_context().get_node_id()
+    job = f"{ray.get_runtime_context().get_job_id()}@{here}"  # ids are unique per cluster
+    with _flags_lock:
+        if job not in _flags:
+            _flags.clear()  # a previous connection's actor is gone with it
+            strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
+                here, soft=False)
+            _flags[job] = ray.remote(num_cpus=0)(Flag).options(
+                scheduling_strategy=strategy).remote()
+        return _flags[job]
 
 
 class _Relay:

@@ -241,18 +241,29 @@ def test_a_cancel_reaches_every_node_and_children_not_started_never_start(
     _poll("a child running on every slot", lambda: len(scheduler.placements()) == slots)
     assert set(scheduler.placements().values()) == set(ray_cluster.workers)
 
-    def sleeping() -> int:  # each node's own ledger journals its children as they run
-        return sum("sleep 120" in path.read_text(errors="replace")
-                   for path in ray_cluster.places.glob("*/ledger/*/journal.jsonl"))
+    ledger = ledger_dir(project)
 
-    _poll("every running child in its command", lambda: sleeping() == slots)
+    def sleeping() -> list[str]:  # the parent's ledger follows each remote child's journal
+        return [path.parent.name for path in ledger.glob("*/journal.jsonl")
+                if "sleep 120" in path.read_text(errors="replace")]
+
+    _poll("every running child in its command, here", lambda: len(sleeping()) == slots)
+    for run_id in sleeping():  # what `corral runs` and `corral logs` show of it meanwhile
+        assert find_run(ledger, run_id).status.value == "running"
+        logs = CliRunner().invoke(cli, ["logs", run_id, "--root", str(project)])
+        assert logs.exit_code == 0 and "sleep 120" in logs.stdout
+    followed: list[str] = []  # `corral logs -f` of one of them, until it ends
+    follower = threading.Thread(target=lambda: followed.extend(
+        e.kind for e in corral.follow(sleeping()[0], poll=0.05)))
+    follower.start()
     token.cancel("the test cancels")
     thread.join(WAIT)
-    assert not thread.is_alive()
+    follower.join(WAIT)
+    assert not thread.is_alive() and not follower.is_alive()
+    assert "tool_call" in followed and followed[-1] == "end"  # to its end, then it stopped
     result = out[0]
     assert isinstance(result, FanoutResult), result
     assert result.status == "cancelled"
-    ledger = ledger_dir(project)
     records = [find_run(ledger, r.run_id) for r in result.children]
     assert [r.status.value for r in records] == ["cancelled"] * (slots + 2)
     ran = [r for r in records if any(n.startswith("ran on Ray node") for n in r.notes)]
@@ -379,6 +390,9 @@ class Hostile:
 
     def there(self, context: JobContext, cargo: bytes, place: Path) -> Any:
         return self.packed
+
+    def relayed(self, event: Any) -> Any:
+        return event
 
     def land(self, returned: Any, notes: list[str]) -> str:
         land_run(self.ledger, returned, run_id=RUN, fanout=FANOUT)

@@ -88,3 +88,41 @@ def test_an_honest_pack_lands_with_the_runs_below_it_and_shows_its_exact_diff(
     assert again["patch"] == PATCH and len(again["below"]) == 1
     with pytest.raises(RemoteRecordRefused, match="holds run"):
         land_run(ledger, pack, run_id=RUN, fanout=FANOUT)  # never replaced
+
+
+def test_a_running_remote_child_is_followed_here_then_replaced_by_its_record(
+        tmp_path: Path) -> None:
+    from executor.ledger.imports import PROVISIONAL, follow_run
+
+    ledger = tmp_path / "ledger"
+    running = json.loads(packed(status="running")["record"])
+    record = json.dumps(running).encode()
+    one, two = b'{"t": 1, "kind": "prompt"}\n', b'{"t": 2, "kind": "turn"}\n'
+    follow_run(ledger, run_id=RUN, fanout=FANOUT, record=record, source="a", offset=0,
+               lines=one)
+    shown = find_run(ledger, RUN)
+    assert shown.status.value == "running" and shown.diff == ""
+    follow_run(ledger, run_id=RUN, fanout=FANOUT, record=record, source="a", offset=0,
+               lines=one)  # a repeat is not appended twice
+    follow_run(ledger, run_id=RUN, fanout=FANOUT, record=record, source="a",
+               offset=len(one), lines=two)
+    assert (ledger / RUN / "journal.jsonl").read_bytes() == one + two
+    follow_run(ledger, run_id=RUN, fanout=FANOUT, record=record, source="b", offset=0,
+               lines=one)  # retried on another node: its journal follows the first's
+    assert (ledger / RUN / "journal.jsonl").read_bytes() == one + two + one
+    with pytest.raises(RemoteRecordRefused, match="JSON lines"):
+        follow_run(ledger, run_id=RUN, fanout=FANOUT, record=record, source="b",
+                   offset=len(one), lines=b"\x1b[2J\n")
+    other = tmp_path / "other"
+    for wrong in (json.dumps(running | {"run_id": "20260101-000000-000000"}),
+                  json.dumps(running | {"fanout": "f-2"}), "{}"):
+        with pytest.raises(RemoteRecordRefused):
+            follow_run(other, run_id=RUN, fanout=FANOUT, record=wrong.encode(), source="a",
+                       offset=0, lines=b"")
+    assert not other.exists() or list(other.iterdir()) == []
+    landed = land_run(ledger, packed(), run_id=RUN, fanout=FANOUT)  # replaces it whole
+    assert landed.status.value == "completed" and not (ledger / RUN / PROVISIONAL).exists()
+    assert (ledger / RUN / "journal.jsonl").read_bytes() == b'{"t": 1, "kind": "phase"}\n'
+    follow_run(ledger, run_id=RUN, fanout=FANOUT, record=record, source="a", offset=0,
+               lines=one)  # late: a landed run is never followed again
+    assert find_run(ledger, RUN).status.value == "completed"
