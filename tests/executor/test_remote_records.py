@@ -126,3 +126,23 @@ def test_a_running_remote_child_is_followed_here_then_replaced_by_its_record(
     follow_run(ledger, run_id=RUN, fanout=FANOUT, record=record, source="a", offset=0,
                lines=one)  # late: a landed run is never followed again
     assert find_run(ledger, RUN).status.value == "completed"
+
+
+def test_a_remote_child_that_failed_is_recorded_over_its_running_record(
+        tmp_path: Path) -> None:
+    from executor.fanout.run import _recorded
+    from executor.ledger import RunRecord, RunStatus, write_run
+    from executor.ledger.imports import PROVISIONAL, follow_run
+
+    ledger = tmp_path / "ledger"
+    running = packed(status="running")["record"]
+    line = b'{"t": 1, "kind": "prompt"}\n'
+    follow_run(ledger, run_id=RUN, fanout=FANOUT, record=running, source="a", offset=0,
+               lines=line)
+    assert not _recorded(ledger, RUN)  # so the fanout records it (failed, never started...)
+    failed = RunRecord.model_validate_json(running).model_copy(
+        update={"status": RunStatus.FAILED, "error": {"code": "node_lost"}})
+    write_run(ledger, failed, [])
+    assert _recorded(ledger, RUN) and not (ledger / RUN / PROVISIONAL).exists()
+    assert find_run(ledger, RUN).status.value == "failed"
+    assert (ledger / RUN / "journal.jsonl").read_bytes() == line  # what it journaled stays
