@@ -1185,6 +1185,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{HOSTILE}[a parent here]", f"{HOSTILE}[a named run below it, of another parent]"],
         "a node's run claims a parent of the parent's ledger it does not belong to"),
     mutation(
+        "remote-running-record-any-run", "remote records", "executor/ledger/imports.py",
+        "        if (running.run_id, running.fanout, running.parent_run) != (run_id, fanout, "
+        "None):\n",
+        "        if False:\n",
+        [f"{REMOTE}::test_a_running_remote_child_is_followed_here_then_replaced_by_its_record"],
+        "a node's running record is another run's, and the parent's ledger shows it as "
+        "this child"),
+    mutation(
+        "remote-failed-child-left-running", "remote records", "executor/fanout/run.py",
+        "    return not (ledger / run_id / PROVISIONAL).is_file()\n",
+        "    return True\n",
+        [f"{REMOTE}::test_a_remote_child_that_failed_is_recorded_over_its_running_record"],
+        "a remote child whose job failed stays 'running' in the parent's ledger for ever"),
+    mutation(
         "ray-child-on-any-node", "ray", "executor/scheduling/cluster.py",
         "            num_cpus=0, resources={RESOURCE: 1}, max_retries=0, retry_exceptions=False,\n",
         "            num_cpus=0, max_retries=0, retry_exceptions=False,\n",
