@@ -441,7 +441,7 @@ def test_a_lost_node_loses_no_captured_diff_and_its_children_are_retried_elsewhe
                                             content=f"{i}\n"), {"text": "quick"})
              for i in (1, 2)]
     slow = [script(tmp_path, f"s{i}", call("write_file", path=f"slow{i}.txt", content="s\n"),
-                   call("shell", command="sleep 8"), {"text": "slow"}) for i in (3, 4)]
+                   call("shell", command="sleep 15"), {"text": "slow"}) for i in (3, 4)]
     schedulers: list[Any] = []
     corral = corral_of(project)
     thread, out = _in_thread(lambda: corral.fanout(
