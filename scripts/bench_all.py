@@ -9,7 +9,9 @@ diff and one-command rows (``bench_sandbox``), a worktree child's diff against
 (``bench_loader``);
 prints the machine once, then every row (plain and corral medians with IQR, the
 ratio, where the workdir lives). The fanout benchmark has its own report
-(``scripts/bench_fanout.py``, ``--with-fanout`` runs it after this table).
+(``scripts/bench_fanout.py``, ``--with-fanout`` runs it after this table), and
+so has the Ray path (``scripts/bench_ray.py``, a local 2-node cluster against
+the local pool: ``--with-ray`` runs it after this table; it needs ``corral[ray]``).
 
 Usage::
 
@@ -48,6 +50,7 @@ def main() -> int:
                         help="repository sizes of the worktree diff rows (bench_diff)")
     parser.add_argument("--backends", default="host,bubblewrap,docker")
     parser.add_argument("--with-fanout", action="store_true")
+    parser.add_argument("--with-ray", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     parser.add_argument("--markdown", type=Path, default=None,
                         help="also write the README's table (with the machine) here")
@@ -83,6 +86,9 @@ def main() -> int:
     if args.with_fanout:
         fanout = [sys.executable, str(Path(__file__).with_name("bench_fanout.py"))]
         subprocess.run([*fanout, "--quick"] if quick else fanout, check=True)
+    if args.with_ray:  # its own process: it starts (and stops) a local Ray cluster
+        ray = [sys.executable, str(Path(__file__).with_name("bench_ray.py"))]
+        subprocess.run([*ray, "--quick"] if quick else ray, check=True)
     return 0
 
 

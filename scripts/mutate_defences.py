@@ -115,6 +115,9 @@ SWEEP = "tests/sandbox/test_setid_sweep.py"
 CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
 ENV = "tests/executor/test_environment.py"
 ENV_SPEC = "tests/test_environment_spec.py"
+REMOTE = "tests/executor/test_remote_records.py"
+HOSTILE = f"{REMOTE}::test_a_hostile_pack_is_refused_and_nothing_is_written"
+RAY = "tests/executor/test_fanout_ray.py"
 REUSE = "tests/sandbox/test_snapshot_reuse.py"
 POISON = "tests/sandbox/test_snapshot_poisoning.py"
 
@@ -1142,6 +1145,66 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/spec/test_agents_new.py::"
          "test_agents_new_never_overwrites_and_never_leaves_a_broken_file",),
         "corral agents new replaces a definition you wrote"),
+    # -- runs recorded on a Ray node, landed in the parent's ledger ----------------------
+    mutation(
+        "remote-record-any-run-id", "remote records", "executor/ledger/imports.py",
+        "    if record.run_id not in allowed or not ID_PREFIX.fullmatch(record.run_id):\n",
+        "    if False:\n",
+        [f"{HOSTILE}[escape]", f"{HOSTILE}[other run]"],
+        "a node's record names its own run id: '../../x' writes outside the ledger, another "
+        "id replaces or invents a run the parent never planned"),
+    mutation(
+        "remote-record-diff-unverified", "remote records", "executor/ledger/imports.py",
+        '    if record.diff_sha256 != hashlib.sha256(packed["patch"]).hexdigest():\n',
+        "    if False:\n",
+        [f"{HOSTILE}[patch swapped]"],
+        "a node's diff is not the one its record states, and apply merges it"),
+    mutation(
+        "remote-record-diff-text-trusted", "remote records", "executor/ledger/imports.py",
+        '        "diff": run.patch.decode("utf-8", "replace"), "owner": None, '
+        '"sandbox_id": None,\n',
+        '        "owner": None, "sandbox_id": None,\n',
+        [f"{REMOTE}::test_an_honest_pack_lands_with_the_runs_below_it_and_shows_its_exact_diff"],
+        "corral diff shows the text a node wrote while apply merges other bytes"),
+    mutation(
+        "remote-record-preimage-unverified", "remote records", "executor/ledger/imports.py",
+        "                and _blob_id(content, len(name)) == name):\n",
+        "                ):\n",
+        [f"{HOSTILE}[preimage not its blob]"],
+        "a node's preimage is not the blob its name says, and apply --3way merges from it"),
+    mutation(
+        "remote-record-unnamed-run-below", "remote records", "executor/ledger/imports.py",
+        "        if not isinstance(claimed, str) or claimed not in linked:\n",
+        "        if not isinstance(claimed, str):\n",
+        [f"{HOSTILE}[a run below it that it never named]"],
+        "a node adds runs to the parent's ledger that no run of the fanout made"),
+    mutation(
+        "remote-record-any-parent", "remote records", "executor/ledger/imports.py",
+        "    if record.parent_run != parent:\n",
+        "    if False:\n",
+        [f"{HOSTILE}[a parent here]", f"{HOSTILE}[a named run below it, of another parent]"],
+        "a node's run claims a parent of the parent's ledger it does not belong to"),
+    mutation(
+        "remote-running-record-any-run", "remote records", "executor/ledger/imports.py",
+        "        if (running.run_id, running.fanout, running.parent_run) != (run_id, fanout, "
+        "None):\n",
+        "        if False:\n",
+        [f"{REMOTE}::test_a_running_remote_child_is_followed_here_then_replaced_by_its_record"],
+        "a node's running record is another run's, and the parent's ledger shows it as "
+        "this child"),
+    mutation(
+        "remote-failed-child-left-running", "remote records", "executor/fanout/run.py",
+        "    return not (ledger / run_id / PROVISIONAL).is_file()\n",
+        "    return True\n",
+        [f"{REMOTE}::test_a_remote_child_that_failed_is_recorded_over_its_running_record"],
+        "a remote child whose job failed stays 'running' in the parent's ledger for ever"),
+    mutation(
+        "ray-child-on-any-node", "ray", "executor/scheduling/cluster.py",
+        "            num_cpus=0, resources={RESOURCE: 1}, max_retries=0, retry_exceptions=False,\n",
+        "            num_cpus=0, max_retries=0, retry_exceptions=False,\n",
+        [f"{RAY}::test_results_are_those_of_the_local_fanout_and_the_ledger_works_the_same",
+         f"{RAY}::test_a_cancel_reaches_every_node_and_children_not_started_never_start"],
+        "a child runs on a node whose sandbox probe failed (or on the driver's)"),
     # -- issue 23: corral serve, the web front door
     mutation(
         "web-token-prefix", "web", "executor/web/guard.py",

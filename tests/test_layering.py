@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FORBIDDEN = {"policies": {"sandbox", "executor"}, "sandbox": {"executor"}}
 #: A foreign library is imported by at most one module (errors translated there).
-ONE_BOUNDARY = ("docker", "git", "httpx")
+ONE_BOUNDARY = ("docker", "git", "httpx", "ray")
 
 
 def _imports(path: Path) -> set[str]:

@@ -225,7 +225,8 @@ class AsyncCorral:
                      on_plan: Callable[[list[ChildPlan]], None] | None = None,
                      on_setup_output: Callable[[str], None] | None = None,
                      on_warning: Callable[[str], None] | None = None,
-                     scheduler: SchedulerFactory | None = None) -> FanoutResult:
+                     scheduler: SchedulerFactory | None = None,
+                     on: str = "local") -> FanoutResult:
         """:meth:`Corral.fanout`, awaited, as :meth:`run` is (``on_plan`` is called in the
         fanout's thread, before any child starts)."""
 
@@ -235,7 +236,7 @@ class AsyncCorral:
                 check_timeout=check_timeout, jobs=jobs, timeout=timeout, approve=approve,
                 environment=environment, setup_network=setup_network, progress=emit,
                 cancel=cancellation, on_plan=on_plan, on_setup_output=on_setup_output,
-                on_warning=on_warning, scheduler=scheduler)
+                on_warning=on_warning, scheduler=scheduler, on=on)
 
         return await self._bridged(work, progress=progress, cancel=cancel)
 

@@ -243,7 +243,7 @@ class Corral:
                on_plan: Callable[[list[ChildPlan]], None] | None = None,
                on_setup_output: Callable[[str], None] | None = None,
                on_warning: Callable[[str], None] | None = None,
-               scheduler: SchedulerFactory | None = None) -> FanoutResult:
+               scheduler: SchedulerFactory | None = None, on: str = "local") -> FanoutResult:
         """Run ``prompt`` in several children at once, each in its own sandbox from one
         snapshot of the checkout; run ``check`` (a shell command, e.g. ``"pytest -q"``) on
         each child's recorded diff; return every child's result and which diffs conflict.
@@ -258,9 +258,9 @@ class Corral:
 
         ``on_plan`` gets the children's plans (index, run id, agent, model or replay)
         before any starts; ``progress``, ``cancel``, ``on_setup_output`` and ``on_warning``
-        are :meth:`run`'s. ``scheduler`` makes where the children run from ``(jobs, the
-        shared deadline, the cancellation)`` (default: threads of this process).
-        ``FanoutResult.exit_code`` is ``corral fanout``'s.
+        are :meth:`run`'s. ``on``: ``local``, ``ray`` or ``ray://HOST:PORT`` (a Ray cluster's
+        sandboxing nodes: see the README); ``scheduler`` overrides it: ``(jobs, deadline,
+        cancellation)`` -> a scheduler. ``FanoutResult.exit_code`` is ``corral fanout``'s.
         """
         from executor.api.running import fanout_many  # noqa: PLC0415 - the run machinery
         return fanout_many(self, prompt, agents=agents, n=n, scripts=scripts, models=models,
@@ -268,7 +268,7 @@ class Corral:
                            timeout=timeout, approve=approve, environment=environment,
                            setup_network=setup_network, progress=progress, cancel=cancel,
                            on_plan=on_plan, on_setup_output=on_setup_output,
-                           on_warning=on_warning, scheduler=scheduler)
+                           on_warning=on_warning, scheduler=scheduler, on=on)
 
     # -- the ledger ------------------------------------------------------------------------
 

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from executor.agents.registry import find_agent, load
 from executor.api.inputs import CancelToken, Replay, scripted
+from executor.api.placement import is_remote, scheduler_for
 from executor.api.results import FanoutResult, RunResult
 from executor.errors import ExecutorError
 from executor.fanout import FanoutRequest, plan_children, run_fanout
 from executor.ledger import write_fanout
 from executor.models import ScriptedModel
-from executor.run import RunSettings, run_agent, with_environment
+from executor.run import RunSettings, describe, run_agent, with_environment
 from executor.run.approval import parse_approve, policy_handler
 from executor.scheduling import Cancellation, Deadline, LocalScheduler, Scheduler
 from policies.config import config_path, load_user_config
@@ -153,8 +154,10 @@ def fanout_many(corral: Corral, prompt: str, *, agents: Sequence[str], n: int | 
                 on_plan: Callable[[list[ChildPlan]], None] | None,
                 on_setup_output: Callable[[str], None] | None,
                 on_warning: Callable[[str], None] | None,
-                scheduler: SchedulerFactory | None) -> FanoutResult:
+                scheduler: SchedulerFactory | None, on: str = "local") -> FanoutResult:
     """:meth:`Corral.fanout`."""
+    remote = scheduler is None and is_remote(on)
+    scheduler = scheduler or scheduler_for(on)  # a bad ``on``, or no Ray: before anything
     ledger = corral.ledger()  # refuses a state dir a child could write, before anything
     sources = corral.sources()
     registry = load(sources)
@@ -171,12 +174,19 @@ def fanout_many(corral: Corral, prompt: str, *, agents: Sequence[str], n: int | 
     if check is not None and not check.strip():
         raise usage("the check command is empty",
                     "leave the check out, or give a command such as 'pytest -q'")
-    settings = settings_for(corral, registry, ledger, environment=environment,
-                         setup_network=setup_network, on_setup_output=on_setup_output,
-                         on_warning=on_warning)
+    settings = settings_for(corral, registry, ledger, environment=environment and not remote,
+                            setup_network=setup_network, on_setup_output=on_setup_output,
+                            on_warning=on_warning)
+    spec = None  # children on other machines: their environment is built there
+    if remote and environment:
+        spec, diagnostics = describe(settings, network=setup_network)
+        for diagnostic in diagnostics:
+            if on_warning is not None:
+                on_warning(diagnostic.render())
     request = FanoutRequest(settings=settings, prompt=prompt, plans=plans, approve=approve,
                             check_command=check, check_timeout=check_timeout, jobs=jobs,
-                            timeout_seconds=timeout, replays=replays)
+                            timeout_seconds=timeout, replays=replays,
+                            remote_environment=spec)
     if on_plan is not None:
         on_plan(plans)
     with live_display(progress):

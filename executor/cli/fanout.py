@@ -49,7 +49,10 @@ def _label(plan: ChildPlan, count: int) -> str:
               show_default=True, help="Where the children run; 'host' has no process "
               "isolation.")
 @click.option("--jobs", type=click.IntRange(min=1), default=DEFAULT_JOBS, show_default=True,
-              help="Children at once (they mostly wait on models).")
+              help="Children at once (they mostly wait on models), on every machine together.")
+@click.option("--on", "on", default="local", show_default=True, metavar="local|ray[://ADDR]",
+              help="Where the children run: this machine, or the sandboxing nodes of a Ray "
+              "cluster (ray: RAY_ADDRESS; ray://HOST:PORT: that cluster). Needs corral[ray].")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
               help="Shared wall-clock limit of the whole fanout, checks included, in seconds.")
 @click.option("--approve", help="Approvals (nobody is asked during a fanout): never, or "
@@ -61,7 +64,7 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
                    no_personal: bool, agents: tuple[str, ...], count: int | None,
                    scripts: tuple[Path, ...], models: tuple[str, ...],
                    check_command: str | None, check_timeout: float, backend: str, jobs: int,
-                   timeout: float | None, approve: str | None, as_json: bool,
+                   timeout: float | None, approve: str | None, as_json: bool, on: str,
                    no_env: bool, setup_network: bool, prompt: str) -> None:
     """Run PROMPT in several children at once, each in its own sandbox, all from one
     snapshot of your current checkout; run the check command in each; print one row per
@@ -84,7 +87,8 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
                                approve=approve, environment=not no_env,
                                setup_network=True if setup_network else None,
                                progress=progress, on_plan=label,
-                               on_setup_output=setup_output(as_json), on_warning=warn)
+                               on_setup_output=setup_output(as_json), on_warning=warn,
+                               on=on)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

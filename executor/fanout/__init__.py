@@ -4,6 +4,8 @@
 - :mod:`executor.fanout.run`: the fanout itself (:func:`run_fanout`): checks,
   its record, one snapshot, the children through the scheduling seam;
 - :mod:`executor.fanout.child`: one child as a portable job, and its check;
+- :mod:`executor.fanout.remote`: the same child on a machine that shares nothing
+  (a Ray node): the snapshot as a bundle there, its records back here;
 - :mod:`executor.fanout.check`: the check command on a recorded diff;
 - :mod:`executor.fanout.conflicts` and :mod:`executor.fanout.rows`: the result
   as the children recorded it, and which diffs conflict.

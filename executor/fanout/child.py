@@ -2,9 +2,10 @@
 
 A job carries only data (:class:`ChildJob`: the plan, and :class:`FanoutShared`:
 paths, configs, the loaded definitions, the replay turns, the snapshot's
-reference), so a scheduler on other machines can run it where the state dir is
-shared; its progress goes through the job's ``report`` channel, its
-cancellation and deadline come with its context. Each child is a top-level run
+reference); its progress goes through the job's ``report`` channel, its
+cancellation and deadline come with its context. Its paths are this machine's:
+on a machine that shares nothing, :mod:`executor.fanout.remote` runs the same
+:func:`run_child` with them replaced by that machine's own. Each child is a top-level run
 of its own (:mod:`executor.run`: its own sandbox in worktree mode at most, its
 own budgets, its own record); after it ended, its diff was recorded and its
 sandbox removed, the check command runs on that recorded diff in a fresh

@@ -74,6 +74,10 @@ def conclude(record: FanoutRecord, ledger: Path, *, status: FanoutStatus) -> Fan
         notes.append(f"the children started from {len(bases)} different states of the "
                      "checkout (it changed while they were starting): compare and apply "
                      "their diffs knowing that")
+    for row in found:  # a child a scheduler ran again (a cluster node was lost)
+        notes += [f"#{row.child.index} {note}" for note in
+                  (row.record.notes if row.record is not None else [])
+                  if note.startswith("retried once")]
     return record.model_copy(update={
         "status": status, "finished_at": now_iso(),
         "owner": None, "bases": bases, "notes": notes,

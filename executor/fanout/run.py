@@ -7,7 +7,8 @@ fanout's record (every child's run id, before any starts), takes the one
 snapshot the children start from (:func:`shared_snapshot`), and submits one
 portable job per child (:mod:`executor.fanout.child`) to the scheduler
 (:mod:`executor.scheduling`), which runs up to ``jobs`` at once under one
-deadline.
+deadline: here, or on the nodes of a cluster (each job carries
+:mod:`executor.fanout.remote`'s way to run there and come back).
 
 One child's failure, timeout or crash never costs another its diff: each job
 records its own run, a job that raised is finished by the fanout, a child
@@ -29,6 +30,7 @@ from typing import Any
 from executor.errors import ExecutorError
 from executor.fanout.child import ChildJob, FanoutShared, record_unstarted
 from executor.fanout.plan import ChildPlan
+from executor.fanout.remote import RemoteChild, origin_of
 from executor.fanout.rows import conclude
 from executor.ledger import (
     FanoutChild,
@@ -40,9 +42,11 @@ from executor.ledger import (
     running_owner,
     write_fanout,
 )
+from executor.ledger.imports import PROVISIONAL
 from executor.run import RunSettings, check_top, top_model
 from executor.scheduling import Handle, Job, Scheduler
 from policies.contract import SandboxMode
+from policies.environment import EnvironmentSpec
 from sandbox.workspaces.snapshot import SnapshotRef, acquire_snapshot, release_snapshot
 
 __all__ = ["FanoutRequest", "run_fanout", "shared_snapshot"]
@@ -67,6 +71,9 @@ class FanoutRequest:
     timeout_seconds: float | None = None
     #: Replay turns by script path (read once, so every child plays the same file).
     replays: Mapping[str, list[object]] = field(default_factory=dict)
+    #: The project's environment, to be built where a child runs when a scheduler runs
+    #: it on another machine (:mod:`executor.fanout.remote`; here it is in ``settings``).
+    remote_environment: EnvironmentSpec | None = None
 
 
 @contextmanager
@@ -168,8 +175,12 @@ def _execute(request: FanoutRequest, shared: FanoutShared, scheduler: Scheduler,
     to raise once everything is recorded)."""
     with shared_snapshot(request.settings) as snapshot:
         shared = replace(shared, snapshot=snapshot)
+        origin = (origin_of(snapshot, request.remote_environment) if snapshot is not None
+                  else None)  # without a snapshot children work on this checkout: here
         handles = [scheduler.submit(Job(key=f"child {plan.index}: {plan.agent}",
-                                        run=ChildJob(plan, shared), portable=True),
+                                        run=ChildJob(plan, shared), portable=True,
+                                        remote=None if origin is None else
+                                        RemoteChild(plan, shared, origin)),
                                     report=report) for plan in request.plans]
         interrupted = _wait(scheduler, handles)
     bug: BaseException | None = None
@@ -194,8 +205,10 @@ def _execute(request: FanoutRequest, shared: FanoutShared, scheduler: Scheduler,
 
 
 def _recorded(ledger: Path, run_id: str) -> bool:
+    """Whether the child recorded itself (the running record of a child that ran on another
+    machine, :func:`executor.ledger.imports.follow_run`'s, is not its record)."""
     try:
         find_run(ledger, run_id)
     except ExecutorError:
         return False
-    return True
+    return not (ledger / run_id / PROVISIONAL).is_file()

@@ -7,7 +7,8 @@
 - :mod:`executor.ledger.fanouts`: a fanout's own record beside its children's;
 - :mod:`executor.ledger.lineage`: a continued run's conversation, the run it supersedes;
 - :mod:`executor.ledger.crashes`: runs whose process died, finalised by ``corral gc``;
-- :mod:`executor.ledger.prune`: ``corral gc --older-than``, what finished runs left.
+- :mod:`executor.ledger.prune`: ``corral gc --older-than``, what finished runs left;
+- :mod:`executor.ledger.imports`: a run recorded on a cluster node, checked and landed here.
 
 Nothing here runs an agent: the run machinery (:mod:`executor.run`) writes these
 records, and every front door reads them through :mod:`executor.api`.

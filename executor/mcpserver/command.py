@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from executor.api import BACKENDS, HOST_WARNING, Corral, parse_approve
+from executor.api.placement import scheduler_for
 from executor.mcpserver.arguments import (
     DEFAULT_MAX_CHILDREN,
     DEFAULT_MAX_JOBS,
@@ -56,11 +57,14 @@ __all__ = ["mcp_command"]
 @click.option("--max-timeout", type=click.FloatRange(min=0, min_open=True),
               default=DEFAULT_MAX_TIMEOUT, show_default=True, metavar="SECONDS",
               help="The longest timeout a call may ask for; a call that gives none gets it.")
+@click.option("--fanout-on", default="local", show_default=True, metavar="local|ray[://ADDR]",
+              help="Where fanout calls run their children: this machine, or the sandboxing "
+              "nodes of a Ray cluster (needs corral[ray]).")
 def mcp_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
                 no_personal: bool, http_port: int | None, allow_apply: bool,
                 allow_workspace_write: bool, no_env: bool, setup_network: bool, backend: str,
                 approve: str | None, max_jobs: int, max_children: int,
-                max_timeout: float) -> None:
+                max_timeout: float, fanout_on: str) -> None:
     """Serve corral over MCP so another harness (Claude Code, Codex, OpenCode, Cursor, ...)
     can list agents, run them in sandboxes, fan out, and read, apply or discard their
     diffs. Tools: list_agents, run_agent, fanout, show_run, diff_run, apply_run,
@@ -76,6 +80,7 @@ def mcp_command(root: Path, trust_project: bool, config_file: Path | None, stric
     )
 
     parse_approve(approve)  # a bad --approve is a usage error now, not at every call
+    scheduler_for(fanout_on)  # so are a bad --fanout-on and a missing Ray
     if not root.is_dir():
         raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
     corral = Corral(root, trust_project=trust_project, config_file=config_file, strict=strict,
@@ -88,7 +93,8 @@ def mcp_command(root: Path, trust_project: bool, config_file: Path | None, stric
                             allow_workspace_write=allow_workspace_write, no_env=no_env,
                             setup_network=setup_network,
                             backend=backend, approve=approve, max_jobs=max_jobs,
-                            max_children=max_children, max_timeout=max_timeout)
+                            max_children=max_children, max_timeout=max_timeout,
+                            fanout_on=fanout_on)
     if backend == "host":
         echo(f"warning: {HOST_WARNING}", err=True)
     if http_port is None:

@@ -121,6 +121,9 @@ class ServerOptions:
     max_jobs: int = DEFAULT_MAX_JOBS
     max_children: int = DEFAULT_MAX_CHILDREN
     max_timeout: float = DEFAULT_MAX_TIMEOUT
+    #: Where fanout children run (``corral mcp --fanout-on``): the server's choice, never a
+    #: call's.
+    fanout_on: str = "local"
 
     def ceilings(self) -> dict[str, tuple[float, str]]:
         """Argument -> (its ceiling, the ``corral mcp`` option that sets it)."""
@@ -276,7 +279,7 @@ async def fanout_tool(options: ServerOptions, args: FanoutArgs, *,
         args.prompt, agents=args.agents, n=args.n, scripts=replays, models=args.models,
         check=args.check_cmd, check_timeout=min(args.check_timeout, options.max_timeout),
         jobs=min(args.jobs, options.max_jobs), timeout=args.timeout or options.max_timeout,
-        approve=options.approve, progress=progress, on_plan=label,
+        approve=options.approve, progress=progress, on_plan=label, on=options.fanout_on,
         **_environment(options))
     return result.to_json() | {"exit_code": result.exit_code,
                                "warnings": [HOST_WARNING] if backend == "host" else []}

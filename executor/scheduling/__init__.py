@@ -1,7 +1,10 @@
-"""Where fanout children and parallel delegated children run: one seam, local today.
+"""Where fanout children and parallel delegated children run: one seam, two pools.
 
-See :mod:`executor.scheduling.base` for the protocol and
-:mod:`executor.scheduling.local` for the thread pool behind it.
+See :mod:`executor.scheduling.base` for the protocol,
+:mod:`executor.scheduling.local` for the thread pool on this machine, and
+:mod:`executor.scheduling.cluster` for the Ray cluster (imported only when asked
+for: Ray is an optional extra); :mod:`executor.scheduling.node` is what a
+cluster node offers (its probed sandbox resource, its own directory).
 """
 
 from executor.scheduling.base import (

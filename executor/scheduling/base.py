@@ -3,10 +3,11 @@
 The code above this seam (:mod:`executor.fanout`, the ``delegate`` tool's
 parallel mode) only ever submits :class:`Job` objects to a :class:`Scheduler`,
 waits for their handles as they complete, and cancels; it never creates a
-thread or a process itself. Today one implementation exists,
+thread or a process itself. Two implementations exist:
 :class:`executor.scheduling.local.LocalScheduler` (a thread pool on this
-machine); a distributed engine (Ray) is another implementation of the same
-protocol, and nothing above the seam changes when it arrives.
+machine) and :class:`executor.scheduling.cluster.RayScheduler` (a Ray cluster,
+in its own module so that Ray is imported only when it is used); nothing above
+the seam differs between them.
 
 What a job may rely on, wherever it runs, is its :class:`JobContext`:
 
@@ -16,15 +17,24 @@ What a job may rely on, wherever it runs, is its :class:`JobContext`:
 - ``cancellation``: set once for every job of the scheduler (Ctrl-C, the parent
   gave up); a job polls it and registers callbacks that stop what it started;
 - ``report``: the one channel back to the submitter's display (progress
-  events); a remote engine relays it, a local one calls the submitter's
-  function in the job's thread (which must therefore be thread-safe).
+  events); a local engine calls the submitter's function in the job's thread
+  (which must therefore be thread-safe); a remote engine relays what a job
+  reports there (in batches, in order, to one thread of the submitter's).
 
 A job is ``portable`` when its callable and its arguments are plain data that
-pickle (a fanout child: it reaches the repository and the state dir through
-paths), so a distributed scheduler may run it on another machine that shares
-the state dir. A job that closes over live objects of the submitting process
-(a delegated child, retained by its parent's session for follow-ups) is not,
-and every scheduler runs it in the submitting process.
+pickle. That alone does not let it run elsewhere: nothing is shared between
+machines (no state dir, no repository, no ledger reached by path). A job that
+may leave this machine also carries a :class:`Remote`: what it needs there
+(:meth:`Remote.cargo`, bytes made once per key in the submitting process and
+sent once to each machine that runs such a job), what it does there with only
+its cargo and a directory of that machine's own (:meth:`Remote.there`, which
+returns plain data), what it reports there while it runs (:meth:`Remote.relayed`,
+here: its journal, say, before the display gets the rest), and how what came
+back becomes its result here (:meth:`Remote.land`, in the submitting process:
+everything returned is untrusted input and is validated there). A job
+without a ``remote`` (a delegated child, which closes over live objects of the
+submitting process and is retained by its parent's session for follow-ups)
+runs in the submitting process under every scheduler.
 
 Queued jobs that never start because the scheduler was cancelled, or because
 the deadline passed before a slot was free, are still reported: their
@@ -38,6 +48,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from executor.errors import ExecutorError
@@ -50,6 +61,7 @@ __all__ = [
     "JobContext",
     "JobNotRun",
     "Outcome",
+    "Remote",
     "Scheduler",
 ]
 
@@ -157,18 +169,46 @@ class JobContext:
     report: Callable[[Any], None] = field(default=lambda event: None)
 
 
+class Remote(Protocol[T_co]):
+    """What a job is when it runs on a machine that shares nothing with the submitter."""
+
+    def cargo_key(self) -> str:
+        """Names the cargo: jobs with one key share one cargo (made once, sent once per
+        machine)."""
+
+    def cargo(self) -> bytes:
+        """What every job of the key needs there (made in the submitting process)."""
+
+    def there(self, context: JobContext, cargo: bytes, place: Path) -> Any:
+        """Run on the remote machine, with the cargo and ``place``, a directory of that
+        machine's own (kept between jobs, shared by the jobs of one cargo there); plain
+        data (it pickles) back."""
+
+    def relayed(self, event: Any) -> Any:
+        """In the submitting process, while the job runs there: an event it reported, in
+        order; what to hand the submitter's ``report`` (``None``: nothing, the job's own
+        use of it, such as its journal, is done)."""
+
+    def land(self, returned: Any, notes: list[str]) -> T_co:
+        """In the submitting process: what :meth:`there` returned, validated and recorded
+        here; the job's result. ``notes`` say what the scheduler did (where it ran, a
+        retry after a lost machine)."""
+
+
 @dataclass(frozen=True)
 class Job(Generic[T]):
     """One unit of work: ``run(context)`` returns its result.
 
     ``key`` names it (unique per scheduler; shown in errors). ``portable``: the
-    callable and its arguments are plain data that pickle, so a distributed
-    scheduler may run it elsewhere (see the module docstring).
+    callable and its arguments are plain data that pickle. ``remote``: how it runs
+    on a machine that shares nothing with this one (see the module docstring);
+    without it, every scheduler runs the job in the submitting process.
     """
 
     key: str
     run: Callable[[JobContext], T]
     portable: bool = False
+    remote: Remote[T] | None = None
 
 
 class Handle(Protocol[T_co]):
