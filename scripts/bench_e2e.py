@@ -125,18 +125,32 @@ def _fanouts(entry: list[str], repo: Path, script: Path, env: dict[str, str], ba
     return rows
 
 
-def _floor(entry: list[str], env: dict[str, str], base: Path, trials: int) -> Row:
-    """What every row below pays before any work: the interpreter's start and the imports
-    of ``corral run`` (its ``--help`` imports the command's modules and does nothing else),
-    against ``python -c pass``."""
+def _floor(argv: list[str], env: dict[str, str], base: Path, trials: int) -> Row:
+    """What a trivial run pays before any work: the interpreter's start and every module the
+    run imports (read from one ``python -X importtime`` run of ``argv``, a ``corral run``
+    command line after the interpreter), imported and nothing else, against ``python -c
+    pass``."""
+    traced = subprocess.run([sys.executable, "-X", "importtime", *argv], env=env, cwd=base,
+                            capture_output=True, check=True)
+    modules = []
+    for line in traced.stderr.decode().splitlines():
+        parts = line.split("|")
+        if line.startswith("import time:") and len(parts) == 3:
+            name = parts[2].rstrip()
+            top = name.startswith(" ") and not name.startswith("  ")  # at top level
+            if top and name.strip() != "imported package":
+                modules.append(name.strip())
+    code = "import " + ", ".join(dict.fromkeys(modules))
 
-    def call(argv: list[str]) -> Callable[[], None]:
-        return lambda: subprocess.run(argv, env=env, cwd=base, capture_output=True, check=True)
+    def call(command: list[str]) -> Callable[[], None]:
+        return lambda: subprocess.run(command, env=env, cwd=base, capture_output=True,
+                                      check=True)
 
     plain_cell, corral_cell = compare(call([sys.executable, "-c", "pass"]),
-                                      call([*entry, "run", "--help"]), trials=trials, warmup=1)
+                                      call([sys.executable, "-c", code]), trials=trials,
+                                      warmup=1)
     return Row("end to end: a trivial scripted child, 1k files",
-               "(reference) corral run --help: start and the run command's imports",
+               f"(reference) start and the {len(modules)} imports of that run on bubblewrap",
                "python -c pass", plain_cell, corral_cell, filesystem(base))
 
 
@@ -171,7 +185,6 @@ def run_bench(*, trials: int, workdir: Path | None, backends: list[str]) -> list
         python = sys.executable
         corral_bin = shutil.which("corral", path=str(Path(python).parent))
         entry = [corral_bin] if corral_bin else [python, "-m", "executor"]
-        rows.append(_floor(entry, env, base, trials))
         configs: dict[str, Any] = {"host": HostConfig(), "bubblewrap": BubblewrapConfig(),
                                    "docker": DockerConfig()}
         for backend in backends:
@@ -201,6 +214,7 @@ def run_bench(*, trials: int, workdir: Path | None, backends: list[str]) -> list
                             "worktree add + state replayed, write, diff vs snapshot, remove"
                             + extra, plain_cell, corral_cell, filesystem(base), goal=2.0))
             if backend == "bubblewrap":
+                rows.append(_floor(["-m", "executor", *argv[len(entry):]], env, base, trials))
                 rows += _fanouts(entry, repo, script, env, base, trials, hand_dir)
     finally:
         for client in _CLIENT:
