@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 from executor.errors import ExecutorError
 
@@ -60,6 +60,7 @@ __all__ = [
     "Job",
     "JobContext",
     "JobNotRun",
+    "JobState",
     "Outcome",
     "Remote",
     "Scheduler",
@@ -227,6 +228,50 @@ class Handle(Protocol[T_co]):
     def result(self, timeout: float | None = None) -> T_co:
         """Its value; re-raises what it raised; :class:`JobNotRun` when it never started;
         ``TimeoutError`` when ``timeout`` passes first."""
+
+
+class JobState(Generic[T]):
+    """What every scheduler's :class:`Handle` keeps, and how it answers: the job, how it
+    ended (its value or error), the order it ended in, and ``event``, set once it ended.
+    A scheduler settles it (:meth:`settle`) under its own lock."""
+
+    def __init__(self, job: Job[T], cancellation: Cancellation) -> None:
+        self.job = job
+        self._cancellation = cancellation
+        self.event = threading.Event()
+        self._outcome: Outcome | None = None
+        self.value: T | None = None
+        self.error: BaseException | None = None
+        self.order = 0
+
+    @property
+    def key(self) -> str:
+        return self.job.key
+
+    def done(self) -> bool:
+        return self.event.is_set()
+
+    def outcome(self) -> Outcome | None:
+        return self._outcome
+
+    def settle(self, outcome: Outcome, order: int, value: T | None = None,
+               error: BaseException | None = None) -> None:
+        """Give the job its outcome, then wake whoever waits on it."""
+        self._outcome, self.value, self.error, self.order = outcome, value, error, order
+        self.event.set()
+
+    def result(self, timeout: float | None = None) -> T:
+        if not self.event.wait(timeout):
+            raise TimeoutError(f"job {self.key!r} has not ended yet")
+        if self._outcome in ("cancelled", "expired"):
+            why = (f"cancelled before it started: {self._cancellation.reason}"
+                   if self._outcome == "cancelled" else
+                   "the deadline passed before it could start")
+            raise JobNotRun(f"job {self.key!r} never ran: {why}", operation="schedule",
+                            context={"job": self.key, "outcome": str(self._outcome)})
+        if self.error is not None:
+            raise self.error
+        return cast(T, self.value)
 
 
 class Scheduler(Protocol):

@@ -37,7 +37,7 @@ import secrets
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from executor.errors import ExecutorError
 from executor.scheduling.base import (
@@ -46,6 +46,7 @@ from executor.scheduling.base import (
     Handle,
     Job,
     JobNotRun,
+    JobState,
     Outcome,
     Remote,
 )
@@ -64,42 +65,14 @@ def _text(value: object, limit: int) -> str:
     return (value if isinstance(value, str) else "" if value is None else repr(value))[:limit]
 
 
-class _RayHandle(Generic[T]):
+class _RayHandle(JobState[T]):
     def __init__(self, scheduler: RayScheduler, job: Job[T],
                  report: Callable[[Any], None] | None = None) -> None:
+        super().__init__(job, scheduler.cancellation)
         self._scheduler = scheduler
-        self.job = job
         self.report = report
-        self.event = threading.Event()
-        self._outcome: Outcome | None = None
-        self.value: T | None = None
-        self.error: BaseException | None = None
-        self.order = 0
         self.attempts = 0
         self.notes: list[str] = []
-
-    @property
-    def key(self) -> str:
-        return self.job.key
-
-    def done(self) -> bool:
-        return self.event.is_set()
-
-    def outcome(self) -> Outcome | None:
-        return self._outcome
-
-    def result(self, timeout: float | None = None) -> T:
-        if not self.event.wait(timeout):
-            raise TimeoutError(f"job {self.key!r} has not ended yet")
-        if self._outcome in ("cancelled", "expired"):
-            why = (f"cancelled before it started: {self._scheduler.cancellation.reason}"
-                   if self._outcome == "cancelled" else
-                   "the deadline passed before it could start")
-            raise JobNotRun(f"job {self.key!r} never ran: {why}", operation="schedule",
-                            context={"job": self.key, "outcome": str(self._outcome)})
-        if self.error is not None:
-            raise self.error
-        return cast(T, self.value)
 
 
 class RayScheduler:
@@ -176,9 +149,7 @@ class RayScheduler:
     def _settle(self, handle: _RayHandle[Any], outcome: Outcome, value: Any = None,
                 error: BaseException | None = None) -> None:
         """Give ``handle`` its outcome (the lock is held)."""
-        handle._outcome, handle.value, handle.error = outcome, value, error
-        handle.order = next(self._finished)
-        handle.event.set()
+        handle.settle(outcome, next(self._finished), value, error)
         self._cond.notify_all()
 
     def _finish(self, handle: _RayHandle[Any], outcome: Outcome, value: Any = None,

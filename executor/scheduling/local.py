@@ -14,7 +14,7 @@ import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from executor.scheduling.base import (
     Cancellation,
@@ -22,7 +22,7 @@ from executor.scheduling.base import (
     Handle,
     Job,
     JobContext,
-    JobNotRun,
+    JobState,
     Outcome,
 )
 
@@ -35,45 +35,12 @@ T = TypeVar("T")
 DEFAULT_JOBS = 4
 
 
-class _LocalHandle(Generic[T]):
+class _LocalHandle(JobState[T]):
     def __init__(self, scheduler: LocalScheduler, job: Job[T],
                  report: Callable[[Any], None] | None) -> None:
+        super().__init__(job, scheduler.cancellation)
         self._scheduler = scheduler
-        self.job = job
         self.report = report or (lambda event: None)
-        self._event = threading.Event()
-        self._outcome: Outcome | None = None
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        self.order = 0
-
-    @property
-    def key(self) -> str:
-        return self.job.key
-
-    def done(self) -> bool:
-        return self._event.is_set()
-
-    def outcome(self) -> Outcome | None:
-        return self._outcome
-
-    def result(self, timeout: float | None = None) -> T:
-        if not self._event.wait(timeout):
-            raise TimeoutError(f"job {self.key!r} has not ended yet")
-        if self._outcome in ("cancelled", "expired"):
-            why = (f"cancelled before it started: {self._scheduler.cancellation.reason}"
-                   if self._outcome == "cancelled" else
-                   "the deadline passed before it could start")
-            raise JobNotRun(f"job {self.key!r} never ran: {why}", operation="schedule",
-                            context={"job": self.key, "outcome": str(self._outcome)})
-        if self._error is not None:
-            raise self._error
-        return cast(T, self._value)
-
-    def finish(self, outcome: Outcome, value: T | None = None,
-               error: BaseException | None = None) -> None:
-        self._outcome, self._value, self._error = outcome, value, error
-        self._scheduler.finished(self)
 
 
 class LocalScheduler:
@@ -129,9 +96,7 @@ class LocalScheduler:
 
     def _settle(self, handle: _LocalHandle[Any], outcome: Outcome) -> None:
         """Give a job that will never run its outcome (the lock is held)."""
-        handle._outcome = outcome
-        handle.order = next(self._finished)
-        handle._event.set()
+        handle.settle(outcome, next(self._finished))
         self._cond.notify_all()
 
     def _drop_queued(self) -> None:
@@ -165,14 +130,14 @@ class LocalScheduler:
             try:
                 value = handle.job.run(context)
             except BaseException as exc:  # handed to whoever waits on the handle
-                handle.finish("failed", error=exc)
+                self._finish(handle, "failed", error=exc)
             else:
-                handle.finish("done", value=value)
+                self._finish(handle, "done", value=value)
 
-    def finished(self, handle: _LocalHandle[Any]) -> None:
+    def _finish(self, handle: _LocalHandle[Any], outcome: Outcome, value: Any = None,
+                error: BaseException | None = None) -> None:
         with self._cond:
-            handle.order = next(self._finished)
-            handle._event.set()
+            handle.settle(outcome, next(self._finished), value, error)
             self._cond.notify_all()
 
     def as_completed(self, handles: Iterable[Handle[T]]) -> Iterator[Handle[T]]:
