@@ -50,6 +50,7 @@ from executor.ledger.records import (
     check_id_prefix,
     running_owner,
 )
+from executor.ledger.store import swap_in
 
 __all__ = ["PROVISIONAL", "RemoteRecordRefused", "follow_run", "land_run", "pack_run"]
 
@@ -224,13 +225,8 @@ def _write(ledger: Path, run: _Checked, notes: Sequence[str]) -> RunRecord:
         (staging / "record.json").write_text(
             json.dumps(record.model_dump(mode="json"), ensure_ascii=True, indent=2),
             encoding="utf-8")
-        if (final / PROVISIONAL).is_file():  # the running record follow_run made
-            old = ledger / f".old-{run_id}-{secrets.token_hex(4)}"
-            final.rename(old)
-            staging.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            staging.rename(final)
+        # The running record follow_run made is replaced whole.
+        swap_in(staging, final, replace=(final / PROVISIONAL).is_file())
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -50,6 +50,7 @@ __all__ = [
     "scan_runs",
     "set_run_check",
     "set_run_state",
+    "swap_in",
     "write_run",
 ]
 
@@ -160,17 +161,25 @@ def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
                 (staging / "preimages" / blob_id).write_bytes(content)
         stored = record.model_copy(update={"diff_sha256": hashlib.sha256(data).hexdigest()})
         _write(staging / "record.json", _json(stored.model_dump(mode="json")))
-        if final.exists():  # a re-write (a retained child's follow-up): replace whole
-            old = ledger / f".old-{record.run_id}-{secrets.token_hex(4)}"
-            final.rename(old)
-            staging.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            staging.rename(final)
+        # A re-write (a retained child's follow-up) replaces the whole directory.
+        swap_in(staging, final, replace=final.exists())
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return final
+
+
+def swap_in(staging: Path, final: Path, *, replace: bool) -> None:
+    """Put a run's directory written whole in ``staging`` at ``final``: renamed into place;
+    ``replace``: the one there is renamed away first and removed after, so a reader sees
+    the old directory or the new one, never a mix."""
+    if not replace:
+        staging.rename(final)
+        return
+    old = final.parent / f".old-{final.name}-{secrets.token_hex(4)}"
+    final.rename(old)
+    staging.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _carry_journal(journal: Path, into: Path) -> None:

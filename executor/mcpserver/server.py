@@ -33,7 +33,6 @@ import hmac
 import json
 import secrets
 import signal
-import socket
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
@@ -50,6 +49,7 @@ from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
 from executor.api import CorralError, error_json
+from executor.api.serving import LOOPBACK, loopback_socket
 from executor.mcpserver import handlers
 from executor.mcpserver.arguments import TOOLS, ToolSpec
 from executor.mcpserver.handlers import ServerOptions
@@ -60,7 +60,6 @@ __all__ = ["TOKEN_ENV", "build_server", "serve_http", "serve_stdio"]
 TOKEN_ENV = "CORRAL_MCP_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 #: A shorter token from the environment is refused: it could be guessed.
 MIN_TOKEN_CHARS = 16
-LOOPBACK = "127.0.0.1"
 
 _SPECS = {spec.name: spec for spec in TOOLS}
 _QUICK: dict[str, Callable[[ServerOptions, Any], dict[str, Any]]] = {
@@ -261,28 +260,11 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def loopback_socket(port: int) -> socket.socket:
-    """A listening TCP socket on 127.0.0.1 (never another address); ``port`` 0 picks one."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((LOOPBACK, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise CorralError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}",
-                          code="listen_failed", operation="serve_http",
-                          context={"address": f"{LOOPBACK}:{port}"},
-                          hint="pick another port with --http PORT (0 picks a free one)",
-                          ) from exc
-    return sock
-
-
 async def serve_http(options: ServerOptions, *, port: int, token: str,
                      announce: Callable[[str], None]) -> None:
     """Serve streamable HTTP at ``http://127.0.0.1:PORT/mcp`` until interrupted."""
     server = build_server(options)
-    sock = loopback_socket(port)
+    sock = loopback_socket(port, operation="serve_http", option="--http PORT")
     bound = sock.getsockname()[1]
     app = BearerAuth(server.streamable_http_app(host=LOOPBACK), token, port=bound)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

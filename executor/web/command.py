@@ -9,34 +9,15 @@ printed inside the URL; ``--port 0`` (the default) picks a free port.
 from __future__ import annotations
 
 import secrets
-import socket
 from pathlib import Path
 
 import click
 
-from executor.api import BACKENDS, HOST_WARNING, Corral, CorralError
+from executor.api import BACKENDS, HOST_WARNING, Corral
+from executor.api.serving import LOOPBACK, loopback_socket
 from executor.options import echo, loader_options
 
-__all__ = ["LOOPBACK", "loopback_socket", "serve_command"]
-
-LOOPBACK = "127.0.0.1"
-
-
-def loopback_socket(port: int) -> socket.socket:
-    """A listening TCP socket on 127.0.0.1 (never another address); ``port`` 0 picks one."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((LOOPBACK, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise CorralError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}",
-                          code="listen_failed", operation="serve",
-                          context={"address": f"{LOOPBACK}:{port}"},
-                          hint="pick another port with --port P (0 picks a free one)") from exc
-    return sock
-
+__all__ = ["serve_command"]
 
 @click.command("serve")
 @loader_options
@@ -61,7 +42,7 @@ def serve_command(root: Path, trust_project: bool, config_file: Path | None, str
     if backend == "host":
         echo(f"warning: {HOST_WARNING}", err=True)
     token = secrets.token_urlsafe(32)
-    sock = loopback_socket(port)
+    sock = loopback_socket(port, operation="serve", option="--port P")
     bound = sock.getsockname()[1]
     web = build_app(corral, token, port=bound)
     echo(f"corral serve: {corral.root} at http://{LOOPBACK}:{bound}/{token}/ "

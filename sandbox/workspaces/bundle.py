@@ -18,18 +18,15 @@ hold is named by the sender; a bundle without it is refused.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
 import re
 import secrets
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 from sandbox.errors import SandboxError
 from sandbox.gitsafe import run_git
 from sandbox.state import private_dir
+from sandbox.workspaces.snapstore import locked
 from sandbox.workspaces.worktree import remove_tree
 
 __all__ = ["bundle_snapshot", "unpack_snapshot"]
@@ -60,16 +57,6 @@ def bundle_snapshot(git_dir: Path, commit: str) -> bytes:
         return out.read_bytes()
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def unpack_snapshot(bundle: bytes, *, into: Path, commit: str, head: str | None) -> Path:
     """The repository of snapshot ``commit`` under ``into`` (made once: later calls, from
     any process, find it), ``HEAD`` at ``head`` (``None``: unborn); its path."""
@@ -78,7 +65,7 @@ def unpack_snapshot(bundle: bytes, *, into: Path, commit: str, head: str | None)
         _check_sha(head, "HEAD")
     private_dir(into, parents=True)
     repo = into / commit
-    with _locked(into / f".{commit}.lock"):
+    with locked(into / f".{commit}.lock"):
         done = into / f".{commit}.done"
         if done.is_file() and repo.is_dir():
             return repo

@@ -18,7 +18,7 @@ import yaml
 
 from executor.api import Corral
 from executor.web.app import build_app
-from executor.web.command import loopback_socket
+from executor.api.serving import loopback_socket
 from tests.backends import git, require
 
 SCREENSHOTS = "CORRAL_SCREENSHOTS"
@@ -75,7 +75,7 @@ class Served:
 
 def serve(corral: Corral, token: str = "t0ken-" + "x" * 37) -> Iterator[Served]:
     """``corral``'s app on a free loopback port, in a thread, until the generator closes."""
-    sock = loopback_socket(0)
+    sock = loopback_socket(0, operation="serve", option="--port P")
     port = sock.getsockname()[1]
     web = build_app(corral, token, port=port)
     server = uvicorn.Server(uvicorn.Config(web.app, log_level="warning", lifespan="off"))
