@@ -17,8 +17,8 @@ import uvicorn
 import yaml
 
 from executor.api import Corral
-from executor.web.app import build_app
 from executor.api.serving import loopback_socket
+from executor.web.app import build_app
 from tests.backends import git, require
 
 SCREENSHOTS = "CORRAL_SCREENSHOTS"
