@@ -32,7 +32,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -50,8 +49,8 @@ from benchlib import (
     generate_repo,
     git,
     machine,
-    print_rows,
     replay_state,
+    report,
     scratch,
     uncommitted_state,
     warm_index,
@@ -153,9 +152,7 @@ def main() -> int:
     print(f"code: {Path(sandbox.__file__).parent.parent}")
     rows = run_bench(sizes=[2000] if args.quick else [int(s) for s in args.sizes.split(",")],
                      workdir=args.workdir, trials=5 if args.quick else args.trials)
-    print_rows(rows)
-    if args.json:
-        args.json.write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+    report(rows, args.json)
     return 0
 
 

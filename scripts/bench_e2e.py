@@ -24,7 +24,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -45,8 +44,8 @@ from benchlib import (
     generate_repo,
     git,
     machine,
-    print_rows,
     raw_worktree,
+    report,
     warm_index,
 )
 
@@ -236,9 +235,7 @@ def main() -> int:
     print(f"machine: {machine()}")
     rows = run_bench(trials=4 if args.quick else args.trials, workdir=args.workdir,
                      backends=args.backends.split(","))
-    print_rows(rows)
-    if args.json:
-        args.json.write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+    report(rows, args.json)
     return 0
 
 

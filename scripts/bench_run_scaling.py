@@ -42,7 +42,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_e2e import SCRIPT
-from benchlib import Row, compare, filesystem, generate_repo, machine, print_rows, warm_index
+from benchlib import (
+    Row,
+    compare,
+    filesystem,
+    generate_repo,
+    machine,
+    report,
+    warm_index,
+)
 
 from sandbox.config import BubblewrapConfig
 from sandbox.errors import BackendUnavailable
@@ -151,9 +159,7 @@ def main() -> int:
     print(f"machine: {machine()}")
     rows = run_bench(trials=4 if args.quick else args.trials, workdir=args.workdir,
                      before=args.before)
-    print_rows(rows)
-    if args.json:
-        args.json.write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+    report(rows, args.json)
     return 0
 
 

@@ -30,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -48,8 +47,8 @@ from benchlib import (
     generate_repo,
     git,
     machine,
-    print_rows,
     raw_worktree,
+    report,
     scratch,
     warm_clone,
 )
@@ -275,9 +274,7 @@ def main() -> int:
                      trials=5 if args.quick else args.trials,
                      exec_trials=15 if args.quick else args.exec_trials,
                      backends=args.backends.split(","))
-    print_rows(rows)
-    if args.json:
-        args.json.write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+    report(rows, args.json)
     return 0
 
 

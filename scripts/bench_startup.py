@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -33,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import Row, compare, filesystem, git, machine, print_rows
+from benchlib import Row, compare, filesystem, git, machine, report
 
 GROUP = "start-up (fresh interpreter each)"
 
@@ -135,9 +134,7 @@ def main() -> int:
     args = parser.parse_args()
     print(f"machine: {machine()}")
     rows = run_bench(trials=8 if args.quick else args.trials, workdir=args.workdir)
-    print_rows(rows)
-    if args.json:
-        args.json.write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+    report(rows, args.json)
     return 0
 
 

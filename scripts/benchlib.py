@@ -14,6 +14,7 @@ work, in the same run:
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -42,6 +43,7 @@ __all__ = [
     "print_rows",
     "raw_worktree",
     "replay_state",
+    "report",
     "scratch",
     "settle",
     "timed",
@@ -208,6 +210,13 @@ def print_rows(rows: Sequence[Row], *, out: Any = None) -> None:
         print(f"{label:<54} {row.plain.text():>30} {row.corral.text():>30} "
               f"{row.ratio:>6.2f}x{goal}", file=out)
         print(f"   plain: {row.plain_what}", file=out)
+
+
+def report(rows: Sequence[Row], json_path: Path | None) -> None:
+    """Print the rows (:func:`print_rows`) and, with ``json_path``, write them there too."""
+    print_rows(rows)
+    if json_path is not None:
+        json_path.write_text(json.dumps([row.to_json() for row in rows], indent=2) + "\n")
 
 
 def markdown_rows(rows: Sequence[Row], *, machine_line: str, after: str = "") -> str:
