@@ -64,6 +64,7 @@ __all__ = [
     "Outcome",
     "Remote",
     "Scheduler",
+    "ended_in_order",
 ]
 
 T = TypeVar("T")
@@ -272,6 +273,22 @@ class JobState(Generic[T]):
         if self.error is not None:
             raise self.error
         return cast(T, self.value)
+
+
+def ended_in_order(pending: list[JobState[T]], cond: threading.Condition
+                   ) -> Iterator[JobState[T]]:
+    """Yield ``pending``'s jobs as they end, in the order they ended (a scheduler's
+    ``as_completed``); ``cond`` is the scheduler's condition, notified whenever one ends."""
+    while pending:
+        with cond:
+            ready = [h for h in pending if h.done()]
+            while not ready:
+                cond.wait()
+                ready = [h for h in pending if h.done()]
+        ready.sort(key=lambda h: h.order)
+        for handle in ready:
+            pending.remove(handle)
+            yield handle
 
 
 class Scheduler(Protocol):

@@ -49,6 +49,7 @@ from executor.scheduling.base import (
     JobState,
     Outcome,
     Remote,
+    ended_in_order,
 )
 from executor.scheduling.local import LocalScheduler
 from executor.scheduling.node import RESOURCE
@@ -305,20 +306,12 @@ class RayScheduler:
             self._cond.notify_all()
 
     def as_completed(self, handles: Iterable[Handle[T]]) -> Iterator[Handle[T]]:
-        pending = list(handles)
-        for handle in pending:
+        pending: list[JobState[T]] = []
+        for handle in handles:
             if not isinstance(handle, _RayHandle) or handle._scheduler is not self:
                 raise ValueError(f"handle {handle.key!r} was not submitted to this scheduler")
-        while pending:
-            with self._cond:
-                ready = [h for h in pending if h.done()]
-                while not ready:
-                    self._cond.wait()
-                    ready = [h for h in pending if h.done()]
-            ready.sort(key=lambda h: cast(_RayHandle[T], h).order)
-            for handle in ready:
-                pending.remove(handle)
-                yield handle
+            pending.append(handle)
+        yield from ended_in_order(pending, self._cond)
 
     def _on_cancel(self) -> None:
         """Queued jobs never start; the actor tells running ones; tasks that had not

@@ -14,7 +14,7 @@ import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from executor.scheduling.base import (
     Cancellation,
@@ -24,6 +24,7 @@ from executor.scheduling.base import (
     JobContext,
     JobState,
     Outcome,
+    ended_in_order,
 )
 
 __all__ = ["DEFAULT_JOBS", "LocalScheduler"]
@@ -141,20 +142,12 @@ class LocalScheduler:
             self._cond.notify_all()
 
     def as_completed(self, handles: Iterable[Handle[T]]) -> Iterator[Handle[T]]:
-        pending = list(handles)
-        for handle in pending:
+        pending: list[JobState[T]] = []
+        for handle in handles:
             if not isinstance(handle, _LocalHandle) or handle._scheduler is not self:
                 raise ValueError(f"handle {handle.key!r} was not submitted to this scheduler")
-        while pending:
-            with self._cond:
-                ready = [h for h in pending if h.done()]
-                while not ready:
-                    self._cond.wait()
-                    ready = [h for h in pending if h.done()]
-            ready.sort(key=lambda h: cast(_LocalHandle[T], h).order)
-            for handle in ready:
-                pending.remove(handle)
-                yield handle
+            pending.append(handle)
+        yield from ended_in_order(pending, self._cond)
 
     def cancel(self, reason: str) -> None:
         self._cancellation.cancel(reason)
