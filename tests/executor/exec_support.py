@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from executor.ledger import RunRecord, ledger_dir
 from executor.models import ScriptedModel
@@ -51,6 +52,16 @@ def repo(tmp_path: Path) -> Path:
     git(root, "add", "-A")
     git(root, "commit", "-qm", "init")
     return root
+
+
+def call(name: str, **arguments: object) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def script(tmp_path: Path, name: str, *turns: dict[str, Any]) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(list(turns)))
+    return str(path)
 
 
 def agent_file(repo: Path, name: str, header: str, body: str = "Do the task.") -> None:

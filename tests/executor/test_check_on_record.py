@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
-from exec_support import agent_file, git
+from exec_support import agent_file, call, git, script
 
 from executor.cli import cli
 
@@ -64,16 +63,6 @@ ctypes.CDLL(None).syscall(60, 0)
 def corral(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
-
-
-def call(name: str, **arguments: object) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def script(tmp_path: Path, name: str, *turns: dict[str, Any]) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(list(turns)))
-    return str(path)
 
 
 @pytest.fixture

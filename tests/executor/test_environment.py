@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
-from exec_support import agent_file, git
+from exec_support import agent_file, call, git, script
 
 from executor.cli import cli
 
@@ -79,16 +78,6 @@ def write_config(text: str) -> None:
     path = Path(os.environ["CORRAL_CONFIG"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-
-
-def script(tmp_path: Path, name: str, *turns: dict[str, Any]) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(list(turns)))
-    return str(path)
-
-
-def call(name: str, **arguments: object) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 def candidates(tmp_path: Path, path: str, right: str, wrong: str) -> list[str]:

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
-from exec_support import BACKENDS, agent_file, git
+from exec_support import BACKENDS, agent_file, call, git, script
 
 from executor.cli import cli
 from executor.ledger import find_run, ledger_dir
@@ -33,16 +32,6 @@ def entry(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
     done = subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True,
                           text=True, timeout=300, check=False, cwd=cwd)
     return done.returncode, done.stdout, done.stderr
-
-
-def call(name: str, **arguments: object) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def script(tmp_path: Path, name: str, *turns: dict[str, Any]) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(list(turns)))
-    return str(path)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from exec_support import agent_file
+from exec_support import agent_file, call, script
 from tty_support import on_terminal, raw_controls
 
 from executor.fanout import FanoutRequest, run_fanout
@@ -40,16 +40,6 @@ from sandbox.config import HostConfig
 
 T = TypeVar("T")
 OSC8 = "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
-
-
-def call(name: str, **arguments: object) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def script(tmp_path: Path, name: str, *turns: dict[str, Any]) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(list(turns)))
-    return str(path)
 
 
 def test_a_terminal_shows_one_line_per_child_and_a_pipe_nothing(repo: Path,

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from exec_support import agent_file, git
+from exec_support import agent_file, call, git, script
 from test_remote_records import CASES, FANOUT, RUN, packed
 
 from executor.api import CancelToken, Corral, FanoutResult
@@ -85,16 +85,6 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
     finally:
         ray.shutdown()
         cluster.shutdown()
-
-
-def call(name: str, **arguments: object) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def script(tmp_path: Path, name: str, *turns: dict[str, Any]) -> str:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(list(turns)))
-    return str(path)
 
 
 @pytest.fixture
