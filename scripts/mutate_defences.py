@@ -120,6 +120,9 @@ HOSTILE = f"{REMOTE}::test_a_hostile_pack_is_refused_and_nothing_is_written"
 RAY = "tests/executor/test_fanout_ray.py"
 REUSE = "tests/sandbox/test_snapshot_reuse.py"
 POISON = "tests/sandbox/test_snapshot_poisoning.py"
+CANCEL = "tests/sandbox/test_cancel.py"
+INTERRUPTED = f"{CANCEL}::test_a_command_whose_wait_is_interrupted_dies_and_the_sandbox_goes_on"
+LIFECYCLE = "tests/executor/test_cli_run_lifecycle.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -976,6 +979,29 @@ MUTATIONS: tuple[Mutation, ...] = (
          f"{SURVIVE}::test_nothing_survives_the_command[docker-zombie-leader-supervisor-alone]"],
         "a zombie leader whose other thread runs on is skipped by the supervisor's listing: "
         "the thread outlives its command and keeps writing"),
+    mutation(
+        "host-interrupted-kill", "host", "sandbox/backends/process.py",
+        "        except BaseException:\n            _end_interrupted(running)\n            raise\n",
+        "",
+        [f"{INTERRUPTED}[host]",
+         f"{LIFECYCLE}::test_a_stopped_run_is_cancelled_named_and_keeps_its_diff[text-sigterm]"],
+        "Ctrl-C or SIGTERM while a host command runs: the command outlives its run, its "
+        "workspace and corral, reparented to init"),
+    mutation(
+        "bwrap-interrupted-discard", "warm", "sandbox/backends/bwrap.py",
+        "            if live is not None:\n                self._discard(live)\n"
+        "            raise\n",
+        "            raise\n",
+        [f"{INTERRUPTED}[bubblewrap]"],
+        "Ctrl-C while a bubblewrap command runs: the command goes on writing while the diff "
+        "is taken, and the next command is sent to a supervisor still in the last one"),
+    mutation(
+        "docker-interrupted-discard", "warm", "sandbox/backends/docker.py",
+        "                self._discard(live)\n            self._kill_all()\n            raise\n",
+        "                pass\n            raise\n",
+        [f"{INTERRUPTED}[docker]"],
+        "Ctrl-C while a docker command runs: the command goes on writing while the diff is "
+        "taken, and the next command is sent to a supervisor still in the last one"),
     mutation(
         "host-leftovers-bwrap", "warm", "sandbox/backends/bwrap.py",
         "        found = namespace_leftovers(live.supervisor, live.namespace, self._cgroup)\n",

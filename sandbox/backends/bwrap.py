@@ -224,6 +224,12 @@ class BubblewrapSandbox(BaseSandbox):
             self._running = True
         try:
             outcome = warm.run(spec)
+        except BaseException:
+            # Ctrl-C in this wait: the command must not go on writing while the diff is
+            # taken, and the supervisor is mid-command: stop both, start afresh next time.
+            if live is not None:
+                self._discard(live)
+            raise
         finally:
             with self._lock:
                 self._running = False

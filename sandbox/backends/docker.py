@@ -537,6 +537,12 @@ class DockerSandbox(BaseSandbox):
             self._running = True
         try:
             outcome = warm.run(spec)
+        except BaseException:
+            # Ctrl-C in this wait: stop the command and the mid-command supervisor (as bwrap)
+            if live is not None:
+                self._discard(live)
+            self._kill_all()
+            raise
         finally:
             with self._run_lock:
                 self._running = False

@@ -145,6 +145,20 @@ def kill_process_tree(running: RunningProcess) -> None:
             child.kill()
 
 
+def _end_interrupted(running: RunningProcess) -> None:
+    """Kill and reap a command whose supervision was interrupted (Ctrl-C or SIGTERM raised
+    as KeyboardInterrupt inside the selector, a failing output listener): without this
+    the command outlived its run, its workspace and corral itself. Not yet reaped, its
+    pid cannot have been reused, so the kill reaches the command's own group."""
+    if running.popen.returncode is not None:
+        return  # reaped: it ended, and ``after_exit`` already ran
+    running.stopped = True
+    running.kill_once()
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(running.popen.pid, 0)
+    running.popen.returncode = -signal.SIGKILL
+
+
 class LocalRunner:
     """Runs commands as local processes and can stop every one of them at once."""
 
@@ -202,6 +216,9 @@ class LocalRunner:
         try:
             return self._supervise(running, start, timeout, output_cap, after_exit,
                                    status_fd[0] if status_fd else None, on_output)
+        except BaseException:
+            _end_interrupted(running)
+            raise
         finally:
             with self._mutex:
                 self._running.discard(running)

@@ -14,9 +14,11 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -47,6 +49,32 @@ def script(tmp_path: Path, turns: list[dict[str, Any]], name: str = "s.yaml") ->
 
 def call(name: str, **arguments: object) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def ended(process: subprocess.Popen[str], timeout: float = 90) -> tuple[str, str]:
+    """What ``process`` printed once it exited; if it hangs, its threads' stacks (it runs
+    with ``-X faulthandler``: SIGABRT dumps them) in the failure, and it is gone."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            _, err = process.communicate(timeout=30)
+        finally:
+            process.kill()
+        pytest.fail(f"still running {timeout:.0f} s after it was stopped:\n{err}")
+
+
+def left_running(word: str, wait: float = 10.0) -> list[str]:
+    """The command lines still running that name ``word``, once a killed process has had
+    ``wait`` seconds to go (a SIGKILLed one goes at once; one never killed stays)."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = [" ".join(proc.info["cmdline"]) for proc in psutil.process_iter(["cmdline"])
+                 if word in " ".join(proc.info["cmdline"] or ())]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def run(repo: Path, tmp_path: Path, agent: str, turns: list[dict[str, Any]],
@@ -293,20 +321,17 @@ def test_a_stopped_run_is_cancelled_named_and_keeps_its_diff(
     turns = script(tmp_path, [call("write_file", path="kept.txt", content="kept\n"),
                               call("shell", command=f"echo up > {up}; cat {never}"),
                               {"text": "never"}])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "executor", "run", "--root", str(repo), "--trust-project",
-         "--no-personal", "--backend", "host", "--agent", "w", "--script", str(turns),
-         *(["--json"] if as_json else []), "go"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with subprocess.Popen(
+            [sys.executable, "-X", "faulthandler", "-m", "executor", "run", "--root", str(repo),
+             "--trust-project", "--no-personal", "--backend", "host", "--agent", "w",
+             "--script", str(turns), *(["--json"] if as_json else []), "go"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         with up.open() as handle:  # the run is inside its blocking command
             assert handle.read() == "up\n"
         process.send_signal(stop)
-        out, err = process.communicate(timeout=120)
-    finally:
-        process.kill()
-        process.wait(60)
+        out, err = ended(process)
     assert process.returncode == 130, err
+    assert left_running(str(never)) == []  # the interrupted command died with its run
     [record_dir] = ledger_dir(repo).iterdir()
     run_id = record_dir.name
     record = json.loads((record_dir / "record.json").read_text())

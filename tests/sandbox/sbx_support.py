@@ -198,6 +198,16 @@ def pids_matching(pattern: str) -> list[int]:
     return found
 
 
+def still_running(pattern: str, wait: float = 10.0) -> list[int]:
+    """:func:`pids_matching` once a killed process has had up to ``wait`` seconds to go: a
+    SIGKILLed process goes within milliseconds but not at the instant its killer returns
+    (nothing waits for a grandchild reparented to init); one never killed stays."""
+    deadline = time.monotonic() + wait
+    while (found := pids_matching(pattern)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
 def kill_matching(pattern: str) -> None:
     """SIGKILL every process :func:`pids_matching` finds for ``pattern``."""
     for pid in pids_matching(pattern):

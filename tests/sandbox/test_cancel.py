@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sbx_support import OpenSandbox, backends, pids_matching
+from sbx_support import OpenSandbox, backends, pids_matching, still_running
 
 from sandbox.base import ExecSpec
 from sandbox.errors import SandboxError
@@ -81,3 +81,31 @@ def test_a_command_starting_as_the_cancel_lands_is_stopped(
     assert not pids_matching(f"sleep {marker}")
 
 
+
+
+class _Stop(KeyboardInterrupt):
+    """What Ctrl-C (or SIGTERM, which corral's CLI raises as Ctrl-C) raises inside the
+    thread that waits on a command."""
+
+
+def test_a_command_whose_wait_is_interrupted_dies_and_the_sandbox_goes_on(
+        open_sb: OpenSandbox, marker: str) -> None:
+    """Ctrl-C lands while the caller waits on a command (here: raised from the output
+    listener, the same thread and the same wait). The command must not outlive that: it
+    would go on writing to the workspace while the diff is taken, and outlive corral (the
+    host backend left it running, reparented to init). The sandbox then still answers the
+    next command with that command's own result, and its diff is the workspace's."""
+    sb = open_sb()
+    assert sb.exec(["true"]).ok  # a warm backend's supervisor is up
+
+    def interrupt(stream: str, chunk: bytes) -> None:
+        if b"up" in chunk:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        sb.exec(["sh", "-c", f"echo up; sleep {marker}; echo late > late.txt"],
+                timeout=120, on_output=interrupt)
+    assert not still_running(f"sleep {marker}")
+    after = sb.exec(["sh", "-c", "echo next"])
+    assert after.ok and after.stdout == b"next\n"
+    assert b"late.txt" not in sb.collect_diff().patch
