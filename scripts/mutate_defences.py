@@ -988,6 +988,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Ctrl-C or SIGTERM while a host command runs: the command outlives its run, its "
         "workspace and corral, reparented to init"),
     mutation(
+        "host-held-stops", "host", "sandbox/backends/process.py",
+        "                    self._before[number] = signal.signal(number, self._record)\n",
+        "                    pass\n",
+        ["tests/sandbox/test_host_interrupt.py::"
+         "test_a_stop_during_the_spawn_still_kills_the_command"],
+        "a stop that lands inside Popen, after the fork: the command runs on with no "
+        "handle left to kill it"),
+    mutation(
         "bwrap-interrupted-discard", "warm", "sandbox/backends/bwrap.py",
         "            if live is not None:\n                self._discard(live)\n"
         "            raise\n",

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -145,6 +146,45 @@ def kill_process_tree(running: RunningProcess) -> None:
             child.kill()
 
 
+#: What stops a run from outside (corral's CLI raises SIGTERM and SIGHUP as Ctrl-C).
+_STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _HeldStops:
+    """Holds Ctrl-C, SIGTERM and SIGHUP back while a command is being started.
+
+    Python raises a signal's exception wherever the main thread is. Raised inside
+    ``subprocess.Popen`` after the fork (it waits there for the exec), the command runs
+    on with no handle left to kill it: under load the command is already running then
+    (seen: 2 of 90 stopped runs left their command behind while a test suite ran
+    beside them). So the handlers are swapped for a recorder until the command is
+    registered, and a stop that came meanwhile is sent again on :meth:`release`,
+    where the caller's ``except`` kills the command. Only the main thread receives
+    signals; elsewhere this does nothing. A blocked signal mask would be inherited by
+    the command, which is why the handlers are swapped instead.
+    """
+
+    def __init__(self) -> None:
+        self._before: dict[int, Any] = {}
+        self._came: list[int] = []
+        if threading.current_thread() is threading.main_thread():
+            for number in _STOPS:
+                if signal.getsignal(number) is not None:  # None: set outside Python, kept
+                    self._before[number] = signal.signal(number, self._record)
+
+    def _record(self, signum: int, frame: object) -> None:
+        self._came.append(signum)
+
+    def release(self) -> None:
+        """Put the handlers back, then send again the first stop that came (idempotent)."""
+        before, self._before = self._before, {}
+        for number, handler in before.items():
+            signal.signal(number, handler)
+        came, self._came = self._came, []
+        if came:
+            signal.raise_signal(came[0])
+
+
 def _end_interrupted(running: RunningProcess) -> None:
     """Kill and reap a command whose supervision was interrupted (Ctrl-C or SIGTERM raised
     as KeyboardInterrupt inside the selector, a failing output listener): without this
@@ -196,6 +236,7 @@ class LocalRunner:
         """Run ``argv``; ``status_fd`` is a (read, write) pipe the child reports on;
         ``on_output(stream, chunk)`` sees the output as it arrives."""
         start = time.monotonic()
+        held = _HeldStops()  # until the command has a handle that can kill it
         try:
             popen = subprocess.Popen(  # noqa: S603 - argv built by the backend, never a shell
                 list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -205,8 +246,12 @@ class LocalRunner:
         except OSError as exc:
             if status_fd:
                 os.close(status_fd[0])
+            held.release()
             raise SandboxError(f"could not start {argv[0]}: {exc}", code="spawn_failed",
                                operation="exec") from exc
+        except BaseException:
+            held.release()
+            raise
         finally:
             if status_fd:
                 os.close(status_fd[1])
@@ -214,6 +259,7 @@ class LocalRunner:
         with self._mutex:
             self._running.add(running)
         try:
+            held.release()  # a stop that came meanwhile is raised here, and kills the command
             return self._supervise(running, start, timeout, output_cap, after_exit,
                                    status_fd[0] if status_fd else None, on_output)
         except BaseException:
