@@ -210,23 +210,28 @@ class BaseSandbox(ABC):
         spec = self._spec(argv, timeout, output_cap, cwd, env)
         if on_output is not None:
             spec = replace(spec, on_output=on_output)
-        with self._cond:
-            while self._busy or self._freezing:
-                self._cond.wait()
-            self._check_open()
-            if self._cancelled:  # stopped before it could start: it never runs
-                return ExecResult(argv=spec.argv, exit_code=None, stdout=b"", stderr=b"",
-                                  stdout_bytes=0, stderr_bytes=0, stopped=True,
-                                  duration_seconds=0.0)
-            self._busy = True
+        # The claim is made inside the ``try``: Ctrl-C can be raised as the ``with`` ends
+        # (in ``Condition.__exit__``), and a claim nobody gives back would keep every later
+        # freeze (the diff of the cancelled run) waiting forever.
+        claimed = False
         try:
+            with self._cond:
+                while self._busy or self._freezing:
+                    self._cond.wait()
+                self._check_open()
+                if self._cancelled:  # stopped before it could start: it never runs
+                    return ExecResult(argv=spec.argv, exit_code=None, stdout=b"", stderr=b"",
+                                      stdout_bytes=0, stderr_bytes=0, stopped=True,
+                                      duration_seconds=0.0)
+                self._busy = claimed = True
             if self._ws.writable:
                 self._touched()
             return self._run(spec)
         finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
+            if claimed:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
 
     def _spec(
         self,

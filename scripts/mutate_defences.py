@@ -995,6 +995,17 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_stop_during_the_spawn_still_kills_the_command"],
         "a stop that lands inside Popen, after the fork: the command runs on with no "
         "handle left to kill it"),
+    Mutation(
+        "exec-claim-given-back", "warm",
+        (Edit("sandbox/base.py",
+              "        claimed = False\n        try:\n            with self._cond:\n",
+              "        claimed = False\n        with self._cond:\n            if True:\n"),
+         Edit("sandbox/base.py", "                self._busy = claimed = True\n",
+              "                self._busy = claimed = True\n        try:\n")),
+        (f"{CANCEL}::test_a_stop_as_a_command_claims_the_sandbox_leaves_it_usable[host]",),
+        "the claim made before the try that gives it back (as it was): Ctrl-C as the lock "
+        "is let go leaves the sandbox claimed, and the run's diff, taken next, waits "
+        "forever"),
     mutation(
         "bwrap-interrupted-discard", "warm", "sandbox/backends/bwrap.py",
         "            if live is not None:\n                self._discard(live)\n"

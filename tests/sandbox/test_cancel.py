@@ -109,3 +109,37 @@ def test_a_command_whose_wait_is_interrupted_dies_and_the_sandbox_goes_on(
     after = sb.exec(["sh", "-c", "echo next"])
     assert after.ok and after.stdout == b"next\n"
     assert b"late.txt" not in sb.collect_diff().patch
+
+
+def test_a_stop_as_a_command_claims_the_sandbox_leaves_it_usable(
+        open_sb: OpenSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C raised in the instant the command has claimed the sandbox, as the claim's
+    lock is let go (``Condition.__exit__`` is Python code: a signal is handled there).
+    The claim must be given back, or the run's diff, taken next, waits forever."""
+    sb = open_sb()
+
+    class StopOnRelease(type(sb._cond)):  # type: ignore[misc]
+        armed = True
+
+        def __exit__(self, *exc: object) -> None:
+            super().__exit__(*exc)
+            if StopOnRelease.armed and sb._busy:
+                StopOnRelease.armed = False
+                raise _Stop
+
+    monkeypatch.setattr(sb, "_cond", StopOnRelease())
+    with pytest.raises(_Stop):
+        sb.exec(["sh", "-c", "echo never > ran.txt"])
+    assert not StopOnRelease.armed  # the stop landed where it was meant to
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(sb.collect_diff()), daemon=True)
+    thread.start()
+    thread.join(30)  # an idle sandbox's diff takes milliseconds
+    try:
+        assert done, "the diff waited for a command that never ran"
+        assert sb.exec(["true"]).ok
+    finally:  # a claim left behind would keep the fixture's teardown waiting too
+        with sb._cond:
+            sb._busy = False
+            sb._cond.notify_all()
+        thread.join(60)
