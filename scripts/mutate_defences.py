@@ -344,7 +344,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "narrow-sandbox", "narrowing", "policies/capability.py",
         "sandbox = SandboxMode.strictest(parent.sandbox, contract.sandbox) or parent.sandbox",
         "sandbox = contract.sandbox or parent.sandbox",
-        [f"{CAPABILITY}::test_child_is_never_wider_than_parent"],
+        [f"{CAPABILITY}::test_child_is_never_wider_than_parent",
+         f"{CAPABILITY}::test_a_child_cannot_pick_a_wider_sandbox_than_its_parents"],
         "a child's definition picks a wider sandbox mode than its parent's"),
     mutation(
         "narrow-reviewer-custom-tools", "narrowing", "policies/capability.py",
@@ -363,7 +364,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "delegates = contract.delegates if delegates is None else delegates & "
         "contract.delegates",
         "delegates = contract.delegates",
-        [f"{CAPABILITY}::test_child_is_never_wider_than_parent"],
+        [f"{CAPABILITY}::test_child_is_never_wider_than_parent",
+         f"{CAPABILITY}::test_a_childs_restriction_cannot_add_agents_its_parent_could_not_reach"],
         "a child may delegate to agents its parent could not"),
     mutation(
         "narrow-depth", "narrowing", "policies/capability.py",

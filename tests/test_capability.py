@@ -157,6 +157,27 @@ def test_delegation_allowlist_and_depth() -> None:
         check_delegation(child, _contract(name="a"))
 
 
+def test_a_child_cannot_pick_a_wider_sandbox_than_its_parents() -> None:
+    """The property test's case, pinned for the audit: a read-only parent's child that asks
+    for a worktree or for workspace-write stays read-only."""
+    parent = Capability.root(sandbox=SandboxMode.READ_ONLY, depth=1)
+    for wider in (SandboxMode.WORKTREE, SandboxMode.WORKSPACE_WRITE):
+        child = derive_child(parent, _contract(sandbox=wider))
+        assert child.sandbox is SandboxMode.READ_ONLY and child.is_within(parent)
+
+
+def test_a_childs_restriction_cannot_add_agents_its_parent_could_not_reach() -> None:
+    """A restricting ``delegates`` list (not exact) only narrows: a child asking for ``a``
+    and ``b`` under a parent limited to ``a`` gets ``a``. The property test above finds this
+    only when it happens to draw such a pair (the audit once saw it miss)."""
+    parent = restrict(Capability.root(depth=2), _contract(delegates=frozenset({"a"})))
+    child = derive_child(parent, _contract(name="a", delegates=frozenset({"a", "b"})))
+    assert child.delegates == frozenset({"a"}) and child.is_within(parent)
+    check_delegation(child, _contract(name="a"))
+    with pytest.raises(DelegationDenied, match="allowlist"):
+        check_delegation(child, _contract(name="b"))
+
+
 def test_an_exact_allowlist_is_the_agents_own_within_the_scope() -> None:
     """zuno: ``lead -> [mid]``, ``mid -> [leaf]``: mid's own list decides (not the
     intersection with lead's), and a restricting ancestor's list bounds it."""

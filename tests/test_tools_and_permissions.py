@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from policies.errors import ToolNameError
@@ -92,6 +92,8 @@ def test_well_formed_names_are_accepted_exactly(name: str) -> None:
 
 
 @given(disguised_natives())
+@example(("read_file", "\uff52ead_file"))  # pinned for the audit: a fullwidth letter,
+@example(("read_file", "Read_File"))  # and another case
 def test_disguised_native_names_are_refused(case: tuple[str, str]) -> None:
     """Generated directly, so every example is a near miss of a real tool (the old property
     drew random text and reached its assertion in 9 of 100 examples)."""
