@@ -496,7 +496,14 @@ class _Frozen:
 
     def __exit__(self, *exc: object) -> None:
         sb = self._sandbox
-        with sb._cond:
-            sb._busy = False
-            sb._freezing -= 1
-            sb._cond.notify_all()
+        given = False
+        try:
+            with sb._cond:
+                sb._busy = False
+                sb._freezing -= 1
+                given = True
+                sb._cond.notify_all()
+        finally:
+            if not given:  # Ctrl-C raised as the lock was taken: give the freeze back all
+                sb._busy = False  # the same, or the next freeze (teardown) waits forever
+                sb._freezing -= 1

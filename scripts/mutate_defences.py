@@ -1009,6 +1009,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "is let go leaves the sandbox claimed, and the run's diff, taken next, waits "
         "forever"),
     mutation(
+        "freeze-given-back", "warm", "sandbox/base.py",
+        "            if not given:  # Ctrl-C raised as the lock was taken",
+        "            if False:  # Ctrl-C raised as the lock was taken",
+        [f"{CANCEL}::test_a_stop_as_a_diff_ends_leaves_the_sandbox_usable[host]"],
+        "Ctrl-C as a diff's freeze ends: the freeze is never given back and teardown, "
+        "which freezes again, waits forever"),
+    mutation(
         "bwrap-interrupted-discard", "warm", "sandbox/backends/bwrap.py",
         "            if live is not None:\n                self._discard(live)\n"
         "            raise\n",

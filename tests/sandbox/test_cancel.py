@@ -9,6 +9,7 @@ start then runs to its own timeout. ``cancel`` closes that window on every backe
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from sbx_support import OpenSandbox, backends, pids_matching, still_running
@@ -143,3 +144,46 @@ def test_a_stop_as_a_command_claims_the_sandbox_leaves_it_usable(
             sb._busy = False
             sb._cond.notify_all()
         thread.join(60)
+
+
+def test_a_stop_as_a_diff_ends_leaves_the_sandbox_usable(
+        open_sb: OpenSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C raised as a freeze (a diff) is given back, when its lock is being taken
+    (``Condition.__enter__`` is Python code too). Teardown, which freezes again, must not
+    wait forever for a freeze that ended."""
+    sb = open_sb()
+    assert sb.exec(["sh", "-c", "echo kept > kept.txt"]).ok
+
+    class StopOnTake(type(sb._cond)):  # type: ignore[misc]
+        armed = False
+
+        def __enter__(self) -> bool:
+            if StopOnTake.armed and sb._busy and sb._freezing:
+                StopOnTake.armed = False
+                raise _Stop
+            return bool(super().__enter__())
+
+    real_collect = sb._collect
+
+    def collect_then_arm() -> Any:
+        diff = real_collect()
+        StopOnTake.armed = True  # the next take of the lock is the freeze's end
+        return diff
+
+    monkeypatch.setattr(sb, "_cond", StopOnTake())
+    monkeypatch.setattr(sb, "_collect", collect_then_arm)
+    with pytest.raises(_Stop):
+        sb.collect_diff()
+    monkeypatch.setattr(sb, "_collect", real_collect)
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(sb.collect_diff()), daemon=True)
+    thread.start()
+    thread.join(30)  # an idle sandbox's diff takes milliseconds
+    try:
+        assert done, "the next diff waited for a freeze that had ended"
+        assert b"kept" in sb.collect_diff().patch
+    finally:  # a freeze left behind would keep the fixture's teardown waiting too
+        with sb._cond:
+            sb._busy, sb._freezing = False, 0
+            sb._cond.notify_all()
+        thread.join(30)
