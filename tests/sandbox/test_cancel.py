@@ -112,6 +112,23 @@ def test_a_command_whose_wait_is_interrupted_dies_and_the_sandbox_goes_on(
     assert b"late.txt" not in sb.collect_diff().patch
 
 
+def next_diff_is_taken(sb: Any) -> None:
+    """The next diff is taken (an idle sandbox's takes milliseconds), not left waiting for a
+    claim or a freeze that ended. Either way, what was left is cleared afterwards, or the
+    fixture's teardown would wait too."""
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(sb.collect_diff()), daemon=True)
+    thread.start()
+    thread.join(30)
+    try:
+        assert done, "the diff waited for a command or a freeze that had ended"
+    finally:
+        with sb._cond:
+            sb._busy, sb._freezing = False, 0
+            sb._cond.notify_all()
+        thread.join(30)
+
+
 def test_a_stop_as_a_command_claims_the_sandbox_leaves_it_usable(
         open_sb: OpenSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C raised in the instant the command has claimed the sandbox, as the claim's
@@ -132,18 +149,8 @@ def test_a_stop_as_a_command_claims_the_sandbox_leaves_it_usable(
     with pytest.raises(_Stop):
         sb.exec(["sh", "-c", "echo never > ran.txt"])
     assert not StopOnRelease.armed  # the stop landed where it was meant to
-    done: list[object] = []
-    thread = threading.Thread(target=lambda: done.append(sb.collect_diff()), daemon=True)
-    thread.start()
-    thread.join(30)  # an idle sandbox's diff takes milliseconds
-    try:
-        assert done, "the diff waited for a command that never ran"
-        assert sb.exec(["true"]).ok
-    finally:  # a claim left behind would keep the fixture's teardown waiting too
-        with sb._cond:
-            sb._busy = False
-            sb._cond.notify_all()
-        thread.join(60)
+    next_diff_is_taken(sb)
+    assert sb.exec(["true"]).ok
 
 
 def test_a_stop_as_a_diff_ends_leaves_the_sandbox_usable(
@@ -175,15 +182,5 @@ def test_a_stop_as_a_diff_ends_leaves_the_sandbox_usable(
     with pytest.raises(_Stop):
         sb.collect_diff()
     monkeypatch.setattr(sb, "_collect", real_collect)
-    done: list[object] = []
-    thread = threading.Thread(target=lambda: done.append(sb.collect_diff()), daemon=True)
-    thread.start()
-    thread.join(30)  # an idle sandbox's diff takes milliseconds
-    try:
-        assert done, "the next diff waited for a freeze that had ended"
-        assert b"kept" in sb.collect_diff().patch
-    finally:  # a freeze left behind would keep the fixture's teardown waiting too
-        with sb._cond:
-            sb._busy, sb._freezing = False, 0
-            sb._cond.notify_all()
-        thread.join(30)
+    next_diff_is_taken(sb)
+    assert b"kept" in sb.collect_diff().patch
