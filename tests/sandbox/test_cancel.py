@@ -119,7 +119,7 @@ def next_diff_is_taken(sb: Any) -> None:
     done: list[object] = []
     thread = threading.Thread(target=lambda: done.append(sb.collect_diff()), daemon=True)
     thread.start()
-    thread.join(30)
+    thread.join(10)  # milliseconds when it works; when it does not, it never returns
     try:
         assert done, "the diff waited for a command or a freeze that had ended"
     finally:
