@@ -14,11 +14,9 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -27,6 +25,7 @@ from exec_support import agent_file
 from executor.cli import cli
 from executor.cli.run_views import ITEM_LIMIT
 from executor.ledger import ledger_dir
+from tests.procs import still_running
 
 
 def corral(*args: str) -> tuple[int, str, str]:
@@ -63,18 +62,6 @@ def ended(process: subprocess.Popen[str], timeout: float = 90) -> tuple[str, str
         finally:
             process.kill()
         pytest.fail(f"still running {timeout:.0f} s after it was stopped:\n{err}")
-
-
-def left_running(word: str, wait: float = 10.0) -> list[str]:
-    """The command lines still running that name ``word``, once a killed process has had
-    ``wait`` seconds to go (a SIGKILLed one goes at once; one never killed stays)."""
-    deadline = time.monotonic() + wait
-    while True:
-        found = [" ".join(proc.info["cmdline"]) for proc in psutil.process_iter(["cmdline"])
-                 if word in " ".join(proc.info["cmdline"] or ())]
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
 
 
 def run(repo: Path, tmp_path: Path, agent: str, turns: list[dict[str, Any]],
@@ -331,7 +318,7 @@ def test_a_stopped_run_is_cancelled_named_and_keeps_its_diff(
         process.send_signal(stop)
         out, err = ended(process)
     assert process.returncode == 130, err
-    assert left_running(str(never)) == []  # the interrupted command died with its run
+    assert not still_running(f"cat {never}")  # the interrupted command died with its run
     [record_dir] = ledger_dir(repo).iterdir()
     run_id = record_dir.name
     record = json.loads((record_dir / "record.json").read_text())

@@ -13,7 +13,6 @@ import os
 import secrets
 import signal
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from sandbox.workspaces.overlay import (
 )
 from sandbox.workspaces.snapshot import SNAPSHOTS, acquire_snapshot, release_snapshot
 from tests.backends import git
+from tests.procs import pids_matching
 
 #: Small limits so the attack tests stay fast.
 TEST_LIMITS = Limits(timeout_seconds=60, memory_bytes=1 << 30, pids=256,
@@ -137,17 +137,6 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` passes; return its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-
-
 def run(
     sb: Sandbox,
     argv: Sequence[str],
@@ -175,37 +164,6 @@ def new_marker() -> str:
     have one width, so none is a prefix of another (nor of ``<marker>0``), and the trailing
     ``1`` keeps any tool from shortening it; ``sleep`` takes it as ~17 minutes."""
     return f"1000.{secrets.randbelow(10**8):08d}1"
-
-
-def pids_matching(pattern: str) -> list[int]:
-    """Host pids (not this process) whose argv holds the words of ``pattern`` as consecutive
-    whole arguments: ``"sleep 1000.123"`` matches ``sleep 1000.123`` (and a ``bwrap ... --
-    sleep 1000.123``), never ``sleep 1000.1234`` nor a shell whose script merely mentions
-    it. Every backend's processes are host processes on this machine."""
-    import psutil
-
-    words = pattern.split()
-    width = len(words)
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            argv = list(proc.info["cmdline"] or [])
-        except psutil.Error:
-            continue
-        if proc.pid != os.getpid() and any(
-                argv[i:i + width] == words for i in range(len(argv) - width + 1)):
-            found.append(proc.pid)
-    return found
-
-
-def still_running(pattern: str, wait: float = 10.0) -> list[int]:
-    """:func:`pids_matching` once a killed process has had up to ``wait`` seconds to go: a
-    SIGKILLed process goes within milliseconds but not at the instant its killer returns
-    (nothing waits for a grandchild reparented to init); one never killed stays."""
-    deadline = time.monotonic() + wait
-    while (found := pids_matching(pattern)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return found
 
 
 def kill_matching(pattern: str) -> None:

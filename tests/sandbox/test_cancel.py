@@ -12,11 +12,12 @@ import threading
 from typing import Any
 
 import pytest
-from sbx_support import OpenSandbox, backends, pids_matching, still_running
+from sbx_support import OpenSandbox, backends
 
 from sandbox.base import ExecSpec
 from sandbox.errors import SandboxError
 from sandbox.results import ExecResult
+from tests.procs import pids_matching, still_running
 
 pytestmark = pytest.mark.parametrize("backend", backends(fake=False), indirect=True)
 

@@ -22,10 +22,8 @@ from sbx_support import (
     child_git_dir,
     git,
     held_snapshots,
-    pids_matching,
     run,
     sh,
-    wait_for,
 )
 
 from policies.contract import SandboxMode
@@ -34,6 +32,7 @@ from sandbox.errors import CommandTimeout, PathDenied
 from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
 from sandbox.workspaces.overlay import overlay_mounts
+from tests.procs import pids_matching, wait_for
 
 EDIT_SCRIPT = r"""
 printf 'child edit\n' >> README.md

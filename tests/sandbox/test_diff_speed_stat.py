@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from sbx_support import OpenSandbox, backends, sh, wait_for
+from sbx_support import OpenSandbox, backends, sh
 
 from sandbox.names import is_git_alias
 from sandbox.workspaces.scan import _may_alias, scan_tree
 from sandbox.workspaces.statcache import prepare_index
+from tests.procs import wait_for
 
 NS = 1_000_000_000
 TARGET = "src/app.py"

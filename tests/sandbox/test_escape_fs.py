@@ -16,12 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from sbx_support import OpenSandbox, backends, git, pids_matching, sh, wait_for
+from sbx_support import OpenSandbox, backends, git, sh
 
 from policies.contract import SandboxMode
 from sandbox.errors import PathDenied
 from sandbox.files.confined import ConfinedFiles
 from sandbox.results import ExecResult
+from tests.procs import pids_matching, wait_for
 
 NO_OS_ISOLATION = "commands run on the host as the user"
 

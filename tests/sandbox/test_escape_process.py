@@ -19,20 +19,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sbx_support import (
-    TEST_LIMITS,
-    OpenSandbox,
-    backends,
-    kill_matching,
-    pids_matching,
-    wait_for,
-)
+from sbx_support import TEST_LIMITS, OpenSandbox, backends, kill_matching
 
 from policies.contract import SandboxMode
 from sandbox.config import AutoConfig, BubblewrapConfig, DockerConfig
 from sandbox.errors import BackendUnavailable
 from sandbox.factory import clear_probe_cache, open_sandbox
 from sandbox.gc import gc
+from tests.procs import pids_matching, wait_for
 
 NO_OS_ISOLATION = "commands run on the host as the user"
 PROCESS_BACKENDS = ("host", "bubblewrap", "docker")

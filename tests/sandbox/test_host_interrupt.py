@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sbx_support import still_running
 
 from sandbox.backends import process
 from sandbox.backends.process import LocalRunner, kill_process_tree
+from tests.procs import still_running
 
 
 class Stopped(Exception):

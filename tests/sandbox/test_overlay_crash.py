@@ -20,20 +20,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from sbx_support import (
-    backend_config,
-    held_snapshots,
-    make_repo,
-    overlay_backends,
-    pids_matching,
-    wait_for,
-)
+from sbx_support import backend_config, held_snapshots, make_repo, overlay_backends
 
 import sandbox.backends.docker
 from sandbox.backends.limits import PidsCgroup, cgroup_group
 from sandbox.errors import SandboxError
 from sandbox.gc import gc
 from sandbox.workspaces.overlay import overlay_mounts
+from tests.procs import pids_matching, wait_for
 
 WIDE = 4000  # files the diffed child writes, so its diff takes a while
 

@@ -25,7 +25,6 @@ from sbx_support import (
     make_repo,
     overlay_backends,
     sh,
-    wait_for,
 )
 
 from policies.contract import SandboxMode
@@ -35,6 +34,7 @@ from sandbox.gc import gc
 from sandbox.results import ExecResult
 from sandbox.workspaces.overlay import is_mountpoint
 from sandbox.workspaces.snapshot import SNAPSHOTS, acquire_snapshot, release_snapshot
+from tests.procs import wait_for
 
 #: Prints ``<sha256> <path>`` of every file of the workspace, sorted (not ``.git``, not the
 #: waiter's flags).

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sbx_support import OpenSandbox, backends, pids_matching, wait_for
+from sbx_support import OpenSandbox, backends
 
 from sandbox.backends import warm
 from sandbox.base import BaseSandbox
 from sandbox.results import ExecResult
+from tests.procs import pids_matching, wait_for
 
 WARM = ("bubblewrap", "docker")
 
