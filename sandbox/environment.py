@@ -64,7 +64,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -74,6 +74,9 @@ from sandbox.config import BackendConfig, BubblewrapConfig, DockerConfig, FakeCo
 from sandbox.errors import EnvironmentSetupFailed, SandboxConfigError, SandboxError
 from sandbox.state import atomic_write, default_state_root, private_dir
 from sandbox.workspaces.model import Mount
+
+if TYPE_CHECKING:
+    from sandbox.protocol import Sandbox
 
 __all__ = [
     "ALIAS_ROOT",
@@ -85,6 +88,8 @@ __all__ = [
     "list_environments",
     "prepare_environment",
     "prune_environments",
+    "require_layer",
+    "verify_layer",
 ]
 
 #: The directory of the state root that holds environments.
@@ -96,6 +101,12 @@ _FORMAT = 1
 _MAX_BINDS = 256
 _OUTPUT_CAP = 16 << 20
 _KEY_LENGTH = 16
+#: How many of a layer's paths a new sandbox looks for (:func:`verify_layer`).
+_PROBES = 3
+_PROBE_TIMEOUT = 60.0
+# Each path given that the sandbox does not show is printed; any missing exits 3.
+_PROBE = ('missing=0\nfor p do\n  if [ ! -e "$p" ] && [ ! -L "$p" ]; then\n'
+          '    printf "%s\\n" "$p"; missing=1\n  fi\ndone\n[ "$missing" = 0 ] || exit 3\n')
 Status = Literal["ready", "failed", "building"]
 OnOutput = Callable[[str], None]
 
@@ -598,3 +609,47 @@ def _missing(layer: Path, root: Path) -> list[str]:
 
     walk("")
     return found
+
+
+def require_layer(ref: EnvironmentRef) -> None:
+    """``environment_missing`` when ``ref`` has a layer that is no longer on disk (pruned
+    by hand, or by another process, between its preparation and this sandbox)."""
+    if ref.layer is not None and not ref.layer.is_dir():
+        raise SandboxError(
+            f"environment {ref.key} is not under this sandbox: its layer {ref.layer} is gone",
+            code="environment_missing", operation="open_sandbox",
+            context={"environment": ref.key, "layer": ref.layer},
+            hint="nothing ran without it; `corral env build` builds it again (was it pruned "
+            "while a run used it?)")
+
+
+def verify_layer(sandbox: Sandbox, ref: EnvironmentRef, *, base: Path) -> None:
+    """Look, inside a new ``sandbox``, for a few of the paths ``ref``'s layer adds to
+    ``base`` (what the workspace holds without it: the snapshot checkout under an overlay, the
+    worktree otherwise); ``environment_missing`` when one is not there.
+
+    A child or a check that ran without the layer its run asked for would fail for a reason
+    that is not the candidate's (a test suite without its dependencies) and be recorded as a
+    failure of the candidate: this is what makes that an error instead. It asks the sandbox
+    itself, after every mount is made, so it sees what the commands will see."""
+    if ref.layer is None:
+        return
+    require_layer(ref)
+    probes = _missing(ref.layer, base)[:_PROBES]
+    if not probes:
+        return  # the layer adds nothing this workspace lacks: nothing to miss
+    done = sandbox.exec(["sh", "-c", _PROBE, "corral-env-probe", *probes],
+                        timeout=_PROBE_TIMEOUT, output_cap=64 * 1024)
+    if done.ok:
+        return
+    said = done.stdout.decode("utf-8", "replace").split("\n")
+    missing = [line for line in said if line in probes]
+    why = (f"{', '.join(missing)} of its layer not in the workspace" if missing else
+           "the look for its layer did not finish "
+           f"({'timed out' if done.timed_out else f'exit {done.exit_code}'})")
+    raise SandboxError(
+        f"environment {ref.key} is not under this sandbox: {why}",
+        code="environment_missing", operation="open_sandbox",
+        context={"environment": ref.key, "layer": ref.layer, "sandbox": sandbox.id},
+        hint="nothing ran without it; run again, and if it persists `corral env show "
+        f"{ref.key}` shows the layer and `corral env build --rebuild` builds it again")

@@ -25,7 +25,12 @@ from sandbox.config import (
     FakeConfig,
     HostConfig,
 )
-from sandbox.environment import EnvironmentRef, environment_mounts
+from sandbox.environment import (
+    EnvironmentRef,
+    environment_mounts,
+    require_layer,
+    verify_layer,
+)
 from sandbox.errors import BackendUnavailable, OverlayUnavailable, SandboxConfigError, SandboxError
 from sandbox.state import (
     SandboxMeta,
@@ -278,6 +283,9 @@ class _Opening:
 
     def open(self, kind: WorkspaceKind, ref: SnapshotRef | None,
              fallback: str | None) -> BaseSandbox:
+        if (self.environment is not None and self.config.type != "host"
+                and kind in ("overlay", "worktree")):
+            require_layer(self.environment)  # before anything is mounted over it
         if kind == "overlay" and ref is not None:
             try:
                 return self._start(self._overlay(ref))
@@ -321,6 +329,10 @@ class _Opening:
         if env is not None:
             self.sandbox._env_vars = env.env
         self.sandbox._start()
+        if (env is not None and env.layer is not None and self.config.type != "host"
+                and workspace.kind in ("worktree", "overlay")):
+            layers = workspace.overlay
+            verify_layer(self.sandbox, env, base=layers.lower if layers else workspace.root)
         return self.sandbox
 
     def _undo_overlay(self) -> None:
