@@ -1337,6 +1337,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{WEB}/test_serve_command.py::"
          "test_ctrl_c_cancels_the_runs_it_started_and_records_them"],
         "stopping the server kills the runs it started: they are left crashed, not recorded"),
+    # -- an environment's layer under every child and check ------------------------------
+    mutation(
+        "environment-layer-probe", "environment", "sandbox/factory.py",
+        "            verify_layer(self.sandbox, env, base=layers.lower if layers else "
+        "workspace.root)\n",
+        "            pass\n",
+        ["tests/executor/test_environment_presence.py::"
+         "test_a_sandbox_its_layer_is_not_mounted_in_never_opens[worktree]"],
+        "a sandbox whose environment layer was not mounted runs its commands: a check "
+        "without the project's dependencies records the candidate as failed"),
+    mutation(
+        "environment-layer-gone", "environment", "sandbox/environment.py",
+        "    if ref.layer is not None and not ref.layer.is_dir():\n",
+        "    if False:\n",
+        ["tests/executor/test_environment_presence.py::"
+         "test_a_check_whose_layer_went_is_an_error_never_a_failure[bubblewrap]"],
+        "a layer pruned between a child and its check: the check runs without it and the "
+        "candidate is recorded as failed"),
+    mutation(
+        "check-error-verdict", "fanout", "executor/fanout/check.py",
+        '    if check.get("error"):\n        return "error"\n',
+        "",
+        ["tests/executor/test_environment_presence.py::"
+         "test_a_check_whose_layer_went_is_an_error_never_a_failure[bubblewrap]"],
+        "a check that could not run is shown and counted as the candidate's failure"),
 )
 
 

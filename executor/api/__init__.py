@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from executor.api.sessions import ShellResult
     from executor.apply import ApplyFailed, MergeRefused, PatchFile, PatchPlan, RestoreFailed
     from executor.fanout import ChildPlan
+    from executor.fanout.check import check_verdict
     from executor.ledger import (
         FanoutRecord,
         RecordError,
@@ -102,6 +103,7 @@ _WHERE = {
     **dict.fromkeys(("ApplyFailed", "MergeRefused", "PatchFile", "PatchPlan",
                      "RestoreFailed"), "executor.apply"),
     "ChildPlan": "executor.fanout",
+    "check_verdict": "executor.fanout.check",
     **dict.fromkeys(("FanoutRecord", "RecordError", "RunRecord", "RunStatus",
                      "fanout_status", "run_status"), "executor.ledger"),
     **dict.fromkeys(("parse_approve", "prompt_handler"), "executor.run.approval"),
@@ -171,6 +173,7 @@ __all__ = [
     "ShellResult",
     "TerminalIO",
     "TrustState",
+    "check_verdict",
     "error_json",
     "fanout_status",
     "parse_approve",

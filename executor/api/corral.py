@@ -259,8 +259,8 @@ class Corral:
         ``on_plan`` gets the children's plans (index, run id, agent, model or replay)
         before any starts; ``progress``, ``cancel``, ``on_setup_output`` and ``on_warning``
         are :meth:`run`'s. ``on``: ``local``, ``ray`` or ``ray://HOST:PORT`` (a Ray cluster's
-        sandboxing nodes: see the README); ``scheduler`` overrides it: ``(jobs, deadline,
-        cancellation)`` -> a scheduler. ``FanoutResult.exit_code`` is ``corral fanout``'s.
+        sandboxing nodes, where the environment is built: see the README); ``scheduler``
+        replaces its scheduler: ``(jobs, deadline, cancellation)`` -> a scheduler.
         """
         from executor.api.running import fanout_many  # noqa: PLC0415 - the run machinery
         return fanout_many(self, prompt, agents=agents, n=n, scripts=scripts, models=models,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.errors import EXIT_DENIED, EXIT_FAILURE, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
+from executor.fanout.check import check_verdict
 from executor.fanout.conflicts import FilePatch, PairResult, matrix
 from executor.fanout.rows import Row, rows
 from executor.ledger import (
@@ -56,9 +57,10 @@ def exit_code(record: RunRecord) -> int:
 
 
 def _check_passed(check: dict[str, Any] | None) -> bool | None:
-    if not check or check.get("skipped"):
+    verdict = check_verdict(check)
+    if verdict in (None, "skipped", "error"):
         return None
-    return check.get("exit_code") == 0
+    return verdict == "passed"
 
 
 @dataclass(frozen=True)
@@ -201,8 +203,9 @@ class ChildResult:
 def fanout_exit_code(record: FanoutRecord, children: Sequence[ChildResult]) -> int:
     """The exit code of ``corral fanout``: 0 every child completed and every check passed;
     1 every child ran, but a check failed (or a child stopped at its step limit or failed
-    a review); 3 a child failed, timed out or crashed; 4 a child was denied, or completed
-    with a denied call; 130 the fanout was cancelled."""
+    a review); 3 a child failed, timed out or crashed, or a check could not run as asked
+    (an ``error``: its sandbox, or the environment its fanout asked for, was not there);
+    4 a child was denied, or completed with a denied call; 130 the fanout was cancelled."""
     if record.status == "cancelled":
         return EXIT_INTERRUPTED
     codes = {EXIT_OK}
@@ -211,8 +214,10 @@ def fanout_exit_code(record: FanoutRecord, children: Sequence[ChildResult]) -> i
             codes.add(EXIT_FAILURE)
             continue
         codes.add(child.run.exit_code)
-        check = child.run.check
-        if check and not check.get("skipped") and check.get("exit_code") != 0:
+        verdict = check_verdict(child.run.check)
+        if verdict == "error":
+            codes.add(EXIT_FAILURE)
+        elif verdict in ("failed", "timed out"):
             codes.add(EXIT_FINDINGS)
     return next(code for code in _PRECEDENCE if code in codes)
 

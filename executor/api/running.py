@@ -156,7 +156,7 @@ def fanout_many(corral: Corral, prompt: str, *, agents: Sequence[str], n: int | 
                 on_warning: Callable[[str], None] | None,
                 scheduler: SchedulerFactory | None, on: str = "local") -> FanoutResult:
     """:meth:`Corral.fanout`."""
-    remote = scheduler is None and is_remote(on)
+    remote = is_remote(on)  # where children run, whoever schedules them
     scheduler = scheduler or scheduler_for(on)  # a bad ``on``, or no Ray: before anything
     ledger = corral.ledger()  # refuses a state dir a child could write, before anything
     sources = corral.sources()

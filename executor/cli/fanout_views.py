@@ -6,7 +6,7 @@ commands, errors and file names are a child's, a definition's or the user's.
 
 from __future__ import annotations
 
-from executor.api import FanoutResult, RunRecord
+from executor.api import FanoutResult, RunRecord, check_verdict
 from executor.cli.run_views import human_seconds
 from executor.text import one_line
 
@@ -15,10 +15,11 @@ __all__ = ["fanout_lines"]
 
 def _check_cell(run: RunRecord) -> str:
     check = run.check
-    if not check:
+    verdict = check_verdict(check)
+    if check is None or verdict is None:
         return "-"
-    if check.get("skipped"):
-        return "skipped"
+    if verdict in ("skipped", "error"):
+        return verdict
     took = human_seconds(float(check.get("duration_seconds", 0.0)))
     if check.get("timed_out"):
         return f"timed out {took}"
@@ -52,9 +53,11 @@ def fanout_lines(result: FanoutResult) -> list[str]:
                      f"{run.steps:>5}  {tokens:>8,}")
         if run.error and run.error.get("message"):
             lines.append(f"        {one_line(str(run.error['message']))[:200]}")
-        skipped = (run.check or {}).get("skipped")
-        if skipped:
-            lines.append(f"        check skipped: {one_line(str(skipped))}")
+        ran = run.check or {}
+        if ran.get("error"):
+            lines.append(f"        check error: {one_line(str(ran['error'].get('message')))}")
+        elif ran.get("skipped"):
+            lines.append(f"        check skipped: {one_line(str(ran['skipped']))}")
     for a, b, pair in result.pairs():
         if pair.conflicts:
             why = "; ".join(f"{path} ({reason})" for path, reason in pair.conflicts.items())

@@ -284,6 +284,10 @@ def check_lines(record: RunRecord) -> list[str]:
     if not check:
         return []
     head = f"check:     `{one_line(str(check.get('command')))}` "
+    if check.get("error"):
+        error = check["error"]
+        return [head + f"error ({one_line(str(error.get('code')))}): "
+                f"{one_line(str(error.get('message')))}"]
     if check.get("skipped"):
         return [head + f"skipped: {one_line(str(check['skipped']))}"]
     ended = ("timed out" if check.get("timed_out") else f"exit {check.get('exit_code')}")

@@ -14,7 +14,10 @@ Recorded per child (``RunRecord.check``): the command, its exit code
 (``None`` when it timed out or was stopped), its time, whether it timed out,
 the last :data:`TAIL_BYTES` of its output (stdout and stderr interleaved, as
 a terminal shows them) and how many bytes it wrote in all. A check skipped
-(read-only child, cancelled fanout, no time left) says why in ``skipped``.
+(read-only child, cancelled fanout, no time left) says why in ``skipped``; a check
+that could not run as asked (its sandbox did not open, the environment its fanout
+asked for was not under it) is an ``error`` (``{"code", "message"}``), never a
+failure of the candidate.
 
 A check's verdict is only as trustworthy as the code it runs: the child wrote
 some of it. A pass is evidence, not proof; read the diff.
@@ -22,11 +25,15 @@ some of it. A pass is evidence, not proof; read the diff.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from sandbox.errors import SandboxError
 from sandbox.protocol import Sandbox
 
-__all__ = ["TAIL_BYTES", "run_check", "skipped_check"]
+__all__ = ["TAIL_BYTES", "Verdict", "check_verdict", "errored_check", "run_check",
+           "skipped_check"]
+
+Verdict = Literal["passed", "failed", "timed out", "skipped", "error"]
 
 #: Bytes of a check's output kept in the record: its end, where test runners summarise.
 TAIL_BYTES = 16 * 1024
@@ -50,6 +57,26 @@ def skipped_check(command: str, why: str) -> dict[str, Any]:
             "output_tail": "", "output_bytes": 0, "skipped": why}
 
 
+def errored_check(command: str, error: SandboxError) -> dict[str, Any]:
+    """The record of a check that could not run as asked, and why."""
+    return {"command": command, "exit_code": None, "duration_seconds": 0.0, "timed_out": False,
+            "output_tail": "", "output_bytes": 0, "skipped": None,
+            "error": {"code": error.code, "message": error.message}}
+
+
+def check_verdict(check: dict[str, Any] | None) -> Verdict | None:
+    """How a recorded check ended (``None``: no check was asked for)."""
+    if not check:
+        return None
+    if check.get("error"):
+        return "error"
+    if check.get("skipped"):
+        return "skipped"
+    if check.get("timed_out"):
+        return "timed out"
+    return "passed" if check.get("exit_code") == 0 else "failed"
+
+
 def run_check(sandbox: Sandbox, command: str, *, timeout: float) -> dict[str, Any]:
     """Run ``command`` (``sh -c``) at the workspace root of ``sandbox`` (a replay of the
     recorded diff); its record."""
@@ -65,4 +92,5 @@ def run_check(sandbox: Sandbox, command: str, *, timeout: float) -> dict[str, An
         "output_tail": done.stdout[-TAIL_BYTES:].decode("utf-8", "replace"),
         "output_bytes": size,
         "skipped": None,
+        "error": None,
     }

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor.fanout.check import run_check, skipped_check
+from executor.fanout.check import check_verdict, errored_check, run_check, skipped_check
 from executor.fanout.plan import ChildPlan
 from executor.ledger import RunRecord, RunStatus, set_run_check
 from executor.models import ScriptedModel
@@ -121,14 +121,14 @@ def check_recorded(run: AgentRun, shared: FanoutShared, context: JobContext) -> 
                              patch=patch, state_root=settings.state_root,
                              environment=settings.environment)
     except SandboxError as exc:
-        return skipped_check(command, f"it could not run ({exc.code}): {exc.message}")
+        return errored_check(command, exc)
     forget = context.cancellation.on_cancel(replay.cancel)
     try:
         left = context.deadline.remaining()
         return run_check(replay, command, timeout=min(
             shared.check_timeout, left if left is not None else shared.check_timeout))
     except SandboxError as exc:
-        return skipped_check(command, f"it could not run ({exc.code}): {exc.message}")
+        return errored_check(command, exc)
     finally:
         forget()
         replay.teardown(discard=True)
@@ -136,14 +136,8 @@ def check_recorded(run: AgentRun, shared: FanoutShared, context: JobContext) -> 
 
 def _summary(record: RunRecord) -> str:
     files = len([c for c in record.changed_files if c.get("in_patch", True)])
-    check = record.check or {}
-    verdict = ""
-    if check.get("skipped"):
-        verdict = ", check skipped"
-    elif check:
-        verdict = (", check timed out" if check.get("timed_out") else
-                   f", check {'passed' if check.get('exit_code') == 0 else 'failed'}")
-    return f"done {record.status.value}, {files} file(s){verdict}"
+    verdict = check_verdict(record.check)
+    return f"done {record.status.value}, {files} file(s){f', check {verdict}' if verdict else ''}"
 
 
 def run_child(plan: ChildPlan, shared: FanoutShared, context: JobContext) -> str:

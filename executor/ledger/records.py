@@ -120,7 +120,8 @@ class RunRecord(BaseModel):
     #: that started from one state of the checkout).
     base_commit: str | None = None
     #: A fanout's check command, run in its sandbox after its diff was recorded:
-    #: command, exit_code, duration_seconds, timed_out, output_tail, output_bytes, skipped.
+    #: command, exit_code, duration_seconds, timed_out, output_tail, output_bytes, skipped,
+    #: error (``{"code", "message"}``: it could not run as asked; see executor.fanout.check).
     check: dict[str, Any] | None = None
     #: The run this one continues (``corral run --continue RUN``): its conversation was
     #: this run's start, its diff is part of this run's (cumulative).
