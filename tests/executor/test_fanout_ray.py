@@ -317,8 +317,11 @@ def test_the_environment_is_built_on_each_node_once_and_never_here(
     slots = 2 * len(ray_cluster.workers)
     result = corral_of(project).fanout("go", agents=["w"], scripts=[quick], n=2 * slots,
                                        jobs=slots, check="cat deps/m", on="ray")
-    checks = [child.run.record.check for child in result.children if child.run]
-    assert [(c or {}).get("output_tail") for c in checks] == ["built\n"] * (2 * slots)
+    checks = [child.run.record.check if child.run else None for child in result.children]
+    # On a failure, each child's status, error and whole check: which of them went wrong.
+    seen = [(child.run.record.status.value, child.run.record.error, check) if child.run
+            else None for child, check in zip(result.children, checks, strict=True)]
+    assert [(c or {}).get("output_tail") for c in checks] == ["built\n"] * (2 * slots), seen
     built = {place.name: sorted(p.parent.name for p in
                                 place.glob("state/environments/*/env.json"))
              for place in ray_cluster.places.iterdir() if (place / "state").is_dir()}
