@@ -582,8 +582,8 @@ def environment_mounts(ref: EnvironmentRef, *, root: Path, overlay: bool) -> lis
     return mounts
 
 
-def _missing(layer: Path, root: Path) -> list[str]:
-    """The topmost paths of ``layer`` that ``root`` lacks (at most :data:`_MAX_BINDS`)."""
+def _missing(layer: Path, root: Path, limit: int = _MAX_BINDS) -> list[str]:
+    """The topmost paths of ``layer`` that ``root`` lacks (at most ``limit``)."""
     found: list[str] = []
 
     def walk(rel: str) -> None:
@@ -593,7 +593,7 @@ def _missing(layer: Path, root: Path) -> list[str]:
             return
         for entry in entries:
             path = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.name == ".git" or len(found) >= _MAX_BINDS:
+            if entry.name == ".git" or len(found) >= limit:
                 continue
             try:
                 mode = entry.stat(follow_symlinks=False).st_mode
@@ -635,7 +635,7 @@ def verify_layer(sandbox: Sandbox, ref: EnvironmentRef, *, base: Path) -> None:
     if ref.layer is None:
         return
     require_layer(ref)
-    probes = _missing(ref.layer, base)[:_PROBES]
+    probes = _missing(ref.layer, base, _PROBES)
     if not probes:
         return  # the layer adds nothing this workspace lacks: nothing to miss
     done = sandbox.exec(["sh", "-c", _PROBE, "corral-env-probe", *probes],

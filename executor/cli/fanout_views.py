@@ -15,9 +15,9 @@ __all__ = ["fanout_lines"]
 
 def _check_cell(run: RunRecord) -> str:
     check = run.check
-    verdict = check_verdict(check)
-    if check is None or verdict is None:
+    if not check:
         return "-"
+    verdict = check_verdict(check)
     if verdict in ("skipped", "error"):
         return verdict
     took = human_seconds(float(check.get("duration_seconds", 0.0)))

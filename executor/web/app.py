@@ -26,7 +26,15 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from executor.api import Corral, CorralError, MergeRefused, PatchPlan, RunRecord, RunStatus
+from executor.api import (
+    Corral,
+    CorralError,
+    MergeRefused,
+    PatchPlan,
+    RunRecord,
+    RunStatus,
+    check_verdict,
+)
 from executor.text import printable
 from executor.web.diffs import render_diff
 from executor.web.guard import Guard, form_token_ok
@@ -57,6 +65,7 @@ def _environment() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       finalize=shown, trim_blocks=True, lstrip_blocks=True)
     env.filters["visible"] = lambda value: printable(str(value))
+    env.filters["verdict"] = check_verdict  # one reading of a check record, as the CLI's
     return env
 
 
