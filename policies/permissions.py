@@ -10,9 +10,11 @@ layer's ``ask``.
 
 Argument patterns are globs over the call's *subject*: the command for
 ``shell``, the workspace-relative path for file tools, the agent name for
-``delegate``, the URL for ``web_fetch``. ``**`` crosses directories, ``*`` and
-``?`` do not. A trailing `` *`` also matches the bare command (``git status *``
-matches ``git status``).
+``delegate``, the URL for ``web_fetch``, in the one dialect the file tools read
+too (:mod:`policies.globs`): for a path ``**`` crosses directories, ``*``, ``?``
+and ``[...]`` classes do not. A trailing `` *`` also matches the bare command
+(``git status *`` matches ``git status``). A pattern that dialect cannot read
+(an unterminated ``[``) is refused when the rule is made, never inert.
 
 Shell commands are read by a strict shell parser (:mod:`policies.shellsyntax`,
 as bash and as sh) in :mod:`policies.shellwords`: a deny or ask pattern
@@ -37,6 +39,16 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from policies.globs import (
+    DOUBLE_STAR,
+    DOUBLE_STAR_SLASH,
+    ONE,
+    STAR,
+    CharClass,
+    check_glob,
+    glob_regex,
+    glob_tokens,
+)
 from policies.tools import check_tool_name, is_side_effecting, tool_matches
 
 __all__ = [
@@ -47,7 +59,9 @@ __all__ = [
     "PermissionRule",
     "combine",
     "decide_layers",
+    "denied_programs",
     "glob_matches",
+    "only_patterns_allow",
     "shell_segments",
 ]
 
@@ -92,6 +106,11 @@ class PermissionRule(BaseModel):
         if value == "*":
             return value
         return check_tool_name(value, allow_pattern=True)
+
+    @field_validator("pattern")
+    @classmethod
+    def _check_pattern(cls, value: str | None) -> str | None:
+        return None if value is None else check_glob(value)
 
     def selects(self, tool: str) -> bool:
         """Whether this rule is about ``tool`` at all."""
@@ -226,6 +245,7 @@ def _live_restrictive(rules: Sequence[PermissionRule]) -> list[PermissionRule]:
 
 
 _STAR, _ONE = "**", "??"  # tokens of _may_match; a literal character is a 1-character token
+_Token = str | CharClass
 
 
 def _may_match(pattern: str, subject: str, wilds: str) -> bool:
@@ -236,23 +256,30 @@ def _may_match(pattern: str, subject: str, wilds: str) -> bool:
     return any(_intersects(_pattern_tokens(form), text) for form in forms)
 
 
+_WILD = {STAR: _STAR, DOUBLE_STAR: _STAR, DOUBLE_STAR_SLASH: _STAR, ONE: _ONE}
+
+
 @lru_cache(maxsize=1024)
-def _pattern_tokens(pattern: str) -> tuple[str, ...]:
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append(_STAR)
-            i += 3
-            continue
-        out.append({"*": _STAR, "?": _ONE}.get(pattern[i], pattern[i]))
-        i += 1
-    return tuple(out)
+def _pattern_tokens(pattern: str) -> tuple[_Token, ...]:
+    """The glob's tokens (:func:`policies.globs.glob_tokens`) as :func:`_intersects` reads
+    them: every star is ``_STAR``, ``?`` is ``_ONE``, a class stays one class."""
+    return tuple(token if isinstance(token, CharClass) else _WILD.get(token, token)
+                 for token in glob_tokens(pattern))
 
 
-def _intersects(left: tuple[str, ...], right: tuple[str, ...]) -> bool:
+def _meet(a: _Token, b: _Token) -> bool:
+    """Whether one character both tokens accept exists (neither is ``_STAR``)."""
+    if isinstance(a, CharClass):  # two classes: broadly, a "may" errs towards a match
+        return isinstance(b, CharClass) or b == _ONE or a.matches(b)
+    if isinstance(b, CharClass):
+        return a == _ONE or b.matches(a)
+    return a == b or _ONE in (a, b)
+
+
+def _intersects(left: tuple[_Token, ...], right: tuple[_Token, ...]) -> bool:
     """Whether some text matches both token sequences: a search over pairs of positions,
-    each step reading one character both sides accept (``_STAR`` may also be skipped)."""
+    each step reading one character both sides accept (``_STAR`` may also be skipped, and
+    a class is one character, which a wildcard always meets)."""
     seen: set[tuple[int, int]] = set()
     todo = [(0, 0)]
     while todo:
@@ -271,7 +298,7 @@ def _intersects(left: tuple[str, ...], right: tuple[str, ...]) -> bool:
             todo.append((i, j + 1))
         if a is None or b is None or (a == _STAR and b == _STAR):
             continue
-        if len(a) == 1 and len(b) == 1 and a != b:  # two different literal characters
+        if _STAR not in (a, b) and not _meet(a, b):  # no character both accept
             continue
         todo.append((i if a == _STAR else i + 1, j if b == _STAR else j + 1))
     return False
@@ -294,43 +321,58 @@ PATH_TOOLS = frozenset(
 )
 
 
-@lru_cache(maxsize=1024)
-def _glob_regex(pattern: str, path: bool) -> re.Pattern[str]:
-    star = "[^/]*" if path else ".*"
-    one = "[^/]" if path else "."
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if char == "*":
-            out.append(star)
-        elif char == "?":
-            out.append(one)
-        else:
-            out.append(re.escape(char))
-        i += 1
-    body = "".join(out)
-    if not path and pattern.endswith(" *"):
-        # "git status *" also matches the bare "git status".
-        body = f"(?:{body}|{re.escape(pattern[:-2])})"
-    return re.compile(rf"\A{body}\Z", re.DOTALL)
-
-
 def glob_matches(pattern: str, subject: str, *, path: bool = False) -> bool:
-    """Whether ``subject`` matches the glob ``pattern``.
+    """Whether ``subject`` matches the glob ``pattern`` (:mod:`policies.globs`).
 
-    With ``path`` (file tools) ``*`` and ``?`` stop at ``/`` and ``**`` crosses
-    directories; for commands, agent names and URLs ``*`` matches anything.
+    With ``path`` (file tools) ``*``, ``?`` and classes stop at ``/`` and ``**`` crosses
+    directories; for commands, agent names and URLs ``*`` matches anything, and a
+    trailing `` *`` also matches the text without it.
     """
-    return _glob_regex(pattern, path).match(subject) is not None
+    return glob_regex(pattern, path=path).match(subject) is not None
+
+
+def only_patterns_allow(layers: Sequence[PermissionPolicy], tool: str) -> bool:
+    """Whether a call of ``tool`` runs only because an allow pattern matched it: some
+    layer's last pattern-free rule for it denies (``tools: Bash(git status:*)``)."""
+    for layer in layers:
+        free = [rule for rule in layer.rules if rule.selects(tool) and not _has_pattern(rule)]
+        if free and free[-1].action is Action.DENY:
+            return True
+    return False
+
+
+#: A program name a deny pattern may remove from a sandbox (a file name in ``PATH``).
+_PROGRAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+
+
+def denied_programs(layers: Sequence[PermissionPolicy]) -> dict[str, str]:
+    """Programs some layer denies whole, each with the pattern that denies it.
+
+    ``rm *`` (Claude's ``Bash(rm:*)``) and a bare ``curl`` deny a program: the sandbox then
+    makes it unreachable where it runs (:mod:`sandbox.denials`), so no spelling the shell
+    reader misses reaches it. A bare name is read as the whole program, more strictly than
+    the line ``curl`` alone: a deny only narrows. A deny is whole only when no later rule of
+    its layer (last match wins) may decide a call of that program otherwise: a pattern-free
+    rule, or a pattern whose first word may be the name (``rm -i *`` allowed after ``rm *``
+    denied leaves ``rm`` to the reader)."""
+    found: dict[str, str] = {}
+    for layer in layers:
+        rules = [rule for rule in layer.rules if rule.selects("shell")]
+        for i, rule in enumerate(rules):
+            if rule.action is not Action.DENY or rule.pattern is None:
+                continue
+            name = rule.pattern.removesuffix(" *")
+            if not _PROGRAM.fullmatch(name) or name in found:
+                continue
+            later = rules[i + 1:]
+            if any(not _has_pattern(r) or _may_match(r.pattern or "", name + " " + _ANY, _ANY)
+                   or _may_match(r.pattern or "", name, _ANY) for r in later):
+                continue
+            found[name] = rule.pattern
+    return found
+
+
+_ANY = "\x00"  # a wildcard character for _may_match: what follows the name may be anything
 
 
 def combine(actions: Iterable[Action]) -> Action:

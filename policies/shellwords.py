@@ -339,9 +339,11 @@ def _deny_pipeline(pipeline: Pipeline, out: _Collector, depth: int, *, bash: boo
     for command in pipeline.commands:
         if isinstance(command, FunctionDef):
             _deny_compound(command.body, out, depth, bash=bash)
+            piped.append(WILD)
             continue
         if isinstance(command, Compound):
             _deny_compound(command, out, depth, bash=bash)
+            piped.append(WILD)  # what `{ echo rm x; } | sh` writes is not read here
             continue
         for word in (*command.assignments, *command.words):
             _deny_word(word, out, depth, bash=bash)
@@ -355,10 +357,9 @@ def _deny_pipeline(pipeline: Pipeline, out: _Collector, depth: int, *, bash: boo
         out.add(" ".join(_render(word) for word in command.words))
         assignments = [_deny_text(word, bash=bash) for word in command.assignments]
         _deny_words(assignments + texts, out, depth, stdin=stdin, source=source)
-        piped.extend(texts[1:])
-        for redirect in command.redirects:
-            if redirect.heredoc is not None:
-                piped.append(_heredoc_text(redirect.heredoc))
+        # What a command writes into the pipe is not read here (`echo rm x | sh`, a function,
+        # `cat f`): a shell reading the pipe may run anything.
+        piped.append(WILD)
 
 
 def _deny_compound(command: Compound, out: _Collector, depth: int, *, bash: bool) -> None:
@@ -472,6 +473,8 @@ def _deny_words(words: list[str], out: _Collector, depth: int, *,
     """
     if words and not _is_wild(words[0]):  # "$d"/rm: only "rm" says what runs
         out.add(" ".join(words))
+    if _sets_runner(words):
+        out.unsure(source)
     while words and _ASSIGNMENT_RE.match(words[0]):
         words = words[1:]
     for unwrapped in _unwrappings(words):
@@ -486,10 +489,81 @@ def _deny_words(words: list[str], out: _Collector, depth: int, *,
         if not _is_wild(head):
             out.add(" ".join(unwrapped))
         out.add(f"{base} {rest}")
+        if _runs_text(base, unwrapped[1:]):
+            out.unsure(source)
+        if base == "git":
+            out.add(" ".join(["git", *_git_command(unwrapped[1:])]))
         for text in _nested_texts(base, unwrapped[1:], stdin or []):
             _nested(text, out, depth, source=source)
         for inner in _exec_operands(base, unwrapped[1:]):
             _deny_words(inner, out, depth, source=source)
+
+
+#: Variables that make a program run text they hold, or load code: a shell's functions
+#: (``BASH_FUNC_f%%``), prompts and start-up files, the dynamic loader's, git's and a pager's.
+_RUNNER_VAR_RE = re.compile(
+    r"(?:BASH_FUNC_[^=]*|PS[0-4]|ENV|BASH_ENV|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|"
+    r"LD_[A-Z_]+|GCONV_PATH|GIT_[A-Z0-9_]+|PAGER|MANPAGER|EDITOR|VISUAL|PERL5OPT|"
+    r"PYTHONSTARTUP|NODE_OPTIONS)=")
+#: Programs that run text given to them (a string, their input, a terminal): whatever
+#: their words say, what they run is not read here.
+_TEXT_RUNNERS = frozenset({"script", "sg", "expect", "at", "batch", "tmux", "screen",
+                           "parallel", "setarch", "linux32", "linux64", "uname26", "i386",
+                           "x86_64", "prlimit"})
+#: A file name that is a standard-input route: a shell given it as its script reads a pipe.
+_STDIN_PATH_RE = re.compile(r"/dev/(?:stdin|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
+#: git's options before its command (``git -C d push`` runs ``git push``): those taking a
+#: value as the next word.
+_GIT_VALUED = frozenset({"-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix",
+                         "--list-cmds", "--attr-source"})
+
+
+def _sets_runner(words: list[str]) -> bool:
+    """Whether the command's assignments, or its wrappers' (``env 'BASH_FUNC_f%%=..'``,
+    ``sudo PS4=..``), set a variable that runs text (:data:`_RUNNER_VAR_RE`)."""
+    for word in words:
+        if _RUNNER_VAR_RE.match(word):
+            return True
+        if _ASSIGNMENT_RE.match(word) or word.startswith("-") or "=" in word \
+                or word.rsplit("/", 1)[-1] in _WRAPPERS:
+            continue
+        return False
+    return False
+
+
+def _runs_text(base: str, args: list[str]) -> bool:
+    """Whether ``base args`` runs text this reader does not see: :data:`_TEXT_RUNNERS`,
+    ``hash -p`` (a name for any file), ``enable -f`` (a builtin loaded from a file), and
+    ``git`` told to run a program by ``-c``/``--config-env`` (an alias, a pager) or
+    ``--exec-path``."""
+    if base in _TEXT_RUNNERS or (base == "env" and _split_strings(args)):
+        return True
+    options = [arg for arg in args if arg.startswith("-") and not arg.startswith("--")]
+    if base == "hash" and any("p" in arg for arg in options):
+        return True
+    if base == "enable" and any("f" in arg for arg in options):
+        return True
+    if base in ("make", "gmake") and any(
+            arg.startswith(("--eval", "-E")) or (prev in ("-f", "--file", "--makefile") and (
+                arg == "-" or _STDIN_PATH_RE.fullmatch(arg)))
+            for prev, arg in zip(["", *args], args, strict=False)):
+        return True  # recipes from a pipe or from the line: not read here
+    if base == "git":
+        for arg in args:
+            if arg in ("-c", "--config-env") or arg.startswith(("-c", "--config-env",
+                                                                   "--exec-path")):
+                return True
+            if not arg.startswith("-"):
+                break
+    return False
+
+
+def _git_command(args: list[str]) -> list[str]:
+    """git's command and its words, past git's own options."""
+    index = 0
+    while index < len(args) and args[index].startswith("-"):
+        index += 2 if args[index] in _GIT_VALUED else 1
+    return args[index:]
 
 
 def _unwrappings(words: list[str]) -> list[list[str]]:
@@ -566,14 +640,13 @@ def _nested_texts(base: str, args: list[str], stdin: list[str]) -> list[str]:
     if base == "alias":
         return [arg.split("=", 1)[1] for arg in args if "=" in arg]
     if base in (".", "source"):
-        return [WILD] if args and _is_wild(args[0]) else []  # a file named literally: not read
-    if base in ("su", "runuser", "flock", "env", "script"):
-        flags = {"su": ("-c", "--command"), "runuser": ("-c", "--command"),
-                 "flock": ("-c", "--command"), "env": ("-S", "--split-string"),
-                 "script": ("-c", "--command")}[base]
-        texts = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in flags]
-        texts += [arg[2:] for arg in args if base == "env" and arg.startswith("-S") and arg != "-S"]
-        return texts
+        if args and (_is_wild(args[0]) or _STDIN_PATH_RE.fullmatch(args[0])):
+            return [WILD]
+        return []  # a file named literally: not read
+    if base == "env":
+        return _split_strings(args)
+    if base in ("su", "runuser", "flock"):
+        return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("-c", "--command")]
     if base == "watch":
         return [" ".join(arg for arg in args if not arg.startswith("-"))]
     if base not in _SHELLS:
@@ -586,9 +659,32 @@ def _nested_texts(base: str, args: list[str], stdin: list[str]) -> list[str]:
     operands = [arg for arg in args if not arg.startswith(("-", "+"))]
     if any(arg.startswith("-") and not arg.startswith("--") and "c" in arg for arg in args):
         return operands  # sh -c TEXT (and, broadly, every operand after it)
+    if operands and _STDIN_PATH_RE.fullmatch(operands[0]):
+        return [*stdin, WILD]  # `sh /dev/fd/0 <<E`: its script is a pipe or a descriptor
     if not operands or any(arg.startswith("-") and "s" in arg.lstrip("-") for arg in args):
         return stdin  # a shell reading its standard input
     return []
+
+
+def _split_strings(args: list[str]) -> list[str]:
+    """The texts ``env -S`` splits and runs, in every spelling (``-S T``, ``-ST``,
+    ``-iS T``, ``--split-string=T``, an abbreviation such as ``--sp T``); :data:`WILD` for
+    one with an escape or a variable, which env itself expands."""
+    texts: list[str] = []
+    for index, arg in enumerate(args):
+        text: str | None = None
+        if arg.startswith("--"):
+            name, equals, value = arg.partition("=")
+            if len(name) > 2 and "--split-string".startswith(name):
+                text = value if equals else (args[index + 1] if index + 1 < len(args) else "")
+        elif arg.startswith("-") and "S" in arg:
+            value = arg[arg.index("S") + 1:]
+            text = value or (args[index + 1] if index + 1 < len(args) else "")
+        elif not arg.startswith("-") and "=" not in arg:
+            break  # the command: its own options are not env's
+        if text is not None:
+            texts.append(WILD if "\\" in text or "$" in text else text)
+    return texts
 
 
 def _exec_operands(base: str, args: list[str]) -> list[list[str]]:

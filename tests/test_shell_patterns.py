@@ -171,7 +171,7 @@ TABLE = [
     ("f(){ rm x; }; f", False, True),
     ("PATH=/tmp/evil git diff", False, False),
     ("x=1; git diff", False, False),
-    ("GIT_EXTERNAL_DIFF=/tmp/x git diff", False, False),
+    ("GIT_EXTERNAL_DIFF=/tmp/x git diff", False, True),  # a variable that runs a program
     # wrappers and nested shells
     ("sudo rm -rf x", False, True),
     ("sudo -u root rm -rf x", False, True),
@@ -366,10 +366,9 @@ LITERAL_RM = [
     "stdbuf -o0 rm f", "xargs rm < list", "find . -exec rm {} \\;", "sh -c 'rm f'",
     "eval rm f", "busybox rm f", 'f(){ rm "$@"; }; f x', "alias r=rm", "trap 'rm f' EXIT",
     "PATH=/x rm f", "rm", "rm $x", "rm -rf *", "sh <<'E'\nrm \"$x\"\nE",
-    "echo rm f | sh", "x=$(rm f)", "fakeroot rm f", "pkexec rm f", "unshare -r rm f",
+    "x=$(rm f)", "fakeroot rm f", "pkexec rm f", "unshare -r rm f",
     "nsenter -t 1 -m rm f", "firejail rm f", "chrt 1 rm f", "ltrace -o x rm f",
     "valgrind rm f", "systemd-run --user rm f", "setpriv --reuid 1 rm f", "runuser -u u rm f",
-    "parallel rm ::: f", "script -c 'rm f'",
 ]
 
 #: The pattern ``git push *`` tests the word after ``git``: where that word is not certain
@@ -403,6 +402,56 @@ def test_an_uncertain_name_matches_every_deny_and_ask_pattern(line: str) -> None
     assert NO_PUSH.decide("shell", line) is Action.DENY, reading
     assert NO_CURL.decide("shell", line) is Action.DENY, reading
     assert not reading.certain or reading.uncertain, reading
+
+
+#: Lines whose words reach a program that runs text it receives (a shell reading a pipe or a
+#: descriptor, ``env -S`` in any spelling, ``script``, variables a shell or git runs, ``hash
+#: -p``, ``git -c``, ...): every deny and ask pattern matches them, as for an unreadable line
+#: (issue 28: each review found new spellings of these, so the reader fails closed on them).
+TEXT_RUNNERS = [
+    "env --split-string='git push'", "env -iS'git push'", "env --sp='git push'",
+    "env -vS 'git push'", "env -S'git\\_push'", "script -qc 'git push' /dev/null",
+    "script -c 'rm f'", "echo git push | script -q /dev/null", "{ echo git push; } | sh",
+    "(echo git push) | sh", "f() { echo git push; }; f | bash",
+    "sh /dev/fd/0 <<E\ngit push\nE", "sh /proc/self/fd/0 <<E\ngit push\nE",
+    "bash /dev/stdin <<E\ngit push\nE", "sh /dev/fd/3 3<<E\ngit push\nE",
+    ". /dev/stdin <<E\ngit push\nE", "env 'BASH_FUNC_f%%=() { git push; }' bash -c f",
+    "bash -c 'hash -p /usr/bin/git f; f push'", "PS4='$(git push)' bash -xc :",
+    "ENV=/tmp/x sh -i", "BASH_ENV=x bash -c :", "PROMPT_COMMAND='git push' bash -i",
+    "env LD_PRELOAD=/tmp/x.so ls", "GIT_SSH_COMMAND='git push' git fetch",
+    "setarch x86_64 git push", "linux64 git push", "prlimit --nofile=100 git push",
+    "sg root -c 'git push'", "parallel rm ::: f", "echo rm f | sh", "parallel git ::: push",
+    "git -c alias.p=push p", "git -c core.pager='git push' log", "git --exec-path=. push",
+    "make -f /dev/stdin <<E\nall:\n\tgit push\nE", "make --eval='x:=$(shell git push)'",
+]
+
+
+@pytest.mark.parametrize("line", TEXT_RUNNERS, ids=repr)
+def test_a_program_that_runs_text_matches_every_deny_and_ask_pattern(line: str) -> None:
+    reading = read_command_line(line)
+    assert NO_PUSH.decide("shell", line) is Action.DENY, reading
+    assert NO_RM.decide("shell", line) is Action.DENY, reading
+    assert ASK_RM.decide("shell", line) is Action.ASK, reading
+    assert NO_CURL.decide("shell", line) is Action.DENY, reading
+    assert not reading.certain, reading
+
+
+#: git's own options before its command do not hide the command from a pattern.
+GIT_OPTIONS_PUSH = ["git -C . push", "git --git-dir=.git push", "git --git-dir .git push",
+                    "git --no-pager push origin", "git -P --work-tree . push", "git -C x -p push"]
+
+
+@pytest.mark.parametrize("line", GIT_OPTIONS_PUSH, ids=repr)
+def test_git_options_before_the_command_are_read_through(line: str) -> None:
+    assert NO_PUSH.decide("shell", line) is Action.DENY, read_command_line(line)
+    assert NO_RM.decide("shell", line) is Action.ALLOW, read_command_line(line)
+
+
+def test_an_arithmetic_expansion_hides_no_substitution() -> None:
+    """``$(( $(rm -rf x) ))`` runs rm: the substitution inside arithmetic is read (deleting
+    that reading let it through with no test noticing, issue 28)."""
+    for line in ("echo $(( $(rm -rf x) ))", "echo $(( `rm -rf x` + 1 ))", ": $(( $(rm x) ))"):
+        assert NO_RM.decide("shell", line) is Action.DENY, read_command_line(line)
 
 
 @pytest.mark.parametrize("line", LITERAL_RM, ids=repr)

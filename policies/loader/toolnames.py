@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from policies.aliases import TABLES, lookup, mcp_canonical
 from policies.contract import AgentFormat
 from policies.errors import ToolNameError
+from policies.globs import GLOB_HINT, glob_problem
 from policies.loader.base import NAME_RE, Reader, normalize_name
 from policies.permissions import Action, PermissionRule
 from policies.tools import NATIVE_TOOLS, check_tool_name
 
-__all__ = ["ToolSet", "delegate_target", "resolve_tools"]
+__all__ = ["ToolSet", "delegate_target", "readable_pattern", "resolve_tools"]
 
 _SPEC_RE = re.compile(r"^(?P<base>[A-Za-z][A-Za-z0-9_]*)\((?P<arg>.*)\)$", re.DOTALL)
 _SPEC_FORMATS = frozenset({AgentFormat.CLAUDE, AgentFormat.CURSOR})
@@ -141,10 +142,22 @@ def _specifier(reader: Reader, key: str, name: str, base: str, arg: str, fmt: Ag
     if not arg:
         reader.error(key, f"{name!r}: empty argument specifier")
         return
+    if not readable_pattern(reader, key, name, pattern):
+        return
     if deny:
         result.rules.append(PermissionRule(tool=tool, pattern=pattern, action=Action.DENY))
     else:
         restricted.setdefault(tool, []).append(pattern)
+
+
+def readable_pattern(reader: Reader, key: str, where: str, pattern: str | None) -> bool:
+    """Whether ``pattern`` is a glob corral reads (:mod:`policies.globs`); else an error
+    on field ``key`` naming ``where`` and why: a rule corral cannot read is never kept as
+    one that matches nothing."""
+    problem = None if pattern is None else glob_problem(pattern)
+    if problem is not None:
+        reader.error(key, f"{where!r}: the pattern cannot be read: {problem}", hint=GLOB_HINT)
+    return problem is None
 
 
 def delegate_target(name: str) -> str:

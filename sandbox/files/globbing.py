@@ -1,4 +1,5 @@
-"""Glob matching and a symlink-free directory walk for the confined file API."""
+"""Glob matching (corral's one dialect, :mod:`policies.globs`) and a symlink-free directory
+walk for the confined file API."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 import re
 from collections.abc import Generator
 
+from policies import globs
+from sandbox.errors import PathDenied
 from sandbox.names import is_git_alias
 from sandbox.workspaces.scan import MAX_DEPTH
 
@@ -37,29 +40,12 @@ def walk_names(dir_fd: int, prefix: str = "", depth: int = 0) -> Generator[str, 
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob (``*``, ``?``, ``[...]``, ``**/``) into an anchored regex over ``/`` paths."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:[^/]*/)*")
-            i += 3
-        elif pattern.startswith("**", i) and i + 2 == len(pattern):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1:end]
-            if body.startswith("!"):
-                body = "^" + body[1:]
-            out.append("[" + body.replace("\\", "\\\\").replace("/", "") + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
+    """The anchored regex of a glob over ``/`` paths, in the dialect permission rules read
+    (:mod:`policies.globs`: ``*``, ``?``, ``[...]``, ``**``, ``**/``); a glob it cannot
+    read (an unterminated ``[``) is :class:`~sandbox.errors.PathDenied` (``path_invalid``),
+    never taken some other way."""
+    try:
+        return globs.glob_regex(pattern, path=True)
+    except globs.GlobError as exc:
+        raise PathDenied(f"invalid glob: {exc.message}", code="path_invalid", path=pattern,
+                         hint=exc.hint) from None

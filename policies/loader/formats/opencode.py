@@ -29,7 +29,7 @@ from policies.loader.files import decode_text, read_bounded
 from policies.loader.formats.common import build, json_document, key_line, markdown
 from policies.loader.formats.foreign_keys import CLAUDE_KEYS, cross_harness
 from policies.loader.models import foreign_route
-from policies.loader.toolnames import resolve_tools
+from policies.loader.toolnames import readable_pattern, resolve_tools
 from policies.permissions import PATH_TOOLS, Action, PermissionPolicy, PermissionRule
 
 __all__ = ["OpenCodeAdapter", "permission_rules"]
@@ -255,6 +255,9 @@ def permission_rules(reader: Reader, key: str, value: Any, *,
             for raw_pattern, raw in setting.items():
                 action = _action(reader, where, raw)
                 pattern = _path_pattern(reader, where, raw_pattern, tools)
+                if pattern is not None and not readable_pattern(
+                        reader, key, f"{where}.{raw_pattern}", pattern):
+                    continue
                 if action and pattern is not None:
                     rules.extend(PermissionRule(tool=t, pattern=None if pattern == "*" else pattern,
                                                 action=action) for t in tools)
@@ -349,7 +352,8 @@ def _v2_rules(reader: Reader) -> list[PermissionRule]:
             tools = tuple(sorted(resolve_tools(reader, "permissions", [action],
                                                AgentFormat.OPENCODE).tools))
         resource = _path_pattern(reader, f"permissions.{index}", resource, tools)
-        if resource is None:
+        if resource is None or not readable_pattern(reader, "permissions",
+                                                    f"permissions.{index}.resource", resource):
             continue
         rules.extend(PermissionRule(tool=t, pattern=None if resource == "*" else resource,
                                     action=decided) for t in tools)
