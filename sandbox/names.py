@@ -31,9 +31,19 @@ path ends with, and ``*`` a wildcard within one component. Tools read nested
 copies too: a monorepo package's ``.claude/settings.json`` (its hooks run
 commands), its ``eslint.config.js``, a nested ``conftest.py``.
 
+The table's first rows are derived from :data:`policies.places.PROJECT_PLACES`,
+the places project discovery iterates (threats row 44): every place the loader
+discovers a project's agents in is ``agent_config``; corral's own ``.corral/``
+and the devcontainer it reads its environment from are ``corral_config`` (the
+next ``--trust-project`` run executes their setup). A place added to the loader
+is flagged without an edit here.
+
 Deliberately not flagged: ``.editorconfig`` (formatting only),
 ``.nvmrc``/``.node-version``/``.python-version``/``.ruby-version`` (they pick
-an installed or official release, never a program from the repository).
+an installed or official release, never a program from the repository); lock
+files (``package-lock.json``, ``poetry.lock``, ``uv.lock``...): data that pins
+what a flagged manifest names, though a resolved URL a lock file alone changes
+is not flagged.
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+
+from policies.places import CORRAL, PROJECT_PLACES, ProjectPlace
 
 __all__ = ["GIT_DIR_CONTAINERS", "GIT_DIR_FILES", "REVIEW_RULES", "ReviewRule",
            "git_dir_signature", "has_git_alias", "is_git_alias", "is_under", "review_flags"]
@@ -67,9 +79,35 @@ class ReviewRule:
 
 
 _R = ReviewRule
+
+
+def _place(place: ProjectPlace) -> str:
+    """A project place as a review pattern (everything in corral's own ``.corral/``)."""
+    if place.format == CORRAL and place.path.startswith(".corral/"):
+        return ".corral/"
+    return place.path + ("/" if place.kind == "dir" else "")
+
+
+def _place_rules(places: tuple[ProjectPlace, ...]) -> tuple[ReviewRule, ...]:
+    """The review rules of :data:`policies.places.PROJECT_PLACES`: every place corral's
+    loader discovers agents in (``agent_config``), and corral's own (``corral_config``)."""
+    return (
+        _R("agent_config", "where corral's loader discovers a project's agents (every "
+           "format's project places): the next --trust-project run loads them, and they "
+           "choose an agent's prompt, tools and model",
+           tuple(dict.fromkeys(_place(p) for p in places if p.format != CORRAL))),
+        _R("corral_config", "corral's own project settings: the next --trust-project run "
+           "executes their setup commands, and what setup writes lies under every child "
+           "and check",
+           tuple(dict.fromkeys(_place(p) for p in places if p.format == CORRAL))),
+    )
+
+
 #: What makes a changed path worth a second look before it is merged: the one table of
-#: path review flags (see the module docstring for the pattern syntax).
+#: path review flags (see the module docstring for the pattern syntax); its first rows
+#: come from the table of project places.
 REVIEW_RULES: tuple[ReviewRule, ...] = (
+    *_place_rules(PROJECT_PLACES),
     _R("agent_config", "harness settings and definitions: Claude Code hooks run commands, "
        "MCP server entries start programs, agents, rules and skills steer the agent",
        (".claude/", ".codex/", ".cursor/", ".gemini/", ".opencode/", ".windsurf/",
@@ -87,9 +125,10 @@ REVIEW_RULES: tuple[ReviewRule, ...] = (
        "submodule and LFS URLs, files hidden from review",
        (".gitattributes", ".gitmodules", ".gitignore", ".gitconfig", ".git-credentials",
         ".mailmap", ".lfsconfig")),
-    _R("build_script", "make, just and task runners run their recipes",
+    _R("build_script", "make, just, task runners and process managers (foreman, honcho) "
+       "run their recipes",
        ("Makefile", "GNUmakefile", "*.mk", "justfile", ".justfile", "Taskfile.yml",
-        "Taskfile.yaml", "Rakefile", "meson.build", "CMakeLists.txt", "*.cmake")),
+        "Taskfile.yaml", "Rakefile", "meson.build", "CMakeLists.txt", "*.cmake", "Procfile")),
     _R("build_script", "Python builds, installs and tests run them: setup scripts, build "
        "backends and tool hooks, pytest's conftest, nox and tox sessions",
        ("setup.py", "setup.cfg", "pyproject.toml", "conftest.py", "noxfile.py", "tox.ini",
@@ -116,6 +155,35 @@ REVIEW_RULES: tuple[ReviewRule, ...] = (
         "settings.gradle.kts", "gradle.properties", "gradlew", "gradle/wrapper/", "pom.xml",
         "mvnw", ".mvn/", "Directory.Build.props", "Directory.Build.targets", "Gemfile",
         "*.gemspec", "flake.nix", "shell.nix", ".bazelrc")),
+    _R("build_script", "build files that are programs: the tool evaluates them on every "
+       "run (SCons and waf as Python, Snakemake's rules and Python, Bazel's Starlark whose "
+       "repository rules and genrules run commands, Tilt's Starlark with local(), "
+       "Vagrantfile, Brewfile and Podfile as Ruby, cpanfile as Perl, Mix as Elixir, sbt's "
+       "build as Scala, gulp and grunt files as JavaScript)",
+       ("SConstruct", "SConscript", "wscript", "Snakefile", "*.smk", "BUILD", "BUILD.bazel",
+        "WORKSPACE", "WORKSPACE.bazel", "MODULE.bazel", "*.bzl", "Tiltfile", "Vagrantfile",
+        "Brewfile", "Podfile", "cpanfile", "mix.exs", "*.sbt", "project/*.scala",
+        "gulpfile.*", "Gruntfile.*")),
+    _R("build_script", "configure and install scripts a build runs: autoconf's configure "
+       "and the inputs autoreconf and configure make it and the Makefiles from, Perl's "
+       "Makefile.PL and Build.PL (cpanm runs them to install), Ant's build.xml (its exec "
+       "tasks run programs), Earthly's RUN steps (LOCALLY on the host)",
+       ("configure", "configure.ac", "Makefile.am", "Makefile.in", "Makefile.PL", "Build.PL",
+        "build.xml", "Earthfile")),
+    _R("build_script", "package and environment managers run the scripts and tasks they "
+       "name or build what they list: Composer scripts on install, pipenv, pixi and deno "
+       "tasks, hatch's custom build hook and env scripts, devbox init hooks, pip "
+       "requirement files (a URL, VCS or local path is built and its setup runs; "
+       "--index-url picks the server)",
+       ("composer.json", "Pipfile", "pixi.toml", "deno.json", "deno.jsonc", "hatch_build.py",
+        "hatch.toml", "devbox.json", "requirements*.txt", "requirements/*.txt")),
+    _R("build_script", "TypeScript tools load the modules it names: ts-node the require, "
+       "compiler and transpiler of its ts-node section, an editor's TypeScript server the "
+       "language-service plugins of compilerOptions.plugins (from node_modules)",
+       ("tsconfig.json", "tsconfig.*.json")),
+    _R("build_script", "the hooks this repository publishes: pre-commit runs their entries "
+       "in every repository that uses it as a hook source",
+       (".pre-commit-hooks.yaml",)),
     _R("shell_startup", "shells run them when the repository is a home directory or a "
        "dotfiles checkout",
        (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",

@@ -23,7 +23,8 @@ widened by an argument:
   ``--allow-*`` flag for (a flagged file, a symlink, a binary, an unverified
   record) is refused (``needs_a_person``, ``review_required``, ...) with the
   plain command a person runs, and that command never carries a flag the
-  client asked for: the person adds flags after reading the review list;
+  client asked for: the person adds flags after reading the review list; a flagged
+  file (a child's ``.corral/environment.toml``) is refused by apply_run's own confirmation;
 - ``mode: workspace-write`` (a child writing the checkout, with no review list
   between it and your files) needs ``--allow-workspace-write``, which
   ``--allow-apply`` does not imply; ``backend: host`` (no process isolation)
@@ -320,7 +321,8 @@ def _apply_command(options: ServerOptions, run_id: str) -> str:
 def _person(command: str) -> str:
     return (f"only a person merges this: the user runs `{command}`, which lists every file "
             "with its review flags and what it refuses, and adds --yes (flagged files) or an "
-            "--allow-* flag themselves, after reading that list; nothing was changed")
+            "--allow-* flag themselves, after reading that list (or reviews and applies the "
+            "run in `corral serve`); nothing was changed")
 
 
 #: Refusals of ``corral apply`` that a flag on its command line lifts: a person's call.
@@ -346,9 +348,15 @@ def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]
     def seen(record: RunRecord, plan: PatchPlan) -> None:
         plans.append(plan)
 
+    def no_person(plan: PatchPlan) -> bool:  # files flagged for review: whatever was passed
+        flagged = "; ".join(f"{f.path} [{', '.join(f.flags)}]" for f in plan.flagged)
+        raise ServerRefused(f"apply_run never merges files flagged for review: {flagged}",
+                            code="review_required", operation="apply_run", hint=_person(command),
+                            context={"run_id": run_id, "flagged": flagged, "command": command})
+
     try:
         report = corral.apply(run_id, check_only=check_only, three_way=args.three_way,
-                              confirm=lambda plan: False, on_plan=seen)
+                              confirm=no_person, on_plan=seen)
     except MergeRefused as exc:
         if exc.code not in _PERSON_CODES:
             raise

@@ -16,6 +16,10 @@ before native, in both orders. Project discovery needs ``trust_project``;
 an explicitly selected JSON file's own imports load without it. Files are
 sorted by path; each scope reads at most 256 files; symlinked files and
 directories are reported and never followed.
+
+The project places are one table, :data:`policies.places.PROJECT_PLACES`, which
+:func:`project_candidates` iterates and the review flags of a child's diff are
+derived from (:data:`sandbox.names.REVIEW_RULES`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from policies.loader.base import Options
 from policies.loader.diagnostics import DefinitionRejected, Diagnostic, Severity
 from policies.loader.files import MAX_FILES_PER_SCOPE, decode_text, read_bounded
 from policies.loader.single import FileOutcome, Status, load_file
+from policies.places import DISCOVERED, PROJECT_PLACES, ProjectPlace
 
 __all__ = ["Candidate", "Environment", "personal_candidates", "project_candidates"]
 
@@ -45,6 +50,11 @@ PERSONAL_ORDER = (
     AgentFormat.ZUNO, AgentFormat.NGN,
 )
 _MAX_DEPTH = 8
+#: The places project discovery reads, by format, in the table's order.
+_PLACES: dict[AgentFormat, tuple[ProjectPlace, ...]] = {
+    fmt: tuple(place for place in PROJECT_PLACES
+               if place.format == fmt.value and place.layout in DISCOVERED)
+    for fmt in WORKSPACE_ORDER}
 
 
 @dataclass(frozen=True)
@@ -206,14 +216,14 @@ class _Walk:
                                         skip_non_agents=False))
 
 
-def _codex_layer(walk: _Walk, anchor: Path) -> None:
+def _codex_layer(walk: _Walk, anchor: Path, relative: str = ".codex") -> None:
     """``<anchor>/.codex/config.toml`` and the role files it declares outside
     ``.codex/agents/`` (those inside are found there). A declared role whose
     ``config_file`` is missing is an error naming the role: Codex has no such role,
     and the user would never learn it from the role files alone."""
-    layer = anchor / ".codex"
+    layer = anchor / relative
     config = layer / "config.toml"
-    if not walk.safe_dir(anchor, ".codex"):
+    if not walk.safe_dir(anchor, relative):
         return
     try:
         info = config.lstat()
@@ -276,7 +286,7 @@ def _zuno_layer(walk: _Walk, anchor: Path, relative: str) -> None:
         walk.files(AgentFormat.ZUNO, anchor, f"{relative}/{name}", recursive=True)
 
 
-def zuno_directories(walk: _Walk, root: Path) -> list[str]:
+def zuno_directories(walk: _Walk, root: Path, name: str = ".zuno") -> list[str]:
     """Every project ``.zuno`` directory under ``root``, relative to it: the root's own,
     then nested ones, shallower first, then by path (deeper layers win). Hidden
     directories, ``node_modules`` and symlinks are not searched; the search visits at
@@ -296,7 +306,7 @@ def zuno_directories(walk: _Walk, root: Path) -> list[str]:
             if not entry.is_dir(follow_symlinks=False):
                 continue
             path = Path(entry.path)
-            if entry.name == ".zuno":
+            if entry.name == name:
                 found.append(path.relative_to(root).as_posix())
             elif not entry.name.startswith(".") and entry.name not in _NOT_PROJECT and \
                     depth < _MAX_DEPTH:
@@ -327,37 +337,21 @@ def _quiet_listing(path: Path) -> Iterator[Path]:
 
 def project_candidates(root: Path, walk: _Walk | None = None) -> tuple[list[Candidate],
                                                                          list[Diagnostic]]:
-    """Every project definition under ``root``, in workspace precedence order."""
+    """Every project definition under ``root``, in workspace precedence order: each
+    format's places of :data:`policies.places.PROJECT_PLACES`, in the table's order."""
     walk = walk or _Walk(root, lambda p: p.relative_to(root).as_posix())
     for fmt in WORKSPACE_ORDER:
-        if fmt is AgentFormat.ANTIGRAVITY:
-            walk.files(fmt, root, ".agents/agents", nested_agent_md=True)
-        elif fmt is AgentFormat.CLAUDE:
-            walk.files(fmt, root, ".claude/agents")
-        elif fmt is AgentFormat.COPILOT:
-            walk.files(fmt, root, ".github/agents")
-        elif fmt is AgentFormat.OPENCODE:
-            for name in ("agent", "agents"):
-                walk.files(fmt, root, f".opencode/{name}", recursive=True)
-            for config in ("opencode.json", "opencode.jsonc", ".opencode/opencode.json",
-                           ".opencode/opencode.jsonc"):
-                walk.config(fmt, root, config)
-        elif fmt is AgentFormat.CODEX:
-            walk.files(fmt, root, ".codex/agents")
-            _codex_layer(walk, root)
-        elif fmt is AgentFormat.CURSOR:
-            walk.files(fmt, root, ".cursor/agents")
-        elif fmt is AgentFormat.GEMINI:
-            walk.files(fmt, root, ".gemini/agents")
-        elif fmt is AgentFormat.PI:
-            walk.files(fmt, root, ".pi/agents")
-        elif fmt is AgentFormat.ZUNO:
-            for layer in zuno_directories(walk, root):
-                _zuno_layer(walk, root, layer)
-        elif fmt is AgentFormat.CATALOG:
-            walk.files(fmt, root, "initial-data/agent-definitions")
-        elif fmt is AgentFormat.NGN:
-            walk.files(fmt, root, ".ngn/agents", nested_agent_md=True)
+        for place in _PLACES[fmt]:
+            if place.layout == "agent_map":
+                walk.config(fmt, root, place.path)
+            elif place.layout == "codex_layer":
+                _codex_layer(walk, root, place.path)
+            elif place.layout == "zuno_layer":
+                for layer in zuno_directories(walk, root, place.path):
+                    _zuno_layer(walk, root, layer)
+            else:
+                walk.files(fmt, root, place.path, recursive=place.layout == "recursive",
+                           nested_agent_md=place.layout == "nested")
     return walk.found, walk.notes
 
 
