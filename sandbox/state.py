@@ -38,11 +38,13 @@ child may have changed something, so gc knows when to capture once more.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import socket
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -56,6 +58,7 @@ from sandbox.errors import SandboxConfigError
 from sandbox.results import DiffResult
 
 __all__ = [
+    "PrivateDirUnsafe",
     "SandboxMeta",
     "SandboxState",
     "SandboxStatus",
@@ -67,6 +70,7 @@ __all__ = [
     "owner_alive",
     "owner_token",
     "private_dir",
+    "private_problem",
 ]
 
 
@@ -201,11 +205,62 @@ SandboxStatus = Literal["creating", "active", "captured"]
 _PRIVATE = 0o700
 
 
-def private_dir(path: Path, *, parents: bool = False) -> None:
-    """Make ``path`` (or keep it) a directory only its owner can reach."""
-    path.mkdir(mode=_PRIVATE, parents=parents, exist_ok=True)
-    if path.stat().st_mode & 0o077:
-        path.chmod(_PRIVATE)
+class PrivateDirUnsafe(SandboxConfigError):
+    """A directory corral keeps private is not: another user's, a symlink, or open to others
+    (see :func:`private_dir` with ``verify``)."""
+
+    code = "private_dir_unsafe"
+
+
+def private_problem(path: Path) -> str | None:
+    """Why ``path`` is not a directory only this process's user can reach (``None``: it is),
+    read with ``os.lstat``: a symlink, not a directory, another owner than our euid, or any
+    group or other permission bit."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "it does not exist"
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symlink"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a directory"
+    if info.st_uid != os.geteuid():
+        return f"it is owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})"
+    if info.st_mode & 0o077:
+        return (f"its mode is {stat.S_IMODE(info.st_mode):04o}: other users may reach it "
+                "(it must be 0700)")
+    return None
+
+
+def private_dir(path: Path, *, parents: bool = False, verify: bool = False,
+                hint: str | None = None) -> None:
+    """Make ``path`` (or keep it) a directory only its owner can reach.
+
+    By default an existing directory is tightened to ``0700``. With ``verify`` (a place other
+    users may have made first, such as the temp dir) nothing is tightened or followed:
+    ``path`` is made ``0700`` if it is missing, then checked with ``os.lstat`` on every call
+    (:func:`private_problem`), and refused (:class:`PrivateDirUnsafe`, naming the path, what
+    is wrong and ``hint``) unless it is a directory of this user's, no symlink, with no
+    group or other bits.
+    """
+    if not verify:
+        path.mkdir(mode=_PRIVATE, parents=parents, exist_ok=True)
+        if path.stat().st_mode & 0o077:
+            path.chmod(_PRIVATE)
+        return
+    if parents:
+        path.parent.mkdir(mode=_PRIVATE, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # what is there is checked, never followed
+        path.mkdir(mode=_PRIVATE)
+    problem = private_problem(path)
+    if problem is not None:
+        raise PrivateDirUnsafe(
+            f"corral's private directory {path} is not safe to use: {problem}",
+            operation="private_dir", context={"path": str(path), "problem": problem},
+            hint=hint or f"remove {path} if it is not yours (another user may have made it "
+                         "to read or change what corral keeps there), then run again")
 
 
 class SandboxMeta(BaseModel):

@@ -18,6 +18,7 @@ uncommitted changes may not apply to ``HEAD``: that is refused with its reason
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from executor.ledger import RunRecord, RunStatus, find_run
 from sandbox.errors import SandboxError
 from sandbox.gitsafe import git_env, run_git
 
-__all__ = ["BranchResult", "branch_run"]
+__all__ = ["BranchResult", "branch_run", "check_branch_name"]
 
 _ZERO = "0" * 40
 #: Who the commit says made it (a person commits and signs when they adopt it).
@@ -61,6 +62,71 @@ def _message(record: RunRecord) -> str:
             f"Its record: `corral show {record.run_id}`.\n")
 
 
+_VALID_HINT = ("a name such as corral/fix-readme (no spaces, '..', '~', '^', ':', '@{', a "
+               "leading '-' or '.', or a trailing '/' or '.lock')")
+_AMBIGUOUS_HINT = ("pick a name no tag, remote-tracking branch or other ref already has, "
+                   "such as corral/<name>: git reads an ambiguous name as the other ref, so "
+                   "`git checkout` or `git merge` of it would not take this branch")
+#: Names git reads as one of its own refs in the git dir (HEAD, ORIG_HEAD, FETCH_HEAD...).
+_PSEUDO = re.compile(r"[A-Z_]*HEAD")
+_OBJECT_ID = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
+
+
+def _ambiguous(branch: str, why: str) -> MergeRefused:
+    return MergeRefused(f"branch name {branch!r} is ambiguous: {why}", code="bad_branch",
+                        context={"branch": branch}, hint=_AMBIGUOUS_HINT)
+
+
+def check_branch_name(branch: str, git_dir: Path) -> str:
+    """The ref ``refs/heads/<branch>`` of a new branch, once ``branch`` is a valid name that
+    means nothing else in the repository at ``git_dir``; else :class:`MergeRefused`.
+
+    Valid is what ``git check-ref-format --branch`` accepts, as it is (``@{-1}``, which
+    git expands to another name, is not). Refused as ambiguous: ``HEAD``, ``@`` and git's
+    own refs (``ORIG_HEAD``...), a name starting with ``refs/`` (``refs/heads/main`` would
+    be ``refs/heads/refs/heads/main``), an object id, and a name git already resolves
+    (its dwim: ``<name>``, ``refs/<name>``, ``refs/tags/<name>``,
+    ``refs/remotes/<name>``, ``refs/remotes/<name>/HEAD``, an abbreviated object id):
+    ``origin/main``, ``v1.0`` when that tag exists, ``heads/main``. An existing branch is
+    ``branch_exists``: corral never moves one.
+    """
+    if not branch or branch.startswith("-"):
+        raise MergeRefused(f"{branch!r} is not a valid branch name", code="bad_branch",
+                           context={"branch": branch}, hint=_VALID_HINT)
+    done = run_git(["check-ref-format", "--branch", branch], git_dir=git_dir, check=False,
+                   operation="apply_branch")
+    said = done.stdout.decode("utf-8", "surrogateescape").strip()
+    if done.returncode != 0:
+        raise MergeRefused(f"{branch!r} is not a valid branch name", code="bad_branch",
+                           context={"branch": branch, "git": done.stderr.decode(
+                               "utf-8", "replace").strip()[:300]}, hint=_VALID_HINT)
+    if said != branch:
+        raise MergeRefused(f"{branch!r} is not a valid branch name: git reads it as branch "
+                           f"{said!r}", code="bad_branch", context={"branch": branch},
+                           hint=_VALID_HINT)
+    ref = f"refs/heads/{branch}"
+    if _git(["rev-parse", "--verify", "--quiet", ref], git_dir, check=False):
+        raise MergeRefused(f"branch {branch!r} already exists", code="branch_exists",
+                           hint="pick another name; corral never moves an existing branch")
+    if branch == "@" or _PSEUDO.fullmatch(branch):
+        raise _ambiguous(branch, "git reads it as HEAD or one of its own refs")
+    if branch.startswith("refs/"):
+        raise _ambiguous(branch, f"it names a full ref; the branch would be {ref}")
+    if _OBJECT_ID.fullmatch(branch):
+        raise _ambiguous(branch, "it is spelled like an object id")
+    for other in (f"refs/{branch}", f"refs/tags/{branch}", f"refs/remotes/{branch}",
+                  f"refs/remotes/{branch}/HEAD"):
+        if run_git(["show-ref", "--verify", "--quiet", other], git_dir=git_dir, check=False,
+                   operation="apply_branch").returncode == 0:
+            raise _ambiguous(branch, f"{other} exists")
+    resolved = run_git(["rev-parse", "--verify", "--quiet", "--symbolic-full-name", branch],
+                       git_dir=git_dir, check=False, operation="apply_branch")
+    if resolved.returncode == 0:  # refs/heads/<branch> does not exist: git means another
+        what = resolved.stdout.decode("utf-8", "surrogateescape").strip()
+        raise _ambiguous(branch, f"git already resolves it, to {what or 'an object'}")
+    return ref
+
+
 def branch_run(root: Path, ledger: Path, run_id: str, branch: str,
                options: ApplyOptions) -> tuple[RunRecord, PatchPlan, BranchResult]:
     """Commit run ``run_id``'s verified diff on a new branch ``branch`` from ``HEAD`` of
@@ -79,18 +145,7 @@ def branch_run(root: Path, ledger: Path, run_id: str, branch: str,
         raise MergeRefused("the diff is not safe to keep as a branch",
                            context={"problems": "; ".join(plan.problems)})
     git_dir = open_checkout(root).git_dir
-    ref = f"refs/heads/{branch}"
-    try:
-        _git(["check-ref-format", ref], git_dir)
-    except SandboxError as exc:
-        raise MergeRefused(f"{branch!r} is not a valid branch name", code="bad_branch",
-                           hint="a name such as corral/fix-readme (no spaces, '..', '~', "
-                                "'^', ':' or a leading '-')") from exc
-    if branch.startswith("-"):
-        raise MergeRefused(f"{branch!r} is not a valid branch name", code="bad_branch")
-    if _git(["rev-parse", "--verify", "--quiet", ref], git_dir, check=False):
-        raise MergeRefused(f"branch {branch!r} already exists", code="branch_exists",
-                           hint="pick another name; corral never moves an existing branch")
+    ref = check_branch_name(branch, git_dir)
     try:
         head = _git(["rev-parse", "--verify", "HEAD^{commit}"], git_dir)
     except SandboxError as exc:

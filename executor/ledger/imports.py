@@ -15,7 +15,15 @@ What comes back is bytes from a machine that ran an untrusted child, so
   accepted names as its own, with that run as its parent;
 - a run's directory is named by an id the parent planned or an accepted run
   named, and an id is letters, digits, ``-`` and ``_``: nothing returned names
-  a path here, and a run this ledger holds already is never replaced;
+  a path here, and a run this ledger holds already is never replaced (only the
+  planned run's own running record, :func:`follow_run`'s);
+- a run below it must be fresh: no id the fanout planned (a sibling's, whose
+  running record it would replace or whose place it would take), none this
+  ledger holds in any form, none twice;
+- what only this machine decides is never taken from a node: what the user did
+  with a run (``state``), which run continues which (``continues``,
+  ``continued_by``), what was changed by hand (``hand_changes``) and the process
+  and sandbox that own it are reset as the record lands;
 - the diff's sha256 must be the one the record states, and the record's display
   text of the diff is made here from the exact bytes (what ``corral diff`` shows
   is what ``corral apply`` merges, and ``apply`` checks the patch as it checks
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
 import shutil
@@ -42,6 +51,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from executor.errors import ExecutorError
+from executor.ledger.fanouts import FANOUTS, find_fanout
 from executor.ledger.journal import JOURNAL
 from executor.ledger.records import (
     ID_PREFIX,
@@ -206,11 +216,19 @@ def _checked_tree(packed: object, run_id: str, fanout: str | None) -> list[_Chec
     return tree
 
 
+def _local_only() -> dict[str, Any]:
+    """The fields of a run record only this machine sets (what the user did with the run,
+    which run continues which, changes by hand), as a run that just ended has them: a
+    node's values are replaced by these."""
+    return {"state": "pending", "state_changed_at": "", "continues": None,
+            "continued_by": None, "hand_changes": []}
+
+
 def _write(ledger: Path, run: _Checked, notes: Sequence[str]) -> RunRecord:
     run_id = run.record.run_id
     record = run.record.model_copy(update={
         "diff": run.patch.decode("utf-8", "replace"), "owner": None, "sandbox_id": None,
-        "notes": [*run.record.notes, *notes]})
+        "notes": [*run.record.notes, *notes], **_local_only()})
     final = ledger / run_id
     staging = ledger / f".tmp-{run_id}-{secrets.token_hex(4)}"
     staging.mkdir()
@@ -253,7 +271,7 @@ def follow_run(ledger: Path, *, run_id: str, fanout: str | None, record: bytes,
             raise _refuse(run_id, "its running record is another run's")
         running = running.model_copy(update={
             "status": RunStatus.RUNNING, "owner": running_owner(), "sandbox_id": None,
-            "diff": "", "diff_sha256": None, "changed_files": []})
+            "diff": "", "diff_sha256": None, "changed_files": [], **_local_only()})
         ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
         staging = ledger / f".tmp-{run_id}-{secrets.token_hex(4)}"
         staging.mkdir()
@@ -276,6 +294,17 @@ def follow_run(ledger: Path, *, run_id: str, fanout: str | None, record: bytes,
         handle.write(_objects(run_id, "journal", lines))
 
 
+def _planned(ledger: Path, fanout: str | None) -> frozenset[str]:
+    """The run ids fanout ``fanout`` planned for its children, as its record here says
+    (none when it has no record here)."""
+    if fanout is None:
+        return frozenset()
+    check_id_prefix(fanout, "fanout id")
+    if not (ledger / FANOUTS / f"{fanout}.json").is_file():
+        return frozenset()
+    return frozenset(child.run_id for child in find_fanout(ledger, fanout).children)
+
+
 def land_run(ledger: Path, packed: object, *, run_id: str, fanout: str | None,
              notes: Sequence[str] = ()) -> RunRecord:
     """Write what :func:`pack_run` returned on another machine as run ``run_id`` (the
@@ -284,10 +313,18 @@ def land_run(ledger: Path, packed: object, *, run_id: str, fanout: str | None,
     of the running one :func:`follow_run` made, if any)."""
     check_id_prefix(run_id)
     tree = _checked_tree(packed, run_id, fanout)
-    taken = [run.record.run_id for run in tree if (ledger / run.record.run_id).exists()
-             and not (ledger / run.record.run_id / PROVISIONAL).is_file()]
-    if taken:
-        raise _refuse(run_id, f"this ledger holds run {taken[0]} already")
+    ids = [run.record.run_id for run in tree]
+    if len(set(ids)) != len(ids):
+        raise _refuse(run_id, "it holds one run twice")
+    planned = _planned(ledger, fanout)
+    for below in ids[1:]:
+        if below in planned:
+            raise _refuse(run_id, f"run {below} below it is a run the fanout planned: a "
+                          "node names its own children, never another child of the fanout")
+        if os.path.lexists(ledger / below):
+            raise _refuse(run_id, f"this ledger holds run {below} already")
+    if (ledger / run_id).exists() and not (ledger / run_id / PROVISIONAL).is_file():
+        raise _refuse(run_id, f"this ledger holds run {run_id} already")
     ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
     for run in tree[1:]:
         _write(ledger, run, ())

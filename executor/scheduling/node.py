@@ -13,10 +13,20 @@ places a child there. Start each node with it::
 ``--backend docker`` probes docker alone; ``--bwrap PATH`` names bubblewrap.)
 
 :func:`node_place` is the node's own directory for corral (its state dir, the
-snapshot repositories unpacked from bundles, its ledger): ``$CORRAL_RAY_DIR``,
-else ``<tmp>/corral-ray-<uid>``, and under it one directory per Ray node id, so
-two nodes on one machine never share one. Nothing of the driver's filesystem is
-assumed to be there.
+snapshot repositories unpacked from bundles, its ledger): under a base,
+``$CORRAL_RAY_DIR``, else ``$XDG_RUNTIME_DIR/corral-ray`` when that is a
+directory of this user's with no group or other bits, else
+``<tmp>/corral-ray-<euid>``, one directory per Ray node id, so two nodes on one
+machine never share one. Nothing of the driver's filesystem is assumed to be
+there.
+
+Another local user could make those directories first (in the temp dir anyone can)
+and then read the shipped snapshots and config or rewrite a diff before the node
+packs it, so they are private by construction: the base and the node's directory
+are made ``0700`` when missing and checked with ``os.lstat`` on every use (owned by
+this user, not a symlink, no group or other bits); anything else is refused
+(``private_dir_unsafe``, naming the path and what is wrong), never tightened or
+followed.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from pathlib import Path
 from sandbox.config import USER_BACKENDS, AutoConfig, BubblewrapConfig
 from sandbox.errors import BackendUnavailable
 from sandbox.factory import resolve_backend
+from sandbox.state import private_dir, private_problem
 
 __all__ = ["DEFAULT_SLOTS", "RESOURCE", "node_place", "node_resources"]
 
@@ -60,14 +71,35 @@ def node_resources(*, backend: str = "auto", slots: int = DEFAULT_SLOTS,
     return {RESOURCE: float(slots)}
 
 
+_HINT = ("remove it if it is not yours (another local user may have made it to read or "
+         "change what the node keeps there), or set CORRAL_RAY_DIR to a directory of your "
+         "own with mode 0700")
+
+
+def _base() -> Path:
+    """The directory the nodes' own directories are made in, checked (see the module
+    docstring)."""
+    explicit = os.environ.get("CORRAL_RAY_DIR")
+    if explicit:
+        base = Path(explicit).absolute()  # never resolved: a symlink is refused
+        private_dir(base, parents=True, verify=True, hint=_HINT)
+        return base
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_absolute() and private_problem(Path(runtime)) is None:
+        base = Path(runtime) / "corral-ray"
+    else:
+        base = Path(tempfile.gettempdir()) / f"corral-ray-{os.geteuid()}"
+    private_dir(base, verify=True, hint=_HINT)
+    return base
+
+
 def node_place(node_id: str) -> Path:
-    """This node's own directory for corral (made ``0700``)."""
+    """This node's own directory for corral (made ``0700``, checked on every call: see the
+    module docstring; :class:`~sandbox.state.PrivateDirUnsafe` when it is not private)."""
     if not re.fullmatch(r"[0-9a-fA-F]{8,64}", node_id):
         raise ValueError(f"not a Ray node id: {node_id!r}")
-    base = os.environ.get("CORRAL_RAY_DIR") or str(
-        Path(tempfile.gettempdir()) / f"corral-ray-{os.getuid()}")
-    place = Path(base) / node_id[:16]
-    place.mkdir(mode=0o700, parents=True, exist_ok=True)
+    place = _base() / node_id[:16]
+    private_dir(place, verify=True, hint=_HINT)
     return place
 
 
