@@ -23,13 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from policies.contract import SandboxMode
 from sandbox.backends.streams import StreamProcess
 from sandbox.config import BackendName, Limits
 from sandbox.errors import SandboxConfigError, SandboxError, SandboxStateError
 from sandbox.files.confined import ConfinedFiles
+from sandbox.gitsafe import child_git_env
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
 from sandbox.state import SandboxMeta, SandboxState, SandboxStatus
 from sandbox.workspaces.diff import compute_diff, sweep_for_diff
@@ -37,6 +38,9 @@ from sandbox.workspaces.model import Workspace, WorkspaceKind
 from sandbox.workspaces.overlay import is_mountpoint, unmount
 from sandbox.workspaces.snapshot import drop_lease
 from sandbox.workspaces.worktree import remove_tree
+
+if TYPE_CHECKING:
+    from sandbox.denials import Denial
 
 __all__ = ["SANDBOX_PATH", "BaseSandbox", "ExecSpec"]
 
@@ -96,6 +100,10 @@ class BaseSandbox(ABC):
         self._streams: list[StreamProcess] = []
         #: Variables every command sees (an environment's ``env``), under a call's own.
         self._env_vars: dict[str, str] = {}
+        #: Programs the contract denies whole (name -> pattern), set before ``_start``; the
+        #: backend covers them with stand-ins (:mod:`sandbox.denials`) and says where here.
+        self._denied: dict[str, str] = {}
+        self.denials: list[Denial] = []
 
     # -- backend hooks ----------------------------------------------------------
 
@@ -130,6 +138,12 @@ class BaseSandbox(ABC):
     def _home(self) -> str:
         """``HOME`` inside the sandbox."""
         return "/tmp/home"  # noqa: S108 - the sandbox's own tmpfs, not the host's /tmp
+
+    def _ceilings(self) -> list[Path]:
+        """The directories holding the workspace (at its path and its aliases): git looks
+        for no repository above them."""
+        ws = self._ws
+        return list(dict.fromkeys(root.parent for root in (ws.root, *ws.aliases)))
 
     # -- properties -------------------------------------------------------------
 
@@ -254,6 +268,9 @@ class BaseSandbox(ABC):
                 raise SandboxConfigError(f"invalid environment variable {key!r}",
                                          code="invalid_env", operation="exec")
             merged[key] = value
+        # The child's own git, hardened whatever its cwd or the repository it made (last:
+        # neither the environment's variables nor a caller's undo it).
+        merged.update(child_git_env(self._ceilings()))
         if timeout is not None and timeout <= 0:
             raise SandboxConfigError("timeout must be positive", code="invalid_timeout",
                                      operation="exec")

@@ -102,6 +102,12 @@ class BubblewrapConfig(_Base):
     #: Share the host's network. Only an environment's setup, when you granted it network
     #: (:mod:`sandbox.environment`), runs so; a child never does.
     network: bool = False
+    #: Run every command under corral's seccomp filter (:mod:`sandbox.backends.seccomp`:
+    #: no ptrace, io_uring, new user namespaces, keyring, bpf, mounts, TIOCSTI, rare socket
+    #: families...). It needs libseccomp; without it the backend refuses to start. Set
+    #: ``false`` only to run without the filter (the namespaces still hold, the kernel
+    #: surface behind them is wider).
+    seccomp: bool = True
 
 
 class DockerConfig(_Base):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -84,18 +85,29 @@ def clear_probe_cache() -> None:
 
 
 def _probe_bwrap(config: BubblewrapConfig) -> None:
-    from sandbox.backends.bwrap import bwrap_base_argv  # noqa: PLC0415 - each backend on use
+    from sandbox.backends.bwrap import (  # noqa: PLC0415 - each backend on use
+        bwrap_base_argv,
+        seccomp_program,
+    )
+    from sandbox.backends.seccomp import program_fd  # noqa: PLC0415
 
-    argv = [*bwrap_base_argv(config.bwrap, tmp_size=1 << 20, extra_ro=config.extra_ro_paths),
+    # The seccomp filter too: a kernel or bwrap that cannot install it fails here.
+    program = seccomp_program(config)
+    seccomp_fd = None if program is None else program_fd(program)
+    argv = [*bwrap_base_argv(config.bwrap, tmp_size=1 << 20, seccomp_fd=seccomp_fd,
+                             extra_ro=config.extra_ro_paths),
             "--remount-ro", "/", "--", "/bin/true"]
     try:
         done = subprocess.run(  # noqa: S603 - the real sandbox flags around /bin/true
             argv, capture_output=True, env={"PATH": os.defpath}, timeout=_PROBE_TIMEOUT,
-            check=False,
+            check=False, pass_fds=() if seccomp_fd is None else (seccomp_fd,),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BackendUnavailable(f"bwrap did not run: {exc}", code="bwrap_unavailable",
                                  operation="probe") from exc
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
     if done.returncode != 0:
         stderr = done.stderr.decode("utf-8", "replace").strip()
         raise BackendUnavailable(
@@ -169,6 +181,7 @@ def open_sandbox(
     workspace: WorkspaceRequest = "auto",
     disposable: bool = False,
     environment: EnvironmentRef | None = None,
+    denied: Mapping[str, str] | None = None,
 ) -> BaseSandbox:
     """Create a child's sandbox for ``repo`` in ``mode`` from the parent's current state.
 
@@ -194,6 +207,9 @@ def open_sandbox(
     ``environment`` (:func:`sandbox.environment.prepare_environment`) puts a project's
     environment under the child: its variables in every command, its docker image or
     read-only host paths, and in worktree mode its setup layer and carried paths.
+    ``denied`` (program name -> the pattern that denies it,
+    :func:`policies.permissions.denied_programs`): programs covered by a stand-in in
+    bubblewrap and docker (:mod:`sandbox.denials`; :attr:`BaseSandbox.denials` says where).
     """
     chosen = _with_environment(resolve_backend(config), environment)
     info = inspect_repo(repo)
@@ -225,7 +241,7 @@ def open_sandbox(
     )
     state.write_meta(meta)
     opening = _Opening(chosen, info, mode, state, meta, forced=workspace == "overlay",
-                       environment=environment)
+                       environment=environment, denied=denied)
     own: SnapshotRef | None = None
     try:
         opening.plan_users()
@@ -258,10 +274,12 @@ class _Opening:
 
     def __init__(self, config: ConcreteConfig, info: RepoInfo, mode: SandboxMode,
                  state: SandboxState, meta: SandboxMeta, *, forced: bool,
-                 environment: EnvironmentRef | None = None) -> None:
+                 environment: EnvironmentRef | None = None,
+                 denied: Mapping[str, str] | None = None) -> None:
         self.config, self.info, self.mode, self.state, self.meta = (
             config, info, mode, state, meta)
         self.forced = forced
+        self.denied = dict(denied or {})
         self.environment = environment
         self.sandbox: BaseSandbox | None = None
         self.layers: OverlayLayers | None = None
@@ -317,7 +335,7 @@ class _Opening:
             if env.alias is not None and self.config.type != "host":
                 workspace.aliases = (env.alias,)
             if self.config.type != "host":
-                workspace.extra_mounts = tuple(environment_mounts(
+                workspace.extra_mounts += tuple(environment_mounts(
                     env, root=workspace.root, overlay=workspace.overlay is not None))
         check_state_dir(self.state.root,
                         workspaces=[m.origin for m in workspace.mounts() if m.writable])
@@ -328,6 +346,7 @@ class _Opening:
                               meta=self.meta, user=self.user)
         if env is not None:
             self.sandbox._env_vars = env.env
+        self.sandbox._denied = self.denied
         self.sandbox._start()
         if (env is not None and env.layer is not None and self.config.type != "host"
                 and workspace.kind in ("worktree", "overlay")):

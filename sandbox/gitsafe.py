@@ -42,9 +42,11 @@ from typing import BinaryIO
 from sandbox.errors import SandboxError, UnsafeRepository
 
 __all__ = [
+    "CHILD_GIT_CONFIG",
     "HARDENING",
     "UnsafeKey",
     "check_repository_config",
+    "child_git_env",
     "git_env",
     "git_executable",
     "run_git",
@@ -73,6 +75,36 @@ HARDENING: tuple[str, ...] = (
     "-c", "maintenance.auto=false",
     "-c", "protocol.allow=never",
 )
+
+#: Configuration every command in a sandbox gets (as ``GIT_CONFIG_COUNT`` variables: the
+#: command scope, which overrides every file a repository brings, and is protected
+#: configuration, where ``safe.bareRepository`` is read). A directory the child wrote as a
+#: bare repository (``HEAD``, ``config``, ``objects/``, ``refs/``; the file API refuses
+#: ``.git`` itself) is never discovered, so its ``core.fsmonitor``, pager, hooks or drivers
+#: never run under an allowed ``git status``; and what a repository's config may name to run
+#: is reset to the harmless default here too. ``diff.external`` and drivers have no neutral
+#: value: they are left to the repositories, which are corral's own (read-only, and refused
+#: when they name programs: :func:`check_repository_config`) or explicit (``--git-dir``).
+CHILD_GIT_CONFIG: tuple[tuple[str, str], ...] = (
+    ("safe.bareRepository", "explicit"),
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.sshCommand", "ssh"),
+    ("credential.helper", ""),
+    ("protocol.ext.allow", "never"),
+)
+
+
+def child_git_env(ceilings: Sequence[Path]) -> dict[str, str]:
+    """The variables that give a sandboxed command's git :data:`CHILD_GIT_CONFIG`, no pager,
+    and no repository discovered above ``ceilings`` (the directories holding the workspace)."""
+    env = {"GIT_CONFIG_COUNT": str(len(CHILD_GIT_CONFIG)), "GIT_PAGER": "cat",
+           "GIT_CEILING_DIRECTORIES": ":".join(str(path) for path in ceilings)}
+    for index, (key, value) in enumerate(CHILD_GIT_CONFIG):
+        env[f"GIT_CONFIG_KEY_{index}"], env[f"GIT_CONFIG_VALUE_{index}"] = key, value
+    return env
+
 
 #: Fixed identity and date for snapshot commits, so the same state gives the same id.
 SNAPSHOT_IDENTITY: Mapping[str, str] = {

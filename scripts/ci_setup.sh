@@ -43,6 +43,10 @@ die() { log "error: $*"; exit 1; }
 
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+# The C library corral builds bubblewrap's seccomp filter with (sandbox/backends/seccomp.py).
+ldconfig -p | grep 'libseccomp\.so\.2 ' >/dev/null || missing+=(libseccomp2)
+# A setup granted network gets a network namespace of its own through it (no host loopback).
+command -v slirp4netns >/dev/null || missing+=(slirp4netns)
 command -v git >/dev/null || missing+=(git)
 command -v rg >/dev/null || missing+=(ripgrep)
 command -v debootstrap >/dev/null || missing+=(debootstrap)

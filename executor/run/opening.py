@@ -35,6 +35,7 @@ from executor.tools.dispatch import Dispatcher, Tool
 from executor.tools.mcptool import mcp_tools
 from policies.capability import admit_listed
 from policies.contract import SandboxMode
+from policies.permissions import denied_programs, only_patterns_allow
 from policies.templates import render as render_template
 from sandbox.errors import SandboxError
 from sandbox.factory import open_sandbox, overlays_unusable
@@ -75,11 +76,16 @@ def open_session(run: AgentRun) -> Session:
                                          mode=run.capability.sandbox,
                                          state_root=run.settings.state_root,
                                          snapshot=snapshot,
-                                         environment=run.settings.environment)
+                                         environment=run.settings.environment,
+                                         denied=denied_programs(run.capability.layers))
     run.opened = True
     run.record = run.record.model_copy(update={"backend": sandbox.backend,
                                                "sandbox_id": sandbox.id,
                                                "base_commit": sandbox.base_commit})
+    kept = [f"the deny {d.pattern!r} is not enforced where {d.name} runs: {d.kept}"
+            for d in sandbox.denials if d.kept]
+    if kept:
+        run.record = run.record.model_copy(update={"notes": [*run.record.notes, *kept]})
     write_running(run)
     if run.resume is not None:  # the run it continues: its changes in place first
         run.phase("replay")
@@ -109,7 +115,9 @@ def open_session(run: AgentRun) -> Session:
     run.context = context = ToolContext(sandbox=sandbox, agent=run.contract.name,
                                         delegate=run.delegate, list_agents=run.delegable,
                                         deadline=run.deadline,
-                                        delegate_tasks=run.delegate_tasks)
+                                        delegate_tasks=run.delegate_tasks,
+                                        shell_by_pattern=only_patterns_allow(
+                                            run.capability.layers, "shell"))
     dispatcher = Dispatcher(
         agent=run.contract.name, capability=run.capability, tools=tools,
         context=context, approval=run.settings.approval, descriptions=descriptions,

@@ -47,6 +47,9 @@ class ToolContext:
     permits: Callable[[str, str], bool] | None = None
     #: on_output(stream, chunk): a command's output as it streams (the run's journal).
     on_output: Callable[[str, bytes], None] | None = None
+    #: Whether a shell call runs only because an allow pattern matched its line: then it
+    #: never runs in a directory the child made a repository (:mod:`executor.tools.shell`).
+    shell_by_pattern: bool = False
 
     def shown(self, tool: str, path: str) -> bool:
         """Whether ``path`` may appear in ``tool``'s results."""

@@ -8,15 +8,46 @@ for an unsandboxed run: no argument exists for it.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path, PurePosixPath
+
 from pydantic import Field
 
 from executor.tools.context import Args, ToolContext
-from executor.tools.dispatch import ToolFailure, ToolOutput
+from executor.tools.dispatch import ToolDenied, ToolFailure, ToolOutput
 from sandbox.errors import SandboxError
+from sandbox.names import git_dir_signature
 
 __all__ = ["ShellTool"]
 
 MAX_OUTPUT = 64 * 1024
+
+
+def _never_in_a_made_repository(root: Path, cwd: str) -> None:
+    """A call allowed by a pattern (``Bash(git status:*)``) runs nowhere the child made a
+    git directory: at ``cwd`` and on the way there from the workspace root, no directory
+    may hold what git's discovery takes for one (``HEAD`` with ``objects/``, ``refs/``:
+    :func:`sandbox.names.git_dir_signature`), and none may be a symlink. The pattern named
+    a command; a repository the child wrote would choose what that command runs."""
+    here = root
+    for part in PurePosixPath(cwd).parts:
+        if part in ("/", "."):
+            continue
+        here = here / part
+        if here.is_symlink():
+            raise ToolDenied(f"cwd {cwd!r} goes through a symlink ({part!r}): a call allowed "
+                             "by a pattern runs only in the workspace's own directories")
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            return  # not there: the sandbox says so when it runs
+        files = {e.name for e in entries if e.is_file(follow_symlinks=False)}
+        dirs = {e.name for e in entries if e.is_dir(follow_symlinks=False)}
+        if git_dir_signature(files, dirs):
+            raise ToolDenied(
+                f"cwd {cwd!r} holds a git directory ({part!r}: "
+                f"{', '.join(git_dir_signature(files, dirs))}): a call allowed by a pattern "
+                "never runs where the agent made a repository; run it at the workspace root")
 
 
 class ShellArgs(Args):
@@ -40,6 +71,8 @@ class ShellTool:
 
     def run(self, args: ShellArgs, context: ToolContext) -> ToolOutput:
         sandbox = context.sandbox
+        if context.shell_by_pattern:
+            _never_in_a_made_repository(sandbox.root, args.cwd)
         limit = sandbox.limits.timeout_seconds
         timeout = context.time_left(min(args.timeout, limit) if args.timeout else limit)
         try:

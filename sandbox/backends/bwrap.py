@@ -13,6 +13,11 @@ so a command costs a fork and an exec, not a ``bwrap``. The namespace has:
   project's machine; the escape suite keeps a test for it);
 - ``--die-with-parent --new-session``: no survivor when corral dies, no
   controlling terminal (``TIOCSTI``); ``NoNewPrivs`` is always set by bwrap;
+- ``--seccomp FD``: corral's own filter (:mod:`sandbox.backends.seccomp`: no
+  ``ptrace``, io_uring, new user namespace, keyring, ``bpf``, mount or module
+  calls, ``TIOCSTI``, rare socket families), compiled once per process and handed
+  to each bwrap in a memfd; without libseccomp the backend refuses to start
+  unless the config turns the filter off (``seccomp = false``);
 - ``--clearenv``; each command gets exactly the allowlisted environment; fresh
   ``/proc`` and ``/dev``; size-capped tmpfs ``/tmp`` (``HOME`` is
   ``/tmp/home``) and ``/dev/shm``, shared by the child's commands (one
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -51,16 +57,18 @@ from typing import ClassVar
 
 from sandbox.backends.leftovers import describe, namespace_leftovers, pid_namespace
 from sandbox.backends.limits import PidsCgroup, cgroup_group, prlimit_argv
+from sandbox.backends.seccomp import filter_program, program_fd
 from sandbox.backends.streams import PipeStream
 from sandbox.backends.warm import PipeChannel, Warm, supervisor_argv
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, BubblewrapConfig
+from sandbox.denials import denial_covers, host_denials
 from sandbox.errors import BackendUnavailable, SandboxError
 from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState
 from sandbox.workspaces.model import Workspace
 
-__all__ = ["BubblewrapSandbox", "bwrap_base_argv"]
+__all__ = ["BubblewrapSandbox", "bwrap_base_argv", "seccomp_program"]
 
 #: /etc entries programs commonly need; bound read-only when present.
 ETC_FILES = (
@@ -79,21 +87,26 @@ _NAMESPACE_FLAGS = (
 )
 
 
-def bwrap_base_argv(bwrap: str, *, tmp_size: int, extra_ro: tuple[Path, ...] = (),
-                    network: bool = False) -> list[str]:
+def bwrap_base_argv(bwrap: str, *, tmp_size: int, seccomp_fd: int | None,
+                    extra_ro: tuple[Path, ...] = (), resolv: Path | None = None) -> list[str]:
     """The namespace flags and the read-only system view shared by probe and commands
-    (``network``: an environment's setup that was granted it shares the host's)."""
+    (``resolv``: an environment's setup that was granted network gets its own network
+    namespace, reached through slirp4netns, and this file as ``/etc/resolv.conf``;
+    ``seccomp_fd``: a descriptor bwrap inherits holding the filter, see
+    :func:`seccomp_program`, ``None`` only when the config turned the filter off)."""
     args = [bwrap, *_NAMESPACE_FLAGS, "--ro-bind", "/usr", "/usr"]
-    if network:
-        args.insert(args.index("--unshare-all") + 1, "--share-net")
+    if seccomp_fd is not None:
+        args[1:1] = ["--seccomp", str(seccomp_fd)]
     for name in _SYSTEM_DIRS:
         path = Path("/", name)
         if path.is_symlink():
             args += ["--symlink", str(path.readlink()), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
-    for etc in (*ETC_FILES, *(("/etc/resolv.conf",) if network else ())):
+    for etc in ETC_FILES:
         args += ["--ro-bind-try", etc, etc]
+    if resolv is not None:
+        args += ["--ro-bind", str(resolv), "/etc/resolv.conf"]
     # The sandbox's own size-capped tmpfs mounts, not the host's /tmp.
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size), "--tmpfs", _SHM,
              "--size", str(tmp_size), "--tmpfs", _TMP, "--dir", _HOME]
@@ -104,6 +117,12 @@ def bwrap_base_argv(bwrap: str, *, tmp_size: int, extra_ro: tuple[Path, ...] = (
     return args
 
 
+def seccomp_program(config: BubblewrapConfig) -> bytes | None:
+    """The filter every bwrap of ``config`` installs (``None``: the config turned it off);
+    :class:`BackendUnavailable` when libseccomp cannot build it."""
+    return filter_program() if config.seccomp else None
+
+
 class BubblewrapSandbox(BaseSandbox):
     """Runs each command under ``bwrap`` (see the module docstring)."""
 
@@ -111,6 +130,10 @@ class BubblewrapSandbox(BaseSandbox):
 
     _cgroup: PidsCgroup | None
     _prefix: list[str]
+    _seccomp: bytes | None
+    _covers: list[tuple[str, Path]]
+    _resolv: Path | None
+    _slirp: str | None = None
 
     def __init__(
         self, *, config: BubblewrapConfig, workspace: Workspace, state: SandboxState,
@@ -128,6 +151,8 @@ class BubblewrapSandbox(BaseSandbox):
         if bwrap is None:
             raise BackendUnavailable(f"bwrap not found: {self.config.bwrap}",
                                      code="bwrap_missing", operation="start")
+        # Before anything is made: without libseccomp the sandbox does not start.
+        self._seccomp = seccomp_program(self.config)
         limits = self.limits
         nproc = None
         prefix: list[str] = []
@@ -162,6 +187,19 @@ class BubblewrapSandbox(BaseSandbox):
                                      code="python_missing", operation="start")
         self._prefix = prefix
         self._bwrap = bwrap
+        self.denials = host_denials(self._denied)
+        self._covers = denial_covers(self.denials, self.state.dir / "denied")
+        self._resolv = None
+        if self.config.network:  # an environment's setup granted network: its own, via slirp
+            self._slirp = shutil.which("slirp4netns")
+            if self._slirp is None:
+                raise BackendUnavailable(
+                    "slirp4netns is needed to give a setup its own network",
+                    code="slirp4netns_missing", operation="start",
+                    hint="install it (Debian/Ubuntu: apt-get install slirp4netns); a setup "
+                    "granted network never shares this machine's own")
+            self._resolv = self.state.dir / "resolv.conf"
+            self._resolv.write_text(f"nameserver {_SLIRP_DNS}\n", encoding="ascii")
 
     @property
     def supervisor_pid(self) -> int | None:
@@ -169,18 +207,27 @@ class BubblewrapSandbox(BaseSandbox):
         live = self._warm
         return None if live is None else _first_child(live.process.popen.pid)
 
-    def _argv(self, command: Sequence[str], *, cwd: str = "/",
+    def _seccomp_fd(self) -> int | None:
+        """A fresh descriptor of the filter for one bwrap (the caller closes it once bwrap
+        started), or ``None`` when the config turned the filter off."""
+        return None if self._seccomp is None else program_fd(self._seccomp)
+
+    def _argv(self, command: Sequence[str], *, seccomp_fd: int | None, cwd: str = "/",
               env: Mapping[str, str] | None = None) -> list[str]:
-        """A ``bwrap`` of this sandbox (namespaces, mounts, cgroup, rlimits) whose PID 1 is
-        ``command``: the warm supervisor, or a long-lived process (:meth:`_open_stream`)."""
+        """A ``bwrap`` of this sandbox (namespaces, seccomp, mounts, cgroup, rlimits) whose
+        PID 1 is ``command``: the warm supervisor, or a long-lived process
+        (:meth:`_open_stream`)."""
         args = [*self._prefix, *bwrap_base_argv(self._bwrap, tmp_size=self.limits.tmp_size_bytes,
+                                                seccomp_fd=seccomp_fd,
                                                 extra_ro=self.config.extra_ro_paths,
-                                                network=self.config.network)]
+                                                resolv=self._resolv)]
         for key, value in (env or {}).items():
             args += ["--setenv", key, value]
         for mount in self.workspace.mounts():
             args += ["--bind" if mount.writable else "--ro-bind", str(mount.origin),
                      str(mount.path)]
+        for target, cover in self._covers:  # a program the contract denies: its stand-in
+            args += ["--ro-bind", str(cover), target]
         args += ["--chdir", cwd, "--remount-ro", "/", "--as-pid-1", "--", *command]
         return args
 
@@ -191,7 +238,10 @@ class BubblewrapSandbox(BaseSandbox):
             return current.warm
         if current is not None:
             self._discard(current)
-        process = _KeptProcess.start(self._argv(supervisor_argv(_PYTHON, "pid1")))
+        seccomp_fd = self._seccomp_fd()
+        process = _KeptProcess.start(
+            self._argv(supervisor_argv(_PYTHON, "pid1"), seccomp_fd=seccomp_fd),
+            pass_fd=seccomp_fd)
         channel = PipeChannel(process.stdin, process.stdout, process.stderr)
         try:
             warm = Warm.start(channel)
@@ -202,8 +252,15 @@ class BubblewrapSandbox(BaseSandbox):
                                code="bwrap_failed", operation="exec",
                                context={"exit_code": process.exit_code}) from exc
         supervisor = _first_child(process.popen.pid)
-        self._warm = _Live(process, warm, supervisor,
-                           pid_namespace(supervisor) if supervisor is not None else None)
+        live = _Live(process, warm, supervisor,
+                     pid_namespace(supervisor) if supervisor is not None else None)
+        if self._resolv is not None:
+            try:
+                live.network = _Slirp.start(self._slirp or "slirp4netns", supervisor)
+            except BaseException:
+                self._discard(live)
+                raise
+        self._warm = live
         return warm
 
     def _discard(self, live: _Live) -> int | None:
@@ -214,6 +271,8 @@ class BubblewrapSandbox(BaseSandbox):
         if self._cgroup is not None:
             self._cgroup.kill_all()
         live.warm.close()
+        if live.network is not None:
+            live.network.stop()
         return live.process.release()
 
     def _run(self, spec: ExecSpec) -> ExecResult:
@@ -269,9 +328,12 @@ class BubblewrapSandbox(BaseSandbox):
         """The same bwrap as a command (namespaces, mounts, cgroup, rlimits); killing its
         bwrap kills the namespace's PID 1 (``--die-with-parent``) and so the namespace."""
         # A shell as PID 1 waits for the process, and ignores stray signals as a PID 1 must.
+        seccomp_fd = self._seccomp_fd()
         return PipeStream.start(self._argv(("/bin/sh", "-c", '"$@"', "sh", *spec.argv),
-                                           cwd=str(spec.cwd), env=spec.env),
-                                env={"PATH": os.defpath}, cwd=Path("/"), kill=_kill_stream)
+                                           seccomp_fd=seccomp_fd, cwd=str(spec.cwd),
+                                           env=spec.env),
+                                env={"PATH": os.defpath}, cwd=Path("/"), kill=_kill_stream,
+                                pass_fd=seccomp_fd)
 
     def _stop(self) -> None:
         # An idle supervisor has already killed everything its last command left; a running
@@ -302,6 +364,74 @@ class _Live:
     #: The supervisor's host pid and PID namespace, for the host's own check.
     supervisor: int | None = None
     namespace: str | None = None
+    #: The user-mode network of a setup granted network (``None``: only loopback).
+    network: _Slirp | None = None
+
+
+#: slirp4netns's addresses: its DNS forwarder, and the host seen from inside (refused
+#: with --disable-host-loopback: nothing listening on this machine's 127.0.0.1 is reached).
+_SLIRP_DNS = "10.0.2.3"
+_SLIRP_READY_SECONDS = 30.0
+
+
+class _Slirp:
+    """slirp4netns on a sandbox's network namespace: a tap device routed out through a user
+    space TCP/IP stack, with no route to the host's loopback (``--disable-host-loopback``).
+    It ends when its exit descriptor closes: at :meth:`stop`, or with corral."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], exit_w: int) -> None:
+        self.popen, self.exit_w = popen, exit_w
+
+    @classmethod
+    def start(cls, slirp: str, pid: int | None) -> _Slirp:
+        if pid is None:
+            raise SandboxError("the sandbox's namespace was not found for its network",
+                               code="network_failed", operation="start")
+        ready_r, ready_w = os.pipe()
+        exit_r, exit_w = os.pipe()
+        os.set_inheritable(exit_w, False)
+        try:
+            popen = subprocess.Popen(  # noqa: S603 - a fixed argv
+                # The namespace by its path, joined from here: slirp's default joins the
+                # target's user namespace first, bwrap's --disable-userns one, where no
+                # capability over the network namespace is left.
+                [slirp, "--netns-type=path", "--configure", "--mtu=65520",
+                 "--disable-host-loopback", f"--ready-fd={ready_w}", f"--exit-fd={exit_r}",
+                 f"/proc/{pid}/ns/net", "tap0"],
+                pass_fds=(ready_w, exit_r), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            for fd in (ready_r, ready_w, exit_r, exit_w):
+                os.close(fd)
+            raise SandboxError(f"slirp4netns did not start: {exc}", code="network_failed",
+                               operation="start") from exc
+        os.close(ready_w)
+        os.close(exit_r)
+        network = cls(popen, exit_w)
+        try:
+            ready, _, _ = select.select([ready_r], [], [], _SLIRP_READY_SECONDS)
+            said = os.read(ready_r, 1) if ready else b""
+        finally:
+            os.close(ready_r)
+        if said != b"1":
+            network.stop(keep_stderr=True)
+            why = (popen.stderr.read() if popen.stderr else b"").decode("utf-8", "replace")
+            if popen.stderr is not None:
+                popen.stderr.close()
+            raise SandboxError(f"slirp4netns did not set up the network: {why.strip()[:300]}",
+                               code="network_failed", operation="start")
+        return network
+
+    def stop(self, *, keep_stderr: bool = False) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.exit_w)
+        try:
+            self.popen.wait(5)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+        if self.popen.stderr is not None and not keep_stderr:
+            self.popen.stderr.close()
 
 
 def _first_child(pid: int) -> int | None:
@@ -328,7 +458,16 @@ class _KeptProcess:
         self.exit_code: int | None = None
 
     @classmethod
-    def start(cls, argv: list[str]) -> _KeptProcess:
+    def start(cls, argv: list[str], *, pass_fd: int | None = None) -> _KeptProcess:
+        """Start ``argv``; ``pass_fd`` (the filter's memfd) is handed to it, then closed here."""
+        try:
+            return cls._start(argv, pass_fd)
+        finally:
+            if pass_fd is not None:
+                os.close(pass_fd)
+
+    @classmethod
+    def _start(cls, argv: list[str], pass_fd: int | None) -> _KeptProcess:
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
@@ -340,7 +479,7 @@ class _KeptProcess:
                 started.append(subprocess.Popen(  # noqa: S603 - argv built above, never a shell
                     argv, stdin=stdin_r, stdout=stdout_w, stderr=stderr_w,
                     env={"PATH": os.defpath}, cwd=Path("/"), start_new_session=True,
-                    close_fds=True,
+                    close_fds=True, pass_fds=() if pass_fd is None else (pass_fd,),
                 ))
             except BaseException as exc:  # handed to the starting thread below
                 started.append(exc)

@@ -39,6 +39,7 @@ then created again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -61,6 +62,7 @@ from sandbox.backends.streams import SocketStream
 from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
 from sandbox.base import SANDBOX_PATH, BaseSandbox, ExecSpec
 from sandbox.config import BackendName, DockerConfig
+from sandbox.denials import denial_covers, image_denials
 from sandbox.errors import (
     BackendUnavailable,
     OverlayUnavailable,
@@ -368,6 +370,8 @@ class DockerSandbox(BaseSandbox):
         #: in the container, read from the host after every command.
         self._init_pid: int | None = None
         self._cgroup_dir: Path | None = None
+        #: corral's end of the keep-alive's stdin: the container lives while it is open.
+        self._lifeline: Any = None
 
     def _translate(self, exc: BaseException, operation: str) -> SandboxError:
         return SandboxError(f"docker {operation} failed: {exc}", code="docker_failed",
@@ -382,7 +386,12 @@ class DockerSandbox(BaseSandbox):
         keepalive = _KEEPALIVE_UID if self._uid[0] != _KEEPALIVE_UID else _KEEPALIVE_UID - 1
         tmp = f"rw,nosuid,nodev,size={limits.tmp_size_bytes}"
         options: dict[str, Any] = {
-            "command": ["sleep", "infinity"], "name": self.id, "init": True,
+            # The keep-alive waits on its stdin, which corral holds open (StdinOnce): when
+            # corral's end closes (it exited, or was SIGKILLed), the container ends with it
+            # and the engine removes it; nothing keeps running until `corral gc`.
+            "command": ["/bin/sh", "-c", "read -r _; exit 0"], "stdin_open": True,
+            "auto_remove": True,
+            "name": self.id, "init": True,
             "labels": {LABEL: self.id, STATE_LABEL: str(self.state.root)},
             "network_mode": "host" if self.config.network else "none",
             "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
@@ -409,6 +418,7 @@ class DockerSandbox(BaseSandbox):
         try:  # what an earlier sandbox of this image learnt: one create, not two
             masks: list[PurePosixPath] | None = closed_ancestors(
                 targets, image_mode=modes.known, uid=self._uid[0], fresh=(_TMP,))
+            self.denials = image_denials(self._denied, modes.known_stat)
         except KeyError:
             masks = None
         container = None
@@ -416,10 +426,16 @@ class DockerSandbox(BaseSandbox):
             container = self._create(options)
             masks = closed_ancestors(targets, image_mode=modes.learning(self._image_mode),
                                      uid=self._uid[0], fresh=(_TMP,))
+            self.denials = image_denials(self._denied, modes.learning_stat(self._image_stat))
             modes.save()
-            if masks:
+            if masks or any(denial.targets for denial in self.denials):
                 self._remove()
                 container = None
+        # A program the contract denies: its files covered by a stand-in (sandbox.denials).
+        options["mounts"] += [Mount(target=target, source=str(cover), type="bind",
+                                    read_only=True)
+                              for target, cover in denial_covers(self.denials,
+                                                             self.state.dir / "denied")]
         if masks:  # give the image's closed directories an open, empty stand-in
             stand_ins = make_stand_ins(masks, targets, under=self.state.dir / "stand-ins")
             options["mounts"] = [
@@ -429,6 +445,8 @@ class DockerSandbox(BaseSandbox):
         if container is None:
             container = self._create(options)
         try:
+            self._lifeline = self._client.api.attach_socket(
+                self.id, params={"stdin": 1, "stream": 1})
             container.start()
             state = self._client.api.inspect_container(self.id).get("State") or {}
         except _ENGINE_ERRORS as exc:
@@ -467,6 +485,12 @@ class DockerSandbox(BaseSandbox):
 
     def _image_mode(self, path: str) -> int | None:
         """The Go file mode of ``path`` in the created container, ``None`` if it is absent."""
+        found = self._image_stat(path)
+        return None if found is None else found[0]
+
+    def _image_stat(self, path: str) -> tuple[int, str] | None:
+        """The Go file mode and link target of ``path`` in the created container (its last
+        component not followed), ``None`` if it is absent."""
         api = self._client.api
         url = f"{api.base_url}/v{api.api_version}/containers/{self.id}/archive"
         try:
@@ -481,7 +505,8 @@ class DockerSandbox(BaseSandbox):
                 raise SandboxError(f"docker cannot stat {path} in the image "
                                    f"(HTTP {response.status_code})", code="docker_failed",
                                    operation="stat", context={"container": self.id})
-            return int(decode_json_header(header)["mode"])
+            found = decode_json_header(header)
+            return int(found["mode"]), str(found.get("linkTarget") or "")
 
     @property
     def supervisor_pid(self) -> int | None:
@@ -744,5 +769,11 @@ class DockerSandbox(BaseSandbox):
         try:
             self._remove()
         finally:
+            lifeline, self._lifeline = self._lifeline, None
+            for closable in (getattr(lifeline, "_response", None), lifeline,
+                             getattr(lifeline, "_sock", None)):
+                if closable is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        closable.close()
             self._client.close()
             self._client = None

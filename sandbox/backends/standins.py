@@ -25,6 +25,16 @@ __all__ = ["ImageModes", "closed_ancestors", "make_stand_ins"]
 
 #: Go ``os.FileMode`` bits, as docker reports a path's mode.
 GO_DIR, GO_SYMLINK = 1 << 31, 1 << 27
+#: Every Go type bit: a mode with none of them is a regular file.
+_GO_TYPE = GO_DIR | GO_SYMLINK | 1 << 26 | 1 << 25 | 1 << 24 | 1 << 21 | 1 << 19
+
+
+def _typed(found: tuple[int, str] | None) -> tuple[bool, str, bool] | None:
+    """(is a symlink, its target, is a regular file) of an archive ``HEAD`` answer."""
+    if found is None:
+        return None
+    mode, target = found
+    return bool(mode & GO_SYMLINK), target, not mode & _GO_TYPE
 
 
 def _traversable(mode: int, uid: int) -> bool:
@@ -112,14 +122,23 @@ class ImageModes:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.modes: dict[str, int | None] = {}
+        #: Each path's archive ``HEAD`` answer, kept whole: its Go mode and link target.
+        self.stats: dict[str, tuple[int, str] | None] = {}
         self.changed = False
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             loaded = {}
-        if isinstance(loaded, dict):
-            self.modes = {str(k): v for k, v in loaded.items()
+        if isinstance(loaded, dict) and isinstance(loaded.get("modes"), dict):
+            self.modes = {str(k): v for k, v in loaded["modes"].items()
                           if v is None or isinstance(v, int)}
+            stats = loaded.get("stats")
+            for key, value in (stats.items() if isinstance(stats, dict) else ()):
+                if value is None:
+                    self.stats[str(key)] = None
+                elif (isinstance(value, list) and len(value) == 2  # a pair
+                      and isinstance(value[0], int) and isinstance(value[1], str)):
+                    self.stats[str(key)] = (value[0], value[1])
 
     @classmethod
     def of(cls, state_root: Path, image_id: str) -> ImageModes:
@@ -140,6 +159,21 @@ class ImageModes:
             return self.modes[path]
         return image_mode
 
+    def known_stat(self, path: str) -> tuple[bool, str, bool] | None:
+        """The cached type of ``path`` (:func:`sandbox.denials.image_denials` reads it);
+        :class:`KeyError` when it is not cached."""
+        return _typed(self.stats[path])
+
+    def learning_stat(self, ask: Callable[[str], tuple[int, str] | None],
+                      ) -> Callable[[str], tuple[bool, str, bool] | None]:
+        """``ask`` (a path's Go mode and link target), remembering each answer, as a type."""
+        def image_stat(path: str) -> tuple[bool, str, bool] | None:
+            if path not in self.stats:
+                self.stats[path] = ask(path)
+                self.changed = True
+            return _typed(self.stats[path])
+        return image_stat
+
     def save(self) -> None:
         """Write what was learnt (atomically; a failure only costs the next run a lookup)."""
         if not self.changed:
@@ -147,5 +181,6 @@ class ImageModes:
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             scratch = self.path.with_suffix(f".{os.getpid()}.tmp")
-            scratch.write_text(json.dumps(self.modes, sort_keys=True), encoding="utf-8")
+            scratch.write_text(json.dumps({"modes": self.modes, "stats": self.stats},
+                                          sort_keys=True), encoding="utf-8")
             scratch.replace(self.path)

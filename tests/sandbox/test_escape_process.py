@@ -26,6 +26,7 @@ from sandbox.config import AutoConfig, BubblewrapConfig, DockerConfig
 from sandbox.errors import BackendUnavailable
 from sandbox.factory import clear_probe_cache, open_sandbox
 from sandbox.gc import gc
+from sandbox.gitsafe import child_git_env
 from tests.procs import pids_matching, wait_for
 
 NO_OS_ISOLATION = "commands run on the host as the user"
@@ -50,7 +51,8 @@ def test_child_env_is_allowlist_only(open_sb: OpenSandbox, monkeypatch: pytest.M
     result = sb.exec(["env"])
     names = {line.split("=", 1)[0] for line in result.stdout.decode().splitlines()}
     assert b"sk-canary-123" not in result.stdout
-    assert names <= {"PATH", "HOME", "LANG", "TERM", "TMPDIR", "PWD", "HOSTNAME"}
+    git = set(child_git_env([Path("/")]))  # the child's git, hardened (sandbox.gitsafe)
+    assert names <= {"PATH", "HOME", "LANG", "TERM", "TMPDIR", "PWD", "HOSTNAME", *git}
 
 
 @pytest.mark.parametrize("backend", backends(only=PROCESS_BACKENDS, host_xfail=NO_OS_ISOLATION),
