@@ -10,8 +10,10 @@ added, changed or removed (a ``git pull``), the trust lapses, a warning says so,
 and ``corral trust`` asks again. ``corral untrust`` forgets it.
 
 The digest covers every file project discovery would load (its relative path and
-bytes; a symlink by its target, never followed) and ``.ngn/config.json``; a file an
-ngn JSON config imports from elsewhere is not part of it (the import's entry is).
+bytes; a symlink by its target, never followed), ``.ngn/config.json``, and every file
+in the repository that config imports (an ``agent_imports`` path, directory or glob,
+as the loader reads it); a file it imports from outside the repository is not part of
+it (the import's entry is).
 A trust store in a state dir a child could reach is never read (the state dir's
 own check), so no child can trust itself.
 """
@@ -54,6 +56,7 @@ def project_digest(root: Path) -> str:
     config = root / ".ngn" / "config.json"
     if config.exists() or config.is_symlink():
         paths[".ngn/config.json"] = config
+        paths.update(_imported(config, root))
     digest = hashlib.sha256()
     for display in sorted(paths):
         path = paths[display]
@@ -65,6 +68,25 @@ def project_digest(root: Path) -> str:
         digest.update(display.encode("utf-8", "surrogateescape") + b"\0")
         digest.update(hashlib.sha256(content).digest())
     return digest.hexdigest()
+
+
+def _imported(config: Path, root: Path) -> dict[str, Path]:
+    """The files in ``root`` that the project's ngn JSON config imports (read by the loader
+    itself, as a trusted run would read them): a change to one is a change of what runs."""
+    from policies.contract import Scope  # noqa: PLC0415 - only with an ngn config
+    from policies.loader.base import Options  # noqa: PLC0415
+    from policies.loader.ngnjson import load_json_config  # noqa: PLC0415
+
+    found: dict[str, Path] = {}
+    for outcome in load_json_config(config, ".ngn/config.json", Scope.PROJECT, Options()):
+        path = root / outcome.display
+        try:
+            inside = path.resolve().is_relative_to(root) and path.resolve().is_file()
+        except OSError:
+            continue
+        if inside:
+            found[f"import:{path.resolve().relative_to(root).as_posix()}"] = path.resolve()
+    return found
 
 
 def _store(state_root: Path | None, root: Path) -> Path | None:
