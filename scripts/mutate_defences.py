@@ -85,6 +85,7 @@ PROC = "tests/sandbox/test_escape_process.py"
 MCP = "tests/executor/test_mcp_tools.py"
 MCP_POLICY = "tests/executor/test_mcp_tools_policy.py"
 MCP_CONF = "tests/sandbox/test_mcp_confine.py"
+D = "tests/executor/test_exec_denials.py::"
 FS = "tests/sandbox/test_escape_fs.py"
 GIT = "tests/sandbox/test_escape_git.py"
 LEFT = "tests/sandbox/test_escape_leftovers.py"
@@ -123,6 +124,11 @@ POISON = "tests/sandbox/test_snapshot_poisoning.py"
 CANCEL = "tests/sandbox/test_cancel.py"
 INTERRUPTED = f"{CANCEL}::test_a_command_whose_wait_is_interrupted_dies_and_the_sandbox_goes_on"
 LIFECYCLE = "tests/executor/test_cli_run_lifecycle.py"
+NODE_PLACE = "tests/executor/test_node_place.py"
+SIBLINGS = "tests/executor/test_remote_siblings.py"
+BRANCH_NAMES = "tests/executor/test_apply_branch_names.py"
+GLOBS = "tests/test_glob_dialect.py"
+SECCOMP = "tests/sandbox/test_bwrap_seccomp.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -152,7 +158,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     mutation(
         "bwrap-disable-userns", "bubblewrap", "sandbox/backends/bwrap.py",
         '"--unshare-user", "--disable-userns",', '"--unshare-user",',
-        [f"{CAPS}::test_no_nested_user_namespace[bubblewrap]"],
+        # The seccomp filter refuses a user namespace first (EPERM): this layer shows only
+        # in a sandbox without the filter.
+        [f"{SECCOMP}::test_disable_userns_holds_without_the_filter"],
         "the child creates a user namespace and holds every capability inside it"),
     Mutation(
         "bwrap-clearenv", "bubblewrap",
@@ -192,6 +200,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "prefix = self._cgroup.join_argv()", "prefix = []",
         [f"{PROC}::test_process_limit_stops_forks[bubblewrap]"],
         "the pids cgroup is made but never joined: no process limit (fork bomb)"),
+    mutation(
+        "bwrap-seccomp", "bubblewrap", "sandbox/backends/bwrap.py",
+        'args[1:1] = ["--seccomp", str(seccomp_fd)]', "pass",
+        [f"{SECCOMP}::test_the_filter_is_installed",
+         f"{SECCOMP}::test_each_rule_refuses_its_attack[ptrace]"],
+        "the filter is compiled and its memfd passed, but bwrap is never told: every command "
+        "has ptrace, io_uring, bpf, the keyring and the mount calls"),
+    mutation(
+        "seccomp-io-uring", "bubblewrap", "sandbox/backends/seccomp.py",
+        '    *_whole(("io_uring_setup", "io_uring_enter", "io_uring_register")),\n', "",
+        [f"{SECCOMP}::test_each_rule_refuses_its_attack[io_uring_setup]"],
+        "one rule dropped from the filter: io_uring, a system call interface no filter sees "
+        "into, is open again"),
+    mutation(
+        "seccomp-ioctl-64-bit", "bubblewrap", "sandbox/backends/seccomp.py",
+        'Rule("ioctl", (_low32(1, _TIOCSTI),)),', 'Rule("ioctl", (Arg(1, _CMP_EQ, _TIOCSTI),)),',
+        [f"{SECCOMP}::test_tiocsti_is_refused_on_the_low_32_bits"],
+        "TIOCSTI compared on all 64 bits: the request with a high bit set pushes keystrokes "
+        "(the kernel reads 32; flatpak's CVE-2019-10063)"),
+    mutation(
+        "seccomp-bad-arch", "bubblewrap", "sandbox/backends/seccomp.py",
+        "_ATTR_ACT_BADARCH, _ACT_KILL_PROCESS)", "_ATTR_ACT_BADARCH, _ACT_ALLOW)",
+        [f"{SECCOMP}::test_a_32_bit_system_call_kills_the_process"],
+        "a 32-bit system call (int 0x80, x32) is allowed: another table, where no rule holds"),
     mutation(
         "runner-new-session", "processes", "sandbox/backends/process.py",
         "env=dict(env), cwd=cwd, start_new_session=True,", "env=dict(env), cwd=cwd,",
@@ -792,7 +824,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a web page (another local port's included) drives the HTTP server from a browser"),
     mutation(
         "mcp-apply-confirm", "mcp-server", "executor/mcpserver/handlers.py",
-        "confirm=lambda plan: False, on_plan=seen)",
+        "confirm=no_person, on_plan=seen)",
         "confirm=lambda plan: True, on_plan=seen)",
         ["tests/executor/test_mcp_server_attacks.py::test_only_a_person_widens_apply"],
         "apply_run on a server with --allow-apply merges files flagged for review"),
@@ -829,6 +861,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/executor/test_apply_review.py::"
          "test_files_that_run_code_or_steer_agents_are_flagged_at_any_depth"],
         "a nested eslint.config.js or .github/workflows file merges without --yes"),
+    # -- issue 28: review flags derived from discovery
+    mutation(
+        "review-flags-corral-config", "apply", "sandbox/names.py",
+        "           tuple(dict.fromkeys(_place(p) for p in places if p.format == CORRAL))),",
+        "           ()),",
+        ["tests/executor/test_apply_project_places.py::test_plain_apply_refuses_a_project_"
+         "place_or_build_file_without_yes[.corral/environment.toml-corral_config]",
+         "tests/test_project_places.py::test_every_project_place_is_flagged_for_review"],
+        "a child's .corral/environment.toml merges without --yes: the next --trust-project "
+        "run executes its setup under every child and check"),
+    mutation(
+        "review-flags-agent-places", "apply", "sandbox/names.py",
+        "           tuple(dict.fromkeys(_place(p) for p in places if p.format != CORRAL))),",
+        "           ()),",
+        ["tests/executor/test_apply_project_places.py::test_plain_apply_refuses_a_project_"
+         "place_or_build_file_without_yes[initial-data/agent-definitions/x.json-agent_config]",
+         "tests/test_project_places.py::test_every_project_place_is_flagged_for_review"],
+        "a child's initial-data/agent-definitions/x.json (an agent the loader discovers) "
+        "merges without --yes"),
+    mutation(
+        "review-flags-build-files", "apply", "sandbox/names.py",
+        '"deno.jsonc", "hatch_build.py",', '"deno.jsonc",',
+        ["tests/executor/test_apply_project_places.py::test_plain_apply_refuses_a_project_"
+         "place_or_build_file_without_yes[hatch_build.py-build_script]"],
+        "a child's hatch_build.py (hatchling's custom build hook, run on every build) merges "
+        "without --yes"),
+    mutation(
+        "mcp-apply-project-places", "mcp-server", "executor/mcpserver/handlers.py",
+        "    def no_person(plan: PatchPlan) -> bool:  # files flagged for review: whatever was "
+        "passed\n",
+        "    def no_person(plan: PatchPlan) -> bool:\n        return True\n",
+        ["tests/executor/test_apply_project_places.py::"
+         "test_mcp_apply_run_never_merges_them_even_with_allow_apply"],
+        "apply_run on a server with --allow-apply merges a child's .corral/environment.toml "
+        "and agent definitions: no person read them"),
     mutation(
         "error-text-continuation", "terminal", "executor/text.py",
         '    pad = " " * len(label) if indent is None else indent\n', '    pad = ""\n',
@@ -1362,6 +1429,224 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/executor/test_environment_presence.py::"
          "test_a_check_whose_layer_went_is_an_error_never_a_failure[bubblewrap]"],
         "a check that could not run is shown and counted as the candidate's failure"),
+    mutation(
+        "bwrap-denial-covers", "denials", "sandbox/backends/bwrap.py",
+        '            args += ["--ro-bind", str(cover), target]\n',
+        "            pass\n",
+        [D + "test_the_sandbox_alone_refuses_a_denied_program[bubblewrap]"],
+        "a program the contract denies whole runs under any spelling the reader misses"),
+    mutation(
+        "docker-denial-covers", "denials", "sandbox/backends/docker.py",
+        "        options[\"mounts\"] += [Mount(target=target, source=str(cover), type=\"bind\",\n",
+        "        options[\"mounts\"] += [] and [Mount(target=target, source=str(cover), "
+        "type=\"bind\",\n",
+        [D + "test_the_sandbox_alone_refuses_a_denied_program[docker]"],
+        "a program the contract denies whole runs in a docker child under any spelling"),
+    mutation(
+        "denials-wired", "denials", "executor/run/opening.py",
+        "                                         denied=denied_programs(run.capability.layers))",
+        "                                         denied=None)",
+        [D + "test_200_spellings_of_rm_delete_nothing[bubblewrap]"],
+        "a child's sandbox is opened without its contract's denied programs"),
+    mutation(
+        "denials-last-match", "denials", "policies/permissions.py",
+        "            if any(not _has_pattern(r) or _may_match(",
+        "            if False and any(not _has_pattern(r) or _may_match(",
+        [D + "test_which_denies_remove_a_program"],
+        "a program re-allowed by a later rule is removed all the same (or, reversed, a deny "
+        "read wrongly removes nothing)"),
+    mutation(
+        "reader-pipe-to-shell", "shell patterns", "policies/shellwords.py",
+        "        piped.append(WILD)\n\n\ndef _deny_compound",
+        "\n\ndef _deny_compound",
+        ["tests/test_shell_patterns.py::test_a_program_that_runs_text_matches_every_deny_and"
+         "_ask_pattern['echo rm f | sh']"],
+        "a shell reading a pipe runs what the reader never saw"),
+    mutation(
+        "reader-runner-variables", "shell patterns", "policies/shellwords.py",
+        "    if _sets_runner(words):\n        out.unsure(source)\n",
+        "",
+        ["tests/test_shell_patterns.py::test_a_program_that_runs_text_matches_every_deny_and"
+         "_ask_pattern[\"PS4='$(git push)' bash -xc :\"]"],
+        "a variable a shell runs (PS4, BASH_FUNC_*, ENV) hides the command from every deny"),
+    mutation(
+        "reader-text-runners", "shell patterns", "policies/shellwords.py",
+        "        if _runs_text(base, unwrapped[1:]):\n            out.unsure(source)\n",
+        "",
+        ["tests/test_shell_patterns.py::test_a_program_that_runs_text_matches_every_deny_and"
+         "_ask_pattern[\"script -qc 'git push' /dev/null\"]"],
+        "script, env -S, hash -p, git -c run text the reader does not see"),
+    mutation(
+        "reader-stdin-script", "shell patterns", "policies/shellwords.py",
+        "        return [*stdin, WILD]  # `sh /dev/fd/0 <<E`",
+        "        return []  # `sh /dev/fd/0 <<E`",
+        ["tests/test_shell_patterns.py::test_a_program_that_runs_text_matches_every_deny_and"
+         "_ask_pattern['sh /dev/fd/0 <<E\\\\ngit push\\\\nE']"],
+        "a shell given /dev/fd/0 as its script runs its heredoc unread"),
+    mutation(
+        "reader-git-options", "shell patterns", "policies/shellwords.py",
+        '            out.add(" ".join(["git", *_git_command(unwrapped[1:])]))',
+        "            pass",
+        ["tests/test_shell_patterns.py::test_git_options_before_the_command_are_read_through"
+         "['git -C . push']"],
+        "git -C d push is not git push to a deny pattern"),
+    mutation(
+        "child-git-env", "git", "sandbox/base.py",
+        "        merged.update(child_git_env(self._ceilings()))\n",
+        "",
+        [D + "test_a_repository_the_child_made_runs_nothing[bubblewrap]"],
+        "an allowed git status runs the config of a repository the child wrote"),
+    mutation(
+        "child-git-bare", "git", "sandbox/gitsafe.py",
+        '    ("safe.bareRepository", "explicit"),\n',
+        "",
+        [D + "test_a_repository_the_child_made_runs_nothing[bubblewrap]"],
+        "git discovers a bare repository the child wrote, and reads its config"),
+    mutation(
+        "docker-lifeline", "docker", "sandbox/backends/docker.py",
+        "            self._lifeline = self._client.api.attach_socket(\n"
+        "                self.id, params={\"stdin\": 1, \"stream\": 1})\n",
+        "",
+        ["tests/sandbox/test_docker_lifeline.py::"
+         "test_a_killed_corral_takes_its_container_with_it"],
+        "a SIGKILLed corral leaves its container running until gc"),
+    mutation(
+        "pattern-shell-cwd", "git", "executor/tools/shell.py",
+        "            _never_in_a_made_repository(sandbox.root, args.cwd)\n",
+        "            pass\n",
+        [D + "test_an_allowed_git_status_never_runs_in_a_repository_the_child_wrote"
+         "[bubblewrap]"],
+        "a call allowed by a pattern runs inside a repository the child wrote"),
+    mutation(
+        "trust-imports", "trust", "executor/agents/trust.py",
+        "        paths.update(_imported(config, root))\n",
+        "",
+        ["tests/executor/test_trust.py::"
+         "test_a_file_the_ngn_config_imports_from_the_repository_is_digested"],
+        "a pull that changes a definition the ngn config imports keeps the trust"),
+    mutation(
+        "setup-network-host-loopback", "environment", "sandbox/backends/bwrap.py",
+        '                 "--disable-host-loopback", f"--ready-fd={ready_w}",',
+        '                 f"--ready-fd={ready_w}",',
+        ["tests/executor/test_environment.py::"
+         "test_setup_has_network_only_when_granted_and_a_child_never[bubblewrap]"],
+        "a setup granted network reaches services on this machine's loopback"),
+    # -- issue 28: a Ray node's directory, siblings' ids, branch names, one glob dialect --
+    mutation(
+        "private-dir-unverified", "ray", "sandbox/state.py",
+        "    problem = private_problem(path)\n",
+        "    problem = None\n",
+        [f"{NODE_PLACE}::test_a_base_another_user_made_first_is_refused",
+         f"{NODE_PLACE}::test_a_symlink_in_place_of_the_base_is_refused",
+         f"{NODE_PLACE}::test_a_base_others_may_reach_is_refused_not_tightened[group]",
+         f"{NODE_PLACE}::test_the_override_is_made_private_and_checked_the_same_way"],
+        "another local user pre-creates <tmp>/corral-ray-<uid> (or a symlink, or a "
+        "group-writable dir): the node's snapshots, config and diffs are theirs to read "
+        "and rewrite"),
+    Mutation(
+        "ray-node-dir-plain-mkdir", "ray",
+        (Edit("executor/scheduling/node.py",
+              "    place = _base() / node_id[:16]\n    private_dir(place, verify=True, "
+              "hint=_HINT)\n",
+              "    place = _base() / node_id[:16]\n    place.mkdir(mode=0o700, parents=True, "
+              "exist_ok=True)\n"),),
+        (f"{NODE_PLACE}::test_a_node_dir_another_user_made_first_is_refused",
+         f"{NODE_PLACE}::test_a_symlink_in_place_of_the_node_dir_is_refused"),
+        "the node's own directory is taken as it is found: another user's, or a symlink"),
+    mutation(
+        "remote-record-sibling-id", "remote records", "executor/ledger/imports.py",
+        "        if below in planned:\n",
+        "        if False:\n",
+        [f"{SIBLINGS}::test_a_sibling_s_running_record_is_never_replaced",
+         f"{SIBLINGS}::test_a_sibling_s_id_is_refused_before_the_sibling_reports"],
+        "a node names a sibling's planned id as its delegated child: the sibling's running "
+        "record is replaced and its own result is later refused"),
+    mutation(
+        "remote-record-below-not-fresh", "remote records", "executor/ledger/imports.py",
+        "        if os.path.lexists(ledger / below):\n",
+        "        if False:\n",
+        [f"{SIBLINGS}::test_a_run_below_that_this_ledger_holds_in_any_form_is_refused"],
+        "a node's delegated child replaces a running record of another fanout's child"),
+    mutation(
+        "remote-record-run-twice", "remote records", "executor/ledger/imports.py",
+        "    if len(set(ids)) != len(ids):\n",
+        "    if False:\n",
+        [f"{SIBLINGS}::test_a_pack_that_holds_one_run_twice_is_refused[itself]",
+         f"{SIBLINGS}::test_a_pack_that_holds_one_run_twice_is_refused[one child twice]"],
+        "a pack holds one run twice: the planned run below itself replaces its own record"),
+    mutation(
+        "remote-record-local-fields", "remote records", "executor/ledger/imports.py",
+        '        "notes": [*run.record.notes, *notes], **_local_only()})\n',
+        '        "notes": [*run.record.notes, *notes]})\n',
+        [f"{SIBLINGS}::test_what_only_this_machine_decides_is_reset_as_a_run_lands"],
+        "a node marks its run applied, continued by another run, or changed by hand"),
+    mutation(
+        "branch-name-shadows-ref", "apply", "executor/apply/branch.py",
+        '            raise _ambiguous(branch, f"{other} exists")\n',
+        "            pass\n",
+        [f"{BRANCH_NAMES}::test_a_name_git_reads_as_another_ref_is_refused[origin/main]",
+         f"{BRANCH_NAMES}::test_a_name_git_reads_as_another_ref_is_refused[v1]"],
+        "--branch origin/main makes a branch that shadows the remote-tracking ref"),
+    mutation(
+        "branch-name-dwim", "apply", "executor/apply/branch.py",
+        "    if resolved.returncode == 0:  # refs/heads/<branch> does not exist: git means "
+        "another\n",
+        "    if False:\n",
+        [f"{BRANCH_NAMES}::test_names_git_resolves_otherwise_are_refused"],
+        "--branch heads/main or an abbreviated commit id: git reads the name as another ref"),
+    mutation(
+        "branch-name-full-ref", "apply", "executor/apply/branch.py",
+        '    if branch.startswith("refs/"):\n',
+        "    if False:\n",
+        [f"{BRANCH_NAMES}::test_a_name_git_reads_as_another_ref_is_refused[refs/heads/main]",
+         f"{BRANCH_NAMES}::test_the_cli_refuses_a_shadowing_name_says_why_and_changes_nothing"],
+        "--branch refs/heads/main makes refs/heads/refs/heads/main"),
+    mutation(
+        "branch-name-head", "apply", "executor/apply/branch.py",
+        '    if branch == "@" or _PSEUDO.fullmatch(branch):\n',
+        "    if False:\n",
+        [f"{BRANCH_NAMES}::test_a_name_git_reads_as_another_ref_is_refused[@]",
+         f"{BRANCH_NAMES}::test_a_name_git_reads_as_another_ref_is_refused[ORIG_HEAD]"],
+        "--branch @ or ORIG_HEAD: a branch git reads as HEAD or its own ref"),
+    mutation(
+        "branch-name-expanded", "apply", "executor/apply/branch.py",
+        "    if said != branch:\n",
+        "    if False:\n",
+        [f"{BRANCH_NAMES}::test_a_name_git_reads_as_another_ref_is_refused[@{{-1}}]"],
+        "--branch @{-1}: git expands it to the previous branch's name"),
+    mutation(
+        "permission-glob-literal-class", "permissions", "policies/permissions.py",
+        "    return glob_regex(pattern, path=path).match(subject) is not None\n",
+        '    return glob_regex(pattern.replace("[", "[[]"), path=path).match(subject) is not '
+        "None\n",
+        [f"{GLOBS}::test_a_class_in_a_deny_pattern_denies_the_read",
+         "tests/executor/test_glob_rules.py::"
+         "test_a_deny_with_a_class_denies_the_read_and_hides_the_path[host]",
+         f"{GLOBS}::test_the_file_glob_and_the_permission_glob_agree_on_a_table[**/[a-z]*.env]"],
+        "Read(secrets/[a-z]*.env) as a deny takes '[' literally and never matches: the "
+        "child reads secrets/prod.env while find reads the class"),
+    mutation(
+        "permission-glob-unreadable-kept", "permissions", "policies/permissions.py",
+        "        return None if value is None else check_glob(value)\n",
+        "        return value\n",
+        [f"{GLOBS}::test_an_unreadable_pattern_is_refused_everywhere[secrets/[a-z*.env]"],
+        "a rule whose pattern corral cannot read is kept, and matches nothing"),
+    mutation(
+        "loader-glob-unreadable-kept", "permissions", "policies/loader/toolnames.py",
+        "    problem = None if pattern is None else glob_problem(pattern)\n",
+        "    problem = None\n",
+        [f"{GLOBS}::test_a_rule_with_a_bad_class_is_refused_at_load_with_a_diagnostic"
+         "[claude-deny]",
+         f"{GLOBS}::test_a_rule_with_a_bad_class_is_refused_at_load_with_a_diagnostic"
+         "[opencode-v1]"],
+        "a definition with an unreadable pattern gets no diagnostic naming file and field"),
+    mutation(
+        "may-match-class", "shell patterns", "policies/permissions.py",
+        "        return isinstance(b, CharClass) or b == _ONE or a.matches(b)\n",
+        "        return False\n",
+        [f"{GLOBS}::test_an_uncertain_word_meets_a_class_as_one_character"],
+        "with Bash(git [p]ush *) denied, `git pu$()sh origin` passes: a class never meets "
+        "the characters around an uncertain word"),
 )
 
 
