@@ -1531,6 +1531,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/executor/test_environment.py::"
          "test_setup_has_network_only_when_granted_and_a_child_never[bubblewrap]"],
         "a setup granted network reaches services on this machine's loopback"),
+    mutation(
+        "pids-group-made-again", "bubblewrap", "sandbox/backends/limits.py",
+        "                    if attempt == _GROUP_ATTEMPTS - 1:\n",
+        "                    if True:\n",
+        ["tests/sandbox/test_pids_cgroup_race.py::"
+         "test_a_group_removed_between_its_making_and_the_sandbox_s_is_made_again"],
+        "a sandbox whose group another process's last sandbox removed does not open: a "
+        "good candidate's check is lost"),
     # -- issue 28: a Ray node's directory, siblings' ids, branch names, one glob dialect --
     mutation(
         "private-dir-unverified", "ray", "sandbox/state.py",

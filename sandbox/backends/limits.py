@@ -64,6 +64,11 @@ def find_pids_hierarchy() -> tuple[Literal["v1", "v2"], Path] | None:
     return None
 
 
+#: Times a sandbox makes its state root's cgroup group again when another process's last
+#: sandbox removed it in between (each removal needs that group empty, so few ever repeat).
+_GROUP_ATTEMPTS = 16
+
+
 class PidsCgroup:
     """One sandbox's ``pids`` cgroup."""
 
@@ -83,14 +88,23 @@ class PidsCgroup:
             return None
         version, mountpoint = found
         parent = mountpoint / "corral" / group
+        path = parent / sandbox_id
         try:
-            parent.mkdir(parents=True, exist_ok=True)
-            if version == "v2":
-                _enable_pids(mountpoint)
-                _enable_pids(parent.parent)
-                _enable_pids(parent)
-            path = parent / sandbox_id
-            path.mkdir()
+            for attempt in range(_GROUP_ATTEMPTS):
+                parent.mkdir(parents=True, exist_ok=True)
+                if version == "v2":
+                    _enable_pids(mountpoint)
+                    _enable_pids(parent.parent)
+                    _enable_pids(parent)
+                try:
+                    path.mkdir()
+                    break
+                except FileNotFoundError:
+                    # The group went between the two: the last sandbox of this state root
+                    # (another process: a Ray node's workers share one) removed it as it
+                    # ended. Made again, it stays while this one is in it.
+                    if attempt == _GROUP_ATTEMPTS - 1:
+                        raise
             (path / "pids.max").write_text(str(limit))
         except OSError as exc:
             raise BackendUnavailable(

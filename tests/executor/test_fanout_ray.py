@@ -321,7 +321,8 @@ def test_the_environment_is_built_on_each_node_once_and_never_here(
     # On a failure, each child's status, error and whole check: which of them went wrong.
     seen = [(child.run.record.status.value, child.run.record.error, check) if child.run
             else None for child, check in zip(result.children, checks, strict=True)]
-    assert [(c or {}).get("output_tail") for c in checks] == ["built\n"] * (2 * slots), seen
+    assert [(c or {}).get("output_tail") for c in checks] == ["built\n"] * (2 * slots), \
+        json.dumps(seen, indent=1, default=str)
     built = {place.name: sorted(p.parent.name for p in
                                 place.glob("state/environments/*/env.json"))
              for place in ray_cluster.places.iterdir() if (place / "state").is_dir()}
