@@ -60,6 +60,8 @@ def _checked(denied: Mapping[str, str]) -> dict[str, str]:
 
 def host_denials(denied: Mapping[str, str]) -> list[Denial]:
     """Each denied program's files on this machine's ``/usr`` (bubblewrap binds it)."""
+    if not denied:
+        return []  # nearly every sandbox: not one look at the file system
     dirs: list[str] = []
     for directory in _DIRS:
         resolved = os.path.realpath(directory)
@@ -121,6 +123,8 @@ ImageStat = Callable[[str], "tuple[bool, str, bool] | None"]
 def image_denials(denied: Mapping[str, str], image_stat: ImageStat) -> list[Denial]:
     """Each denied program's files in a docker image, asked of ``image_stat`` (the engine's
     archive ``HEAD``, which follows symlinks but the last component's)."""
+    if not denied:
+        return []  # nothing to ask the engine (nor a container to create to ask it)
     resolve = _Resolver(image_stat)
     dirs: list[str] = []
     for directory in _DIRS:
