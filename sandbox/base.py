@@ -34,6 +34,7 @@ from sandbox.gitsafe import child_git_env
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
 from sandbox.state import SandboxMeta, SandboxState, SandboxStatus
 from sandbox.workspaces.diff import compute_diff, sweep_for_diff
+from sandbox.workspaces.held import HELD_DIR, hold_created
 from sandbox.workspaces.model import Workspace, WorkspaceKind
 from sandbox.workspaces.overlay import is_mountpoint, unmount
 from sandbox.workspaces.snapshot import drop_lease
@@ -84,7 +85,9 @@ class BaseSandbox(ABC):
         self._meta = meta
         self._limits = limits
         self._files = ConfinedFiles(workspace.root, writable=workspace.writable,
-                                    owner=files_owner, on_write=self._touched)
+                                    owner=files_owner, on_write=self._touched,
+                                    protected=[*workspace.read_only_config,
+                                               *workspace.protected_config()])
         self._cond = threading.Condition()
         self._busy = False
         self._freezing = 0
@@ -94,6 +97,8 @@ class BaseSandbox(ABC):
         #: Something may have changed the workspace since ``_diff`` was computed.
         self._dirty = False
         self._setid_cleared: set[str] = set()
+        #: Configuration paths moved out of a workspace-write checkout (see ``_collect``).
+        self._held: set[str] = set()
         self._report: TeardownReport | None = None
         #: Long-lived processes (MCP servers) started in this sandbox: they are the child's
         #: processes, so whatever stops the child's processes stops them too.
@@ -394,10 +399,14 @@ class BaseSandbox(ABC):
         self._dirty = False
         if self._meta.status == "captured":
             self._set_status("active")
+        self._held.update(hold_created(self._ws, self._state))  # before the walk sees them
         swept = sweep_for_diff(self._ws)  # in one pass with the diff's walk, where it has one
         self._setid_cleared.update(swept.cleared)
         diff = compute_diff(self._ws, self._state, max_bytes=self._limits.max_diff_bytes,
                             swept=swept)
+        if self._held:
+            diff = diff.model_copy(update={"held": tuple(sorted(self._held)),
+                                           "held_dir": self._state.results / HELD_DIR})
         self._diff = diff
         if not self._dirty:  # a file-API write raced the collection: leave it stale
             self._set_status("captured")

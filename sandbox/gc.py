@@ -43,6 +43,7 @@ from sandbox.errors import BackendUnavailable, SandboxError
 from sandbox.results import GcEntry, GcReport
 from sandbox.state import SandboxMeta, SandboxState, default_state_root, owner_alive
 from sandbox.workspaces.diff import persist_diff, sweep_for_diff
+from sandbox.workspaces.held import hold_created
 from sandbox.workspaces.model import Workspace
 from sandbox.workspaces.overlay import (
     OverlayLayers,
@@ -159,6 +160,7 @@ def _clean_stopped(meta: SandboxMeta, state: SandboxState, workspace: Workspace,
         diffable = baseline.is_file() or layers is not None
         capture = stale and writable and bool(meta.base_commit) and diffable
         if capture:  # the sweep in one pass with the diff's walk, where it has one
+            hold_created(workspace, state)  # the crashed child's config: out of the checkout
             swept = sweep_for_diff(workspace)
             cleared = list(swept.cleared)
             patch_path = persist_diff(workspace, state, swept=swept)

@@ -55,7 +55,7 @@ from pathlib import PurePosixPath
 
 from policies.places import CORRAL, PROJECT_PLACES, ProjectPlace
 
-__all__ = ["GIT_DIR_CONTAINERS", "GIT_DIR_FILES", "REVIEW_RULES", "ReviewRule",
+__all__ = ["CHILD_READ_ONLY", "GIT_DIR_CONTAINERS", "GIT_DIR_FILES", "REVIEW_RULES", "ReviewRule",
            "git_dir_signature", "has_git_alias", "is_git_alias", "is_under", "review_flags"]
 
 # Code points HFS+ ignores when comparing names (the list git's is_hfs_dotgit uses).
@@ -76,6 +76,9 @@ class ReviewRule:
     flag: str
     why: str
     patterns: tuple[str, ...]
+    #: Read-only to a workspace-write child (:data:`CHILD_READ_ONLY`): what it configures
+    #: runs or steers the next time the project is opened, with no review in between.
+    read_only: bool = False
 
 
 _R = ReviewRule
@@ -95,11 +98,11 @@ def _place_rules(places: tuple[ProjectPlace, ...]) -> tuple[ReviewRule, ...]:
         _R("agent_config", "where corral's loader discovers a project's agents (every "
            "format's project places): the next --trust-project run loads them, and they "
            "choose an agent's prompt, tools and model",
-           tuple(dict.fromkeys(_place(p) for p in places if p.format != CORRAL))),
+           tuple(dict.fromkeys(_place(p) for p in places if p.format != CORRAL)), True),
         _R("corral_config", "corral's own project settings: the next --trust-project run "
            "executes their setup commands, and what setup writes lies under every child "
            "and check",
-           tuple(dict.fromkeys(_place(p) for p in places if p.format == CORRAL))),
+           tuple(dict.fromkeys(_place(p) for p in places if p.format == CORRAL)), True),
     )
 
 
@@ -112,7 +115,7 @@ REVIEW_RULES: tuple[ReviewRule, ...] = (
        "MCP server entries start programs, agents, rules and skills steer the agent",
        (".claude/", ".codex/", ".cursor/", ".gemini/", ".opencode/", ".windsurf/",
         ".continue/", ".agents/", ".agent/", ".zuno/", ".pi/", ".ngn/", ".vscode/",
-        ".mcp.json", "opencode.json", "opencode.jsonc", ".aider.conf.yml")),
+        ".mcp.json", "opencode.json", "opencode.jsonc", ".aider.conf.yml"), True),
     _R("agent_config", "instructions a coding agent reads as its own",
        ("AGENTS.md", "AGENTS.override.md", "CLAUDE.md", "CLAUDE.local.md", "GEMINI.md",
         ".cursorrules", ".windsurfrules", "copilot-instructions.md")),
@@ -196,7 +199,7 @@ REVIEW_RULES: tuple[ReviewRule, ...] = (
         "mise.local.toml", ".tool-versions", ".vscode/", ".idea/", ".zed/", ".helix/",
         ".fleet/", ".theia/", "*.code-workspace", "*.sublime-project", ".devcontainer/",
         ".devcontainer.json", ".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".lvimrc",
-        ".dir-locals.el", ".dir-locals-2.el")),
+        ".dir-locals.el", ".dir-locals-2.el"), True),
     _R("interpreter_startup", "an interpreter or debugger runs them at start-up from the "
        "current or a site directory",
        ("*.pth", "sitecustomize.py", "usercustomize.py", ".pdbrc", ".Rprofile", ".irbrc",
@@ -208,6 +211,27 @@ REVIEW_RULES: tuple[ReviewRule, ...] = (
     _R("user_config", "a dotfiles layout: programs read ~/.config (git, fish, nvim...)",
        ("/.config/",)),
 )
+
+
+def _read_only(rules: tuple[ReviewRule, ...]) -> tuple[str, ...]:
+    """The paths of the ``read_only`` rules, relative to the root and without a trailing
+    slash, none under another; patterns with a wildcard (``*.code-workspace``) have no
+    one path to bind and are left to the review flags."""
+    paths = [pattern.strip("/") for rule in rules if rule.read_only
+             for pattern in rule.patterns if not any(c in pattern for c in "*?[")]
+    return tuple(sorted(path for path in dict.fromkeys(paths)
+                        if not any(path.startswith(other + "/") for other in paths)))
+
+
+#: What a workspace-write child may not write in the user's checkout (besides ``.git``),
+#: derived from the ``read_only`` review rules (the loader's places, harness settings,
+#: what runs when the folder is opened): the next run, the user's harness or editor reads
+#: them as the project's own, and in workspace-write no review stands between the
+#: child's write and that read. Existing ones are bound read-only over the checkout
+#: (:meth:`sandbox.workspaces.model.Workspace.mounts`), file tools refuse them whether
+#: they exist or not, and one a command creates is moved out of the checkout before the
+#: diff (:mod:`sandbox.workspaces.held`).
+CHILD_READ_ONLY: tuple[str, ...] = _read_only(REVIEW_RULES)
 
 
 def _regex(pattern: str) -> str:

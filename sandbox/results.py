@@ -142,6 +142,10 @@ class DiffResult(BaseModel):
     #: Workspace files whose setuid/setgid bits were cleared just before this diff
     #: (:mod:`sandbox.workspaces.setid`); changed or not, a reviewer should know the child tried.
     setid_cleared: tuple[str, ...] = ()
+    #: Agent and editor configuration a workspace-write child's command created, moved out
+    #: of the checkout to ``held_dir`` before this diff (:mod:`sandbox.workspaces.held`).
+    held: tuple[str, ...] = ()
+    held_dir: Path | None = None
 
     @property
     def is_empty(self) -> bool:

@@ -86,6 +86,7 @@ MCP = "tests/executor/test_mcp_tools.py"
 MCP_POLICY = "tests/executor/test_mcp_tools_policy.py"
 MCP_CONF = "tests/sandbox/test_mcp_confine.py"
 D = "tests/executor/test_exec_denials.py::"
+CONFIG = "tests/sandbox/test_config_read_only.py::"
 FS = "tests/sandbox/test_escape_fs.py"
 GIT = "tests/sandbox/test_escape_git.py"
 LEFT = "tests/sandbox/test_escape_leftovers.py"
@@ -1539,6 +1540,32 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_group_removed_between_its_making_and_the_sandbox_s_is_made_again"],
         "a sandbox whose group another process's last sandbox removed does not open: a "
         "good candidate's check is lost"),
+    # -- issue 28: a workspace-write child's agent and editor configuration --
+    mutation(
+        "config-read-only-bind", "workspace-write", "sandbox/workspaces/model.py",
+        "        mounts += [Mount(path, False) for path in self.protected_config().values()]\n",
+        "",
+        [CONFIG + "test_existing_config_is_read_only_to_commands[bubblewrap]",
+         CONFIG + "test_existing_config_is_read_only_to_commands[docker]"],
+        "a workspace-write child writes .claude/settings.json hooks into the checkout"),
+    mutation(
+        "config-file-tools", "workspace-write", "sandbox/files/resolver.py",
+        "        guard = guard and bool(self.protected)\n",
+        "        guard = False\n",
+        [CONFIG + "test_file_tools_refuse_config_existing_or_not[bubblewrap]"],
+        "the Write tool creates .corral/environment.toml in the user's checkout"),
+    mutation(
+        "config-held", "workspace-write", "sandbox/workspaces/held.py",
+        "    if not ws.read_only_config:\n        return ()\n",
+        "    return ()\n",
+        [CONFIG + "test_config_a_command_creates_is_held_out_of_the_checkout[bubblewrap]"],
+        "a command's new .corral/environment.toml stays in the checkout for the next run"),
+    mutation(
+        "config-held-link", "workspace-write", "sandbox/workspaces/held.py",
+        "        if depth == len(parts) or link:\n",
+        "        if depth == len(parts):\n",
+        [CONFIG + "test_a_link_made_on_the_way_is_held_not_followed[bubblewrap]"],
+        "holding follows a link the child made and moves files from outside the workspace"),
     # -- issue 28: a Ray node's directory, siblings' ids, branch names, one glob dialect --
     mutation(
         "private-dir-unverified", "ray", "sandbox/state.py",

@@ -37,6 +37,7 @@ from executor.cli.progress import Progress
 from executor.cli.run_views import (
     child_lines,
     diff_banner,
+    held_lines,
     lineage_lines,
     outside_lines,
     status_line,
@@ -182,5 +183,5 @@ def print_record(result: RunResult, show: Callable[[str], RunResult]) -> None:
     if record.diff:
         echo(f"\n{diff_banner(record)}", err=True)
         show_patch(printable(record.diff), pager=False)
-    for line in outside_lines(record):
+    for line in [*outside_lines(record), *held_lines(record)]:
         echo(line, err=True)

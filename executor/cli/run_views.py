@@ -27,6 +27,7 @@ __all__ = [
     "diff_banner",
     "diff_state",
     "hand_note",
+    "held_lines",
     "human_bytes",
     "human_seconds",
     "lineage_lines",
@@ -126,6 +127,19 @@ def outside_lines(record: RunRecord) -> list[str]:
         lines.append(one_line(f"  {change['status']:12} {change['path']}"
                               f"{f'  [{flags}]' if flags else ''}{detail}"))
     return lines
+
+
+def held_lines(record: RunRecord) -> list[str]:
+    """Agent and editor configuration the child created that corral moved out of the
+    checkout (workspace-write), with where it is now; every path escaped."""
+    if not record.held_files:
+        return []
+    return [one_line(f"--- held out of your checkout: {len(record.held_files)} path(s) of "
+                     "agent or editor configuration a workspace-write child may not write, "
+                     f"kept in {record.held_dir} ---"),
+            *(one_line(f"  {path}") for path in record.held_files),
+            "  (copy what you want back by hand; run the agent in worktree mode to get it "
+            "as a reviewed diff)"]
 
 
 def child_lines(record: RunRecord, child: Callable[[str], RunRecord | None]) -> list[str]:

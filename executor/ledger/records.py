@@ -94,6 +94,10 @@ class RunRecord(BaseModel):
     excluded_files: list[dict[str, Any]] = Field(default_factory=list)
     #: Files whose setuid/setgid bits the sandbox cleared after the child ran.
     setid_cleared: list[str] = Field(default_factory=list)
+    #: Agent and editor configuration a workspace-write child created, moved out of the
+    #: checkout into ``held_dir`` (:mod:`sandbox.workspaces.held`).
+    held_files: list[str] = Field(default_factory=list)
+    held_dir: str | None = None
     audit: list[dict[str, Any]] = Field(default_factory=list)
     denied_calls: list[dict[str, str]] = Field(default_factory=list)
     children: list[str] = Field(default_factory=list)

@@ -191,4 +191,10 @@ def result_text(record: RunRecord, *, share: int = 1) -> str:
         lines.append(f"--- changed outside the diff ({len(outside)}) ---")
         lines.append(truncate(listed, MAX_RESULT_CHARS, what="the list",
                               hint=f"the full list is in run {record.run_id}"))
+    if record.held_files:  # agent and editor configuration: not in the workspace
+        lines.append(f"--- held out of the workspace ({len(record.held_files)}): agent or "
+                     "editor configuration a workspace-write child may not write; only the "
+                     "user can put it back ---")
+        lines.append(truncate("\n".join(record.held_files), MAX_RESULT_CHARS,
+                              what="the list", hint=f"the full list is in run {record.run_id}"))
     return "\n".join(lines)

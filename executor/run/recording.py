@@ -84,7 +84,9 @@ def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] 
             update |= {"diff": diff.patch.decode("utf-8", "replace"),
                        "changed_files": [c.model_dump(mode="json") for c in diff.changed],
                        "excluded_files": [e.model_dump(mode="json") for e in diff.excluded],
-                       "setid_cleared": list(diff.setid_cleared)}
+                       "setid_cleared": list(diff.setid_cleared),
+                       "held_files": list(diff.held),
+                       "held_dir": str(diff.held_dir) if diff.held_dir else None}
         except SandboxError as exc:
             update |= {"status": RunStatus.FAILED, "error": exc.to_dict()}
     if run.session is not None:

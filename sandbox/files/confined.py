@@ -13,7 +13,10 @@ B1.6, B8.40). On top of that:
 - writes are refused in read-only mode, go to a temporary file first and are
   renamed into place, so a concurrent swap can replace a link but never write
   through it; they never set or keep setuid/setgid bits (a replaced file keeps
-  only its permission and sticky bits).
+  only its permission and sticky bits);
+- in a workspace-write checkout, writes never reach its agent and editor
+  configuration (``protected``, :data:`sandbox.names.CHILD_READ_ONLY`), existing
+  or not (``path_protected``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from enum import StrEnum
 from pathlib import Path
 
@@ -96,8 +99,9 @@ class ConfinedFiles(Resolver):
         owner: tuple[int, int] | None = None,
         max_read_bytes: int = 16 * 1024 * 1024,
         on_write: Callable[[], None] | None = None,
+        protected: Collection[str] = (),
     ) -> None:
-        super().__init__(root, owner=owner)
+        super().__init__(root, owner=owner, protected=protected)
         self.writable = writable
         self.max_read_bytes = max_read_bytes
         self._on_write = on_write
@@ -288,7 +292,7 @@ class ConfinedFiles(Resolver):
         if self._on_write is not None:
             self._on_write()
         dir_fd, name, _ = self._resolve(path, follow_last=follow_last,
-                                        make_dirs=make_parents)
+                                        make_dirs=make_parents, guard=True)
         if name is None:
             os.close(dir_fd)
             raise PathDenied(f"{path} is the workspace root", code="path_invalid", path=path)

@@ -16,13 +16,18 @@ a directory file descriptor and a final name, with ``openat`` semantics
   symlink) is refused, for reads, stat, listing and a command's ``cwd`` as
   much as for writes: the git directory holds the repository's configuration,
   the child's private git state and the run ledger, none of which a tool may
-  read or change.
+  read or change;
+- a write (:meth:`Resolver._resolve` with ``guard``) whose realized path is, or is under,
+  one of ``protected`` (paths relative to the root, the agent and editor configuration
+  of a workspace-write checkout, :data:`sandbox.names.CHILD_READ_ONLY`) is refused, by
+  whatever spelling or in-root symlink it arrives.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 
 from sandbox.errors import PathDenied
@@ -37,9 +42,12 @@ _MAX_SYMLINKS = 40
 class Resolver:
     """Confined path resolution under ``root``; ``owner`` gets what it creates."""
 
-    def __init__(self, root: Path, *, owner: tuple[int, int] | None = None) -> None:
+    def __init__(self, root: Path, *, owner: tuple[int, int] | None = None,
+                 protected: Collection[str] = ()) -> None:
         self.root = root
         self.owner = owner
+        #: Realized paths (component tuples) no write may reach.
+        self.protected = frozenset(tuple(p.split("/")) for p in protected)
 
     def parts(self, path: str) -> list[str]:
         """The components of ``path`` relative to the root, or :class:`PathDenied`."""
@@ -69,14 +77,18 @@ class Resolver:
         return parts
 
     def _resolve(
-        self, path: str, *, follow_last: bool, make_dirs: bool = False
+        self, path: str, *, follow_last: bool, make_dirs: bool = False, guard: bool = False
     ) -> tuple[int, str | None, list[str]]:
         """Walk ``path`` from the root; return (parent dir fd, final name, realized names).
 
         The returned fd belongs to the caller. ``name`` is ``None`` when the path
-        is the root or resolves to a directory through trailing symlinks.
+        is the root or resolves to a directory through trailing symlinks. ``guard``
+        (writes): refuse a realized path in :attr:`protected`, before anything is made.
         """
         todo = list(reversed(self.parts(path)))
+        guard = guard and bool(self.protected)
+        if guard:  # as given, before the walk makes a parent (links are judged on the way)
+            self._guard(path, [], list(reversed(todo)))
         try:
             fds = [os.open(self.root, DIR_FLAGS)]
         except OSError as exc:
@@ -102,6 +114,8 @@ class Resolver:
                         "through file tools", code="path_protected", path=path,
                         hint="use git commands through the shell, where the sandbox allows them",
                     )
+                if guard:
+                    self._guard(path, names, [name])
                 last = not todo
                 if last and not follow_last:
                     return fds.pop(), name, names
@@ -146,6 +160,19 @@ class Resolver:
         finally:
             for fd in fds:
                 os.close(fd)
+
+    def _guard(self, path: str, names: list[str], more: list[str]) -> None:
+        """Refuse a write whose realized path so far (``names``, then ``more``) is, or
+        passes through, a protected path."""
+        for depth in range(1, len(more) + 1):
+            reached = (*names, *more[:depth])
+            if reached in self.protected:
+                raise PathDenied(
+                    f"{path}: {'/'.join(reached)} is agent or editor configuration, "
+                    "read-only to a workspace-write child", code="path_protected", path=path,
+                    hint="the next run, the user's harness or editor would read it as the "
+                         "project's own; run the agent in worktree mode to propose it as a "
+                         "reviewed diff")
 
     def _chown(self, name: str, dir_fd: int) -> None:
         if self.owner is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from policies.contract import SandboxMode
+from sandbox.names import CHILD_READ_ONLY
 from sandbox.results import ExcludedPath
 from sandbox.workspaces.changes import TreeRecord
 from sandbox.workspaces.overlay import OverlayLayers
@@ -84,6 +85,38 @@ class Workspace:
         """Whether the child may write the workspace."""
         return self.mode is not SandboxMode.READ_ONLY
 
+    @property
+    def read_only_config(self) -> tuple[str, ...]:
+        """The agent and editor configuration the child may not write
+        (:data:`sandbox.names.CHILD_READ_ONLY`): in workspace-write only, where the child
+        writes the user's checkout itself (elsewhere its writes reach the checkout only as
+        a diff a person merges, whose review flags name them)."""
+        if self.mode is SandboxMode.WORKSPACE_WRITE and self.kind == "checkout":
+            return CHILD_READ_ONLY
+        return ()
+
+    def protected_config(self) -> dict[str, Path]:
+        """Each read-only configuration path as the tree has it now (relative path ->
+        the host path to bind read-only): an existing one at its own path; one that is a
+        symlink at the directory or file it leads to, when that is inside the workspace
+        (a link to outside leads where the child cannot write anyway). Missing ones are
+        not here: :mod:`sandbox.workspaces.held` moves what a command creates there out
+        of the checkout."""
+        found: dict[str, Path] = {}
+        root = self.root.resolve()
+        for rel in self.read_only_config:
+            path = self.root / rel
+            if not os.path.lexists(path):
+                continue
+            if not path.is_symlink():
+                found[rel] = path
+                continue
+            target = path.resolve()
+            if target != root and target.is_relative_to(root) and target.exists():
+                inside = target.relative_to(root)
+                found[inside.as_posix()] = self.root / inside
+        return found
+
     def sweep_setid(self) -> list[str]:
         """Clear setuid/setgid bits the child left (:mod:`sandbox.workspaces.setid`); the
         paths cleared. An overlay's files are found in its upper layer and cleared through
@@ -99,13 +132,16 @@ class Workspace:
         The workspace is writable only when the mode allows; its ``.git`` (pointer
         or directory), nested repositories' ``.git``, and every git directory the
         child's own git needs (a worktree's private git dir and the parent's
-        object stores; otherwise the parent's git and common dirs) are read-only.
+        object stores; otherwise the parent's git and common dirs) are read-only, and
+        so is the agent and editor configuration of a workspace-write checkout
+        (:meth:`protected_config`).
         """
         mounts = [Mount(self.root, self.writable)]
         dot_git = self.root / ".git"
         if os.path.lexists(dot_git):
             mounts.append(Mount(dot_git, False))
         mounts += [Mount(self.root / nested, False) for nested in self.nested_git]
+        mounts += [Mount(path, False) for path in self.protected_config().values()]
         if self.worktree is not None and self.private_git is not None:
             git_paths = [self.child_git or self.private_git, *self.shared_objects,
                          *object_dirs(self.repo.common_dir)]
