@@ -43,7 +43,8 @@ too. Install into the workspace (a venv, ``node_modules``) or into the image
 ``carry`` paths (ignored paths of your checkout, a ready ``.venv``) are bound
 read-only into worktree-mode children at the same place and at their original
 absolute path (so a venv's absolute paths hold); a child can never write
-through to yours.
+through to yours. What a carried venv, conda env or ``node_modules`` links to
+outside itself (a pyenv or uv interpreter) is bound by :mod:`sandbox.interpreters`.
 
 A failed setup is :class:`sandbox.errors.EnvironmentSetupFailed` (exit code 5),
 its log kept (``environments/<key>/setup.log``) and listed by

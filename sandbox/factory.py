@@ -33,6 +33,12 @@ from sandbox.environment import (
     verify_layer,
 )
 from sandbox.errors import BackendUnavailable, OverlayUnavailable, SandboxConfigError, SandboxError
+from sandbox.interpreters import (
+    Carried,
+    find_carried,
+    interpreter_mounts,
+    verify_interpreters,
+)
 from sandbox.state import (
     SandboxMeta,
     SandboxState,
@@ -337,6 +343,7 @@ class _Opening:
             if self.config.type != "host":
                 workspace.extra_mounts += tuple(environment_mounts(
                     env, root=workspace.root, overlay=workspace.overlay is not None))
+        carried = self._carried(workspace)
         check_state_dir(self.state.root,
                         workspaces=[m.origin for m in workspace.mounts() if m.writable])
         self.record(base_commit=workspace.base_commit, git_files=workspace.git_files,
@@ -352,7 +359,21 @@ class _Opening:
                 and workspace.kind in ("worktree", "overlay")):
             layers = workspace.overlay
             verify_layer(self.sandbox, env, base=layers.lower if layers else workspace.root)
+        if carried:
+            verify_interpreters(self.sandbox, carried, backend=self.config.type,
+                                image=getattr(self.config, "image", None))
         return self.sandbox
+
+    def _carried(self, workspace: Workspace) -> list[Carried]:
+        """The carried paths' interpreters from outside them (:mod:`sandbox.interpreters`),
+        their installations added to ``workspace``'s read-only binds (not on host)."""
+        env = self.environment
+        if env is None or not env.spec.carry or self.config.type == "host":
+            return []
+        carried = find_carried(env.repo, env.spec.carry, guarded=(self.state.root,))
+        visible = (workspace.root,) if workspace.kind == "checkout" else ()
+        workspace.extra_mounts += tuple(interpreter_mounts(carried, visible=visible))
+        return carried
 
     def _undo_overlay(self) -> None:
         """Take back an overlay that could not be used (the worktree replaces it)."""
