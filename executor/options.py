@@ -17,7 +17,7 @@ import click
 
 from executor.text import printable
 
-__all__ = ["echo", "environment_options", "loader_options"]
+__all__ = ["echo", "environment_options", "loader_options", "memory_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,8 +52,28 @@ def loader_options(func: F) -> F:
     return func
 
 
+def _memory(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--memory``: a bad size is a usage error naming the option."""
+    from policies.config import parse_memory  # noqa: PLC0415 - only when given
+
+    if value is not None:
+        try:
+            parse_memory(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    return value
+
+
+#: ``--memory SIZE``, on every command that runs children (and ``corral shell``).
+memory_option = click.option(
+    "--memory", callback=_memory, metavar="SIZE",
+    help="Memory each sandbox may use, all its processes together (4G, 512M); default: "
+    "[sandbox] memory of your config, else half of this machine's.")
+
+
 def environment_options(func: F) -> F:
-    """The options every command that runs children takes: the project's environment."""
+    """The options every command that runs children takes: the project's environment, and
+    the memory of each sandbox."""
     options = [
         click.option("--no-env", is_flag=True,
                      help="Run without the project's environment (setup, carried paths, "
@@ -61,6 +81,7 @@ def environment_options(func: F) -> F:
         click.option("--setup-network", is_flag=True,
                      help="Let the environment's setup reach the network (to install "
                      "dependencies); children never can."),
+        memory_option,
     ]
     for option in reversed(options):
         func = option(func)

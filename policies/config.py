@@ -55,11 +55,21 @@ Shared snapshots of your checkout's state stay idle for the next run on the same
 
     [snapshots]
     prune_after_hours = 24
+
+What every sandbox is given: its memory, all its processes together (a cgroup on
+bubblewrap, the container's limit on docker; default half of this machine's memory,
+``--memory`` for one command):
+
+.. code-block:: toml
+
+    [sandbox]
+    memory = "4G"
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -72,8 +82,8 @@ from policies.errors import PolicyError
 from policies.mcp import McpServerConfig, check_provided, check_server_name
 from policies.tools import check_tool_name
 
-__all__ = ["McpServerConfig", "ProviderConfig", "SnapshotsConfig", "UserConfig", "config_path",
-           "load_user_config"]
+__all__ = ["McpServerConfig", "ProviderConfig", "SandboxSettings", "SnapshotsConfig",
+           "UserConfig", "config_path", "load_user_config", "parse_memory"]
 
 
 class ProviderConfig(BaseModel):
@@ -99,6 +109,42 @@ class SnapshotsConfig(BaseModel):
     prune_after_hours: float = Field(default=24.0, gt=0)
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+#: The smallest memory cap a sandbox may be given (its supervisor needs some).
+MIN_MEMORY = 16 << 20
+
+
+def parse_memory(value: object) -> int:
+    """A memory size (``"4G"``, ``"512M"``, ``"1.5GiB"``, ``4294967296``; binary units, as
+    docker reads them) in bytes; :class:`ValueError` naming the accepted forms otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (match := _SIZE.fullmatch(value.strip())):
+        size = int(float(match[1]) * _UNITS[match[2].lower()])
+    else:
+        raise ValueError(f"{value!r} is not a memory size: give one such as \"4G\", "
+                         "\"512M\" or \"1.5GiB\" (K, M, G, T are powers of 1024)")
+    if size < MIN_MEMORY:
+        raise ValueError(f"{value!r} is below the smallest memory cap, 16M")
+    return size
+
+
+class SandboxSettings(BaseModel):
+    """``[sandbox]``: what every sandbox corral opens is given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Memory one sandbox may use, all its processes together (``"4G"``); ``None``: half
+    #: of this machine's memory. ``--memory`` overrides it for one command.
+    memory: int | None = None
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: object) -> int | None:
+        return None if value is None else parse_memory(value)
+
+
 class UserConfig(BaseModel):
     """Everything the user (never a project) configures."""
 
@@ -119,6 +165,8 @@ class UserConfig(BaseModel):
     environment: EnvironmentConfig | None = None
     #: How long idle shared snapshots stay (``[snapshots]``).
     snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
+    #: What every sandbox is given (``[sandbox]``: its memory).
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
 
     @field_validator("mcp_servers")
     @classmethod

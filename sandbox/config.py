@@ -8,6 +8,7 @@ fails closed when neither works; ``host`` is only ever used when asked for.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -25,6 +26,7 @@ __all__ = [
     "FakeConfig",
     "HostConfig",
     "Limits",
+    "default_memory_bytes",
 ]
 
 BackendName = Literal["host", "bubblewrap", "docker", "fake"]
@@ -42,6 +44,16 @@ _MiB = 1024 * 1024
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
+def default_memory_bytes() -> int:
+    """Half of this machine's physical memory: what real tool chains (a test suite, a
+    bundler, a compiler) need, with the rest left to the machine itself."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        total = 0
+    return max(total // 2, 256 * _MiB)
+
+
 class Limits(BaseModel):
     """Resource limits applied to every command of a sandbox.
 
@@ -57,8 +69,10 @@ class Limits(BaseModel):
     timeout_seconds: float = Field(default=600.0, gt=0)
     #: Bytes kept per stream (stdout, stderr); the rest is drained and counted.
     output_cap_bytes: int = Field(default=1 * _MiB, ge=0)
-    #: Address-space cap per process (bubblewrap) or memory cap per container (docker).
-    memory_bytes: int | None = Field(default=2048 * _MiB, gt=0)
+    #: Memory the whole sandbox may use, all its processes together (a cgroup's
+    #: ``memory.max`` on bubblewrap, the container's limit on docker; no swap beyond it).
+    #: Default: half of this machine's memory (:func:`default_memory_bytes`).
+    memory_bytes: int | None = Field(default_factory=default_memory_bytes, gt=0)
     #: Processes (and threads) alive at once, for the whole sandbox.
     pids: int | None = Field(default=512, gt=0)
     #: Largest file a command may write (RLIMIT_FSIZE).
@@ -99,6 +113,10 @@ class BubblewrapConfig(_Base):
     #: Where a ``pids`` limit comes from: ``auto`` tries a cgroup, then (when not
     #: root) ``RLIMIT_NPROC`` inside the user namespace.
     pids_mechanism: Literal["auto", "cgroup", "rlimit"] = "auto"
+    #: Where ``limits.memory_bytes`` comes from: ``auto`` a memory cgroup for the whole
+    #: sandbox, else (with a warning naming the cost) ``RLIMIT_AS`` per process;
+    #: ``cgroup`` refuses to start without one; ``rlimit`` always the per-process cap.
+    memory_mechanism: Literal["auto", "cgroup", "rlimit"] = "auto"
     #: Share the host's network. Only an environment's setup, when you granted it network
     #: (:mod:`sandbox.environment`), runs so; a child never does.
     network: bool = False

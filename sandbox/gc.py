@@ -37,7 +37,7 @@ import contextlib
 from pathlib import Path
 
 from policies.contract import SandboxMode
-from sandbox.backends.limits import PidsCgroup, cgroup_group, find_pids_hierarchy
+from sandbox.backends.limits import PidsCgroup, cgroup_group, find_hierarchy
 from sandbox.config import DockerConfig
 from sandbox.errors import BackendUnavailable, SandboxError
 from sandbox.results import GcEntry, GcReport
@@ -106,8 +106,9 @@ def _stop(meta: SandboxMeta, docker: DockerConfig | None) -> str | None:
             from sandbox.backends.docker import remove_container  # noqa: PLC0415 - optional
 
             remove_container(_docker_config(meta, docker), meta.container)
-        if meta.cgroup is not None and meta.cgroup.exists():
-            PidsCgroup.attach(meta.cgroup).remove()
+        for cgroup in (meta.cgroup, meta.memory_cgroup):
+            if cgroup is not None and cgroup.exists():
+                PidsCgroup.attach(cgroup).remove()
     except SandboxError as exc:
         return f"not stopped ({exc.code}): {exc.message}"
     except OSError as exc:  # the cgroup did not empty in time
@@ -236,9 +237,15 @@ def _orphan_containers(root: Path, alive: set[str], docker: DockerConfig | None)
 
 
 def _orphan_cgroups(root: Path, alive: set[str]) -> list[GcEntry]:
-    found = find_pids_hierarchy()
-    parent = found[1] / "corral" / cgroup_group(root) if found else None
-    if parent is None or not parent.is_dir():
+    entries = []
+    mounts = {found[1] for found in map(find_hierarchy, ("pids", "memory")) if found}
+    for mountpoint in sorted(mounts):  # one hierarchy each on cgroup v1, one on v2
+        entries += _orphans_under(mountpoint / "corral" / cgroup_group(root), alive)
+    return entries
+
+
+def _orphans_under(parent: Path, alive: set[str]) -> list[GcEntry]:
+    if not parent.is_dir():
         return []
     entries = []
     for path in sorted(p for p in parent.iterdir() if p.is_dir()):

@@ -56,6 +56,9 @@ class ExecResult(BaseModel):
     #: Processes the command left running when it ended (``pid comm``, as the sandbox saw
     #: them), every one of them killed before the result was returned.
     killed: tuple[str, ...] = ()
+    #: The kernel's OOM killer killed a process of the command: the sandbox's memory cap
+    #: (``limits.memory_bytes``) was reached (bubblewrap's memory cgroup, docker's container).
+    oom_killed: bool = False
 
     @property
     def truncated(self) -> bool:

@@ -283,6 +283,8 @@ class SandboxMeta(BaseModel):
     container: str | None = None
     docker_base_url: str | None = None
     cgroup: Path | None = None
+    #: The sandbox's own memory cgroup (cgroup v1; on v2 the memory cap is on ``cgroup``).
+    memory_cgroup: Path | None = None
     #: ``checkout``, ``worktree`` or ``overlay`` (``None``: written before kinds existed).
     workspace_kind: str | None = None
     #: Why a worktree was made where an overlay was wanted.

@@ -82,6 +82,7 @@ def mutation(name: str, area: str, file: str, anchor: str, replacement: str,
 CAPS = "tests/sandbox/test_escape_caps.py"
 NET = "tests/sandbox/test_escape_network.py"
 PROC = "tests/sandbox/test_escape_process.py"
+MEM = "tests/sandbox/test_memory_cgroup.py"
 MCP = "tests/executor/test_mcp_tools.py"
 MCP_POLICY = "tests/executor/test_mcp_tools_policy.py"
 MCP_CONF = "tests/sandbox/test_mcp_confine.py"
@@ -117,6 +118,7 @@ SWEEP = "tests/sandbox/test_setid_sweep.py"
 CATALOG_RUN = "tests/spec/test_catalog_runtime.py"
 ENV = "tests/executor/test_environment.py"
 ENV_SPEC = "tests/test_environment_spec.py"
+CARRIED = "tests/executor/test_carried_interpreters.py"
 REMOTE = "tests/executor/test_remote_records.py"
 HOSTILE = f"{REMOTE}::test_a_hostile_pack_is_refused_and_nothing_is_written"
 RAY = "tests/executor/test_fanout_ray.py"
@@ -202,6 +204,48 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{PROC}::test_process_limit_stops_forks[bubblewrap]"],
         "the pids cgroup is made but never joined: no process limit (fork bomb)"),
     mutation(
+        "bwrap-memory-cgroup-joined", "bubblewrap", "sandbox/backends/bwrap.py",
+        "prefix += self._memory.join_argv()", "pass",
+        [f"{MEM}::test_past_the_cap_is_oom_killed_and_the_sandbox_lives[bubblewrap]",
+         f"{PROC}::test_memory_limit_kills_child_not_parent[bubblewrap]"],
+        "the memory cgroup is made but never joined: the sandbox takes the host's memory"),
+    mutation(
+        "bwrap-memory-cgroup-limit", "bubblewrap", "sandbox/backends/limits.py",
+        '(path / "memory.limit_in_bytes").write_text(str(limit))', "pass",
+        [f"{MEM}::test_past_the_cap_is_oom_killed_and_the_sandbox_lives[bubblewrap]",
+         f"{MEM}::test_bubblewrap_caps_the_sandbox_with_a_cgroup[bubblewrap]"],
+        "the memory cgroup (cgroup v1) is joined but never capped: no memory limit"),
+    mutation(
+        "bwrap-memory-cgroup-swap", "bubblewrap", "sandbox/backends/limits.py",
+        '(path / "memory.memsw.limit_in_bytes").write_text(str(limit))', "pass",
+        [f"{MEM}::test_bubblewrap_caps_the_sandbox_with_a_cgroup[bubblewrap]"],
+        "memory past the cap goes to swap (cgroup v1): the machine thrashes instead of the "
+        "child being stopped"),
+    mutation(
+        "bwrap-no-address-space-cap", "bubblewrap", "sandbox/backends/bwrap.py",
+        "        self._oom_kills = self._memory.oom_kills()\n        return None\n",
+        "        self._oom_kills = self._memory.oom_kills()\n        return memory\n",
+        [f"{MEM}::test_default_lets_a_process_reserve_address_space[bubblewrap]",
+         f"{MEM}::test_a_child_can_make_a_wasm_memory[bubblewrap]"],
+        "RLIMIT_AS set beside the memory cgroup: address-space reservations (V8 WebAssembly) "
+        "fail again"),
+    mutation(
+        "bwrap-oom-reported", "bubblewrap", "sandbox/backends/bwrap.py",
+        "            if kills > self._oom_kills:", "            if False:",
+        [f"{MEM}::test_past_the_cap_is_oom_killed_and_the_sandbox_lives[bubblewrap]"],
+        "an OOM kill is reported as the command's own failure (a failed test)"),
+    mutation(
+        "docker-oom-reported", "docker", "sandbox/backends/docker.py",
+        "grew, self._oom_kills = kills > self._oom_kills, kills",
+        "grew, self._oom_kills = False, kills",
+        [f"{MEM}::test_past_the_cap_is_oom_killed_and_the_sandbox_lives[docker]"],
+        "an OOM kill in the container is reported as the command's own failure"),
+    mutation(
+        "gc-memory-cgroups", "bubblewrap", "sandbox/gc.py",
+        'map(find_hierarchy, ("pids", "memory"))', 'map(find_hierarchy, ("pids",))',
+        [f"{CONF}::test_gc_removes_orphaned_containers_and_cgroups[bubblewrap]"],
+        "a crashed sandbox's memory cgroup (cgroup v1) is never removed by gc"),
+    mutation(
         "bwrap-seccomp", "bubblewrap", "sandbox/backends/bwrap.py",
         'args[1:1] = ["--seccomp", str(seccomp_fd)]', "pass",
         [f"{SECCOMP}::test_the_filter_is_installed",
@@ -238,8 +282,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "docker's default capabilities stay in the bounding set (CapBnd 00000000a80425fb)"),
     mutation(
         "docker-network-none", "docker", "sandbox/backends/docker.py",
-        '"network_mode": "host" if self.config.network else "none",',
-        '"network_mode": "bridge",',
+        "        if not self.config.network or self._slirp is not None:\n"
+        "            return \"none\"\n",
+        "        if False:\n            return \"none\"\n",
         [f"{NET}::test_container_is_on_network_none[docker-worktree]",
          f"{NET}::test_child_cannot_reach_the_host[docker-worktree]"],
         "the container joins the engine's default bridge and reaches the host"),
@@ -865,8 +910,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- issue 28: review flags derived from discovery
     mutation(
         "review-flags-corral-config", "apply", "sandbox/names.py",
-        "           tuple(dict.fromkeys(_place(p) for p in places if p.format == CORRAL))),",
-        "           ()),",
+        "           tuple(dict.fromkeys(_place(p) for p in places if p.format == CORRAL)), True),",
+        "           (), True),",
         ["tests/executor/test_apply_project_places.py::test_plain_apply_refuses_a_project_"
          "place_or_build_file_without_yes[.corral/environment.toml-corral_config]",
          "tests/test_project_places.py::test_every_project_place_is_flagged_for_review"],
@@ -874,8 +919,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "run executes its setup under every child and check"),
     mutation(
         "review-flags-agent-places", "apply", "sandbox/names.py",
-        "           tuple(dict.fromkeys(_place(p) for p in places if p.format != CORRAL))),",
-        "           ()),",
+        "           tuple(dict.fromkeys(_place(p) for p in places if p.format != CORRAL)), True),",
+        "           (), True),",
         ["tests/executor/test_apply_project_places.py::test_plain_apply_refuses_a_project_"
          "place_or_build_file_without_yes[initial-data/agent-definitions/x.json-agent_config]",
          "tests/test_project_places.py::test_every_project_place_is_flagged_for_review"],
@@ -1203,6 +1248,29 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{ENV}::test_the_layer_adds_what_the_snapshot_lacks_and_changes_nothing_of_it"
          "[bubblewrap]"],
         "setup's rewrite of a tracked file replaces the snapshot's in every child"),
+    # -- issue 29: a carried venv's interpreter outside /usr -------------------------------
+    mutation(
+        "carried-interpreter-installation-only", "environment", "sandbox/interpreters.py",
+        "            return prefix\n    return None\n",
+        "            return prefix\n    return base.parent if base.name == 'bin' else base\n",
+        [f"{CARRIED}::test_pyvenv_cfg_cannot_show_a_child_a_host_directory[prefix-bubblewrap]"],
+        "a carried pyvenv.cfg (a file of the checkout) names a host directory of secrets as "
+        "its interpreter's home, and every child can read it"),
+    mutation(
+        "carried-interpreter-guard", "environment", "sandbox/interpreters.py",
+        '        if path == prefix or path.is_relative_to(prefix):\n'
+        '            return f"it holds {path}"\n',
+        '        if path == prefix:\n            return f"it holds {path}"\n',
+        [f"{CARRIED}::test_pyvenv_cfg_cannot_show_a_child_a_host_directory[prefix-bubblewrap]"],
+        "a pyvenv.cfg names a directory above the repository (or your home) shaped like a "
+        "Python installation, and all of it is shown to every child"),
+    mutation(
+        "carried-interpreter-read-only", "environment", "sandbox/interpreters.py",
+        "                mounts.setdefault(prefix, Mount(prefix, False))\n",
+        "                mounts.setdefault(prefix, Mount(prefix, True))\n",
+        [f"{CARRIED}::test_a_venv_of_an_interpreter_outside_usr_checks_candidates"
+         "[prefix-bubblewrap]"],
+        "a child rewrites the interpreter of your pyenv or uv installation"),
     # -- issue 24: real model servers ---------------------------------------------------
     mutation(
         "openai-empty-content", "models", "executor/models/openai.py",
@@ -1431,6 +1499,12 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_check_whose_layer_went_is_an_error_never_a_failure[bubblewrap]"],
         "a check that could not run is shown and counted as the candidate's failure"),
     mutation(
+        "check-oom-is-an-error", "fanout", "executor/fanout/check.py",
+        '"error": _oom(sandbox) if done.oom_killed else None,', '"error": None,',
+        ["tests/executor/test_memory_cli.py::"
+         "test_a_check_past_the_config_cap_is_oom_killed_not_failed[bubblewrap]"],
+        "a check the sandbox's memory cap killed is counted as the candidate's failed test"),
+    mutation(
         "bwrap-denial-covers", "denials", "sandbox/backends/bwrap.py",
         '            args += ["--ro-bind", str(cover), target]\n',
         "            pass\n",
@@ -1526,12 +1600,19 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_file_the_ngn_config_imports_from_the_repository_is_digested"],
         "a pull that changes a definition the ngn config imports keeps the trust"),
     mutation(
-        "setup-network-host-loopback", "environment", "sandbox/backends/bwrap.py",
+        "setup-network-host-loopback", "environment", "sandbox/backends/slirp.py",
         '                 "--disable-host-loopback", f"--ready-fd={ready_w}",',
         '                 f"--ready-fd={ready_w}",',
         ["tests/executor/test_environment.py::"
          "test_setup_has_network_only_when_granted_and_a_child_never[bubblewrap]"],
         "a setup granted network reaches services on this machine's loopback"),
+    mutation(
+        "setup-network-docker-own", "environment", "sandbox/backends/docker.py",
+        '            "network_mode": self._network_mode(),\n',
+        '            "network_mode": "host" if self.config.network else "none",\n',
+        ["tests/executor/test_environment.py::"
+         "test_setup_has_network_only_when_granted_and_a_child_never[docker]"],
+        "a docker setup granted network shares the host's network and its loopback"),
     mutation(
         "pids-group-made-again", "bubblewrap", "sandbox/backends/limits.py",
         "                    if attempt == _GROUP_ATTEMPTS - 1:\n",
@@ -1682,6 +1763,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{GLOBS}::test_an_uncertain_word_meets_a_class_as_one_character"],
         "with Bash(git [p]ush *) denied, `git pu$()sh origin` passes: a class never meets "
         "the characters around an uncertain word"),
+    mutation(
+        "ledger-last-reads-its-record", "ledger index", "executor/ledger/lookup.py",
+        "        if record is not None and record.parent_run is None \\\n"
+        "                and record.started_at == found[1] and record.run_id == found[0]:\n",
+        "        if record is not None:\n",
+        ["tests/executor/test_ledger_index.py::test_the_index_is_rebuilt_exactly_after_delete_"
+         "truncate_and_forgery"],
+        "a forged index row (another run's start time) would make `show last` and `apply "
+        "last` pick a run the user did not start last"),
+    mutation(
+        "ledger-crash-repair", "ledger index", "executor/ledger/index.py",
+        "    dead = [m for m in markers if not m.alive]\n", "    dead: list[_Marker] = []\n",
+        ["tests/executor/test_ledger_index.py::test_a_writer_killed_at_each_step_loses_"
+         "nothing[after-record]"],
+        "a run whose process died between its record and its index row would never be "
+        "listed (nor picked by `last` or gc)"),
 )
 
 

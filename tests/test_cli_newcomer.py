@@ -178,7 +178,7 @@ def test_an_unexpected_error_is_still_rendered_in_one_place(
     def broken(*_: object, **__: object) -> None:
         raise RuntimeError("boom \x1b]52;c;eA==\x07")
 
-    monkeypatch.setattr(api_records, "scan_runs", broken)
+    monkeypatch.setattr(api_records, "iter_entries", broken)
     text = corral("runs", "--root", str(repo))
     assert text.code == 3 and "Traceback" in text.err
     assert "error: internal error in corral (a bug): RuntimeError: boom \\x1b]52" in text.err

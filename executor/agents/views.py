@@ -11,6 +11,7 @@ from executor.agents.offer import make_offer
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, refusal, restrict
 from policies.contract import AgentContract
 from policies.loader import Diagnostic, LoadResult
+from policies.loader.models import foreign_fix
 from policies.mcp import McpServerConfig
 from policies.tools import group_of, tool_matches
 
@@ -30,11 +31,21 @@ def own_tools(contract: AgentContract) -> list[str] | None:
 
 
 def runnable(contract: AgentContract) -> dict[str, Any]:
-    """Whether the agent can run at the top level (``corral run``) and as a delegated
-    child, and why not when it can run neither way: what a run refuses, a listing never
-    offers (:func:`policies.capability.refusal`)."""
+    """Whether the agent can run at the top level (``corral run``: ``user``) and as a
+    delegated child (``subagent``), and why not when it can run neither way
+    (``why_not``). The one answer every front door shows: the CLI's ``u``/``s`` flags and
+    ``[not runnable: ...]``, the web page's "you: yes", MCP ``list_agents``'
+    ``runnable``. What a run refuses (:func:`policies.capability.refusal`), and a model
+    name of another harness that nothing maps (a run needs ``--model``), a listing never
+    offers as runnable."""
     user = refusal(contract, delegated=False)
     subagent = refusal(contract, delegated=True)
+    route = contract.model
+    if route.needs_override and route.foreign is not None:
+        fix = foreign_fix(route.foreign, route.foreign_format)
+        missing = f"no model for {route.foreign!r}: {fix}"
+        user = user or missing
+        subagent = subagent or missing
     return {"user": user is None, "subagent": subagent is None,
             "why_not": subagent if user is not None and subagent is not None else None}
 

@@ -6,7 +6,7 @@
 
     corral = Corral(".", config_file="examples/agents.json", backend="host")
     result = corral.fanout("Add a changelog", agents=["patcher"], scripts=[...], check="...")
-    corral.apply(result.passed[0].run_id)
+    corral.apply(result.best().run_id)  # the first that passed, conflicting with nothing applied
 
 - :class:`Corral` (and :class:`AsyncCorral` for event loops): agents, runs,
   fanouts, the ledger (runs, show, diff, transcript, journal and follow, apply,
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from executor.agents.trust import TrustState
-    from executor.api.agents import Agents, AgentView, NewAgent
+    from executor.api.agents import Agents, AgentView, NewAgent, runnable
     from executor.api.aio import AsyncCorral, AsyncProgress
     from executor.api.corral import BACKENDS, MODES, Corral
     from executor.api.environments import BuiltEnvironment
@@ -52,26 +52,25 @@ if TYPE_CHECKING:
         RunError,
         error_json,
     )
+    from executor.api.fanouts import ChildResult, FanoutResult
     from executor.api.inputs import CancelToken, Replay
     from executor.api.journal import LogEvent
     from executor.api.records import GcReport
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
-    from executor.api.results import (
-        ChildResult,
-        Diff,
-        FanoutResult,
-        RunList,
-        RunResult,
-    )
+    from executor.api.results import Diff, RunList, RunResult
     from executor.api.sessions import ShellResult
     from executor.apply import ApplyFailed, MergeRefused, PatchFile, PatchPlan, RestoreFailed
     from executor.fanout import ChildPlan
     from executor.fanout.check import check_verdict
+    from executor.fanout.choice import Candidate, NoBestCandidate
     from executor.ledger import (
+        RUN_STATES,
+        Entry,
         FanoutRecord,
         RecordError,
         RunRecord,
         RunStatus,
+        RunSummary,
         fanout_status,
         run_status,
     )
@@ -86,7 +85,8 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it (imported on first use).
 _WHERE = {
-    **dict.fromkeys(("Agents", "AgentView", "NewAgent"), "executor.api.agents"),
+    **dict.fromkeys(("Agents", "AgentView", "NewAgent", "runnable"), "executor.api.agents"),
+    **dict.fromkeys(("Candidate", "NoBestCandidate"), "executor.fanout.choice"),
     **dict.fromkeys(("AsyncCorral", "AsyncProgress"), "executor.api.aio"),
     **dict.fromkeys(("BACKENDS", "MODES", "Corral"), "executor.api.corral"),
     "BuiltEnvironment": "executor.api.environments",
@@ -98,14 +98,14 @@ _WHERE = {
     "GcReport": "executor.api.records",
     **dict.fromkeys(("ApplyReport", "BranchReport", "Discarded", "Recovered"),
                     "executor.api.reports"),
-    **dict.fromkeys(("ChildResult", "Diff", "FanoutResult", "RunList", "RunResult"),
-                    "executor.api.results"),
+    **dict.fromkeys(("ChildResult", "FanoutResult"), "executor.api.fanouts"),
+    **dict.fromkeys(("Diff", "RunList", "RunResult"), "executor.api.results"),
     **dict.fromkeys(("ApplyFailed", "MergeRefused", "PatchFile", "PatchPlan",
                      "RestoreFailed"), "executor.apply"),
     "ChildPlan": "executor.fanout",
     "check_verdict": "executor.fanout.check",
-    **dict.fromkeys(("FanoutRecord", "RecordError", "RunRecord", "RunStatus",
-                     "fanout_status", "run_status"), "executor.ledger"),
+    **dict.fromkeys(("RUN_STATES", "Entry", "FanoutRecord", "RecordError", "RunRecord", "RunStatus",
+                     "RunSummary", "fanout_status", "run_status"), "executor.ledger"),
     **dict.fromkeys(("parse_approve", "prompt_handler"), "executor.run.approval"),
     "ProgressEvent": "executor.run.session",
     "DEFAULT_JOBS": "executor.scheduling",
@@ -129,6 +129,7 @@ __all__ = [
     "EXIT_USER",
     "HOST_WARNING",
     "MODES",
+    "RUN_STATES",
     "AgentView",
     "Agents",
     "ApplyFailed",
@@ -140,12 +141,14 @@ __all__ = [
     "BranchReport",
     "BuiltEnvironment",
     "CancelToken",
+    "Candidate",
     "ChildPlan",
     "ChildResult",
     "Corral",
     "CorralError",
     "Diff",
     "Discarded",
+    "Entry",
     "EnvironmentInfo",
     "EnvironmentSetupFailed",
     "ExecutorError",
@@ -156,6 +159,7 @@ __all__ = [
     "MergeRefused",
     "ModelError",
     "NewAgent",
+    "NoBestCandidate",
     "PatchFile",
     "PatchPlan",
     "PolicyError",
@@ -169,6 +173,7 @@ __all__ = [
     "RunRecord",
     "RunResult",
     "RunStatus",
+    "RunSummary",
     "SandboxError",
     "ShellResult",
     "TerminalIO",
@@ -179,6 +184,7 @@ __all__ = [
     "parse_approve",
     "prompt_handler",
     "run_status",
+    "runnable",
 ]
 
 

@@ -12,18 +12,24 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from executor.agents.registry import Sources, find_agent, load
-from executor.agents.views import agent_diagnostics, agent_json, diagnostics_json, list_json
+from executor.agents.views import (
+    agent_diagnostics,
+    agent_json,
+    diagnostics_json,
+    list_json,
+    runnable,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from policies.capability import Capability
-    from policies.contract import AgentContract
+    from policies.contract import AgentContract, ModelRoute
     from policies.loader import Diagnostic, Environment, LoadResult
     from policies.mcp import McpServerConfig
 
-__all__ = ["AgentView", "Agents", "NewAgent", "discover", "new", "show", "show_all",
-           "skill_views"]
+__all__ = ["AgentView", "Agents", "NewAgent", "discover", "new", "runnable", "show",
+           "show_all", "skill_views"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,12 @@ class Agents:
         """Whether a definition was rejected (``corral agents check`` exits 1)."""
         return self.result.rejected
 
+    def runnable(self, name: str) -> dict[str, Any]:
+        """Whether agent ``name`` can run now, by you and as a subagent, and why not
+        (:func:`executor.agents.views.runnable`: the answer the CLI, the web page and MCP
+        show); ``KeyError`` for a name discovery did not find."""
+        return runnable(self.result.agents[name])
+
     def to_json(self) -> dict[str, Any]:
         """The ``corral agents list --json`` object."""
         return list_json(self.result)
@@ -77,6 +89,37 @@ class AgentView:
     servers: Mapping[str, McpServerConfig]
     diagnostics: list[Diagnostic] = field(default_factory=list)
     skills: list[dict[str, Any]] = field(default_factory=list)
+
+    # Its JSON is its contract's (``view.contract.<key>``), and these, read from it:
+
+    @property
+    def name(self) -> str:
+        return self.contract.name
+
+    @property
+    def format(self) -> str:
+        """The format of its definition file (``claude``, ``ngn``, ...)."""
+        return self.contract.origin.format.value
+
+    @property
+    def source(self) -> str:
+        """Its definition file."""
+        return self.contract.origin.source
+
+    @property
+    def scope(self) -> str:
+        return self.contract.origin.scope.value
+
+    @property
+    def model_route(self) -> ModelRoute:
+        """Its model route (the JSON's ``model_route``; ``model`` is its first candidate)."""
+        return self.contract.model
+
+    @property
+    def runnable(self) -> dict[str, Any]:
+        """Whether it can run now, by you and as a subagent, and why not (the CLI's, the web
+        page's and MCP's one answer: :func:`executor.agents.views.runnable`)."""
+        return runnable(self.contract)
 
     def to_json(self) -> dict[str, Any]:
         """The ``corral agents show --json`` object."""

@@ -38,11 +38,12 @@ from executor.scheduling import DEFAULT_JOBS
 if TYPE_CHECKING:
     from executor.api.agents import Agents, AgentView, NewAgent
     from executor.api.environments import BuiltEnvironment
+    from executor.api.fanouts import FanoutResult
     from executor.api.inputs import Replay
     from executor.api.journal import LogEvent
     from executor.api.records import GcReport
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
-    from executor.api.results import Diff, FanoutResult, RunList, RunResult
+    from executor.api.results import Diff, RunList, RunResult
     from executor.api.running import SchedulerFactory
     from executor.api.sessions import ShellResult
     from executor.apply import PatchPlan
@@ -242,9 +243,9 @@ class AsyncCorral:
 
     # -- the ledger ------------------------------------------------------------------------
 
-    async def runs(self) -> RunList:
-        """:meth:`Corral.runs`."""
-        return await self._thread(self.corral.runs)
+    async def runs(self, **filters: Any) -> RunList:
+        """:meth:`Corral.runs` (the same keywords: ``limit``, ``after``, filters)."""
+        return await self._thread(partial(self.corral.runs, **filters))
 
     async def show(self, run_id: str) -> RunResult:
         """:meth:`Corral.show`."""
@@ -258,7 +259,7 @@ class AsyncCorral:
         """:meth:`Corral.show_fanout`."""
         return await self._thread(partial(self.corral.show_fanout, fanout_id))
 
-    async def pick(self, fanout_id: str, index: int) -> str:
+    async def pick(self, fanout_id: str, index: int | str) -> str:
         """:meth:`Corral.pick`."""
         return await self._thread(partial(self.corral.pick, fanout_id, index))
 

@@ -15,28 +15,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from executor.agents.registry import Sources
+from executor.api.environment_methods import EnvironmentMethods
+from executor.api.memory import checked_memory, sized
 from executor.errors import ExecutorError
 from executor.scheduling import DEFAULT_JOBS
 
 if TYPE_CHECKING:
     from executor.agents.trust import TrustState
     from executor.api.agents import Agents, AgentView, NewAgent
-    from executor.api.environments import BuiltEnvironment
+    from executor.api.fanouts import FanoutResult
     from executor.api.inputs import Replay
     from executor.api.journal import LogEvent
     from executor.api.records import GcReport
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
-    from executor.api.results import Diff, FanoutResult, RunList, RunResult
+    from executor.api.results import Diff, RunList, RunResult
     from executor.api.running import SchedulerFactory
     from executor.api.sessions import ShellResult
     from executor.apply import PatchPlan
     from executor.fanout import ChildPlan
-    from executor.ledger import RunRecord
+    from executor.ledger import Entry, RunRecord
     from executor.run.session import ProgressEvent
     from executor.scheduling import Cancellation
     from executor.tools.dispatch import ApprovalHandler
     from sandbox.config import BackendConfig
-    from sandbox.environment import EnvironmentInfo
     from sandbox.terminal import TerminalIO
 
 __all__ = ["BACKENDS", "MODES", "Corral"]
@@ -48,7 +49,7 @@ BACKENDS = ("auto", "bubblewrap", "docker", "host")
 MODES = ("read-only", "worktree", "workspace-write")
 
 
-class Corral:
+class Corral(EnvironmentMethods):
     """corral for one repository: its agents, runs, fanouts and ledger.
 
     ``root`` is the repository (a git checkout). Definitions are discovered as the
@@ -57,7 +58,9 @@ class Corral:
     ``config_file`` imports. ``strict`` rejects every definition with a warning.
     ``backend`` is one of :data:`BACKENDS` (or a :mod:`sandbox.config` backend
     config); ``state_dir`` is where sandboxes and the run ledger live (default:
-    ``$CORRAL_STATE_DIR``, else ``~/.local/state/corral``). Your corral config
+    ``$CORRAL_STATE_DIR``, else ``~/.local/state/corral``); ``memory`` is what each
+    sandbox may use, all its processes together (``"4G"``; default: ``[sandbox] memory``
+    of your config, else half of this machine's memory). Your corral config
     (providers, roles, MCP servers, the environment) is read from
     ``$CORRAL_CONFIG`` or ``~/.config/corral/config.toml``.
 
@@ -70,11 +73,13 @@ class Corral:
     def __init__(self, root: str | os.PathLike[str] = ".", *, trust_project: bool = False,
                  config_file: str | os.PathLike[str] | None = None, strict: bool = False,
                  personal: bool = True, backend: str | BackendConfig = "auto",
-                 state_dir: str | os.PathLike[str] | None = None) -> None:
+                 state_dir: str | os.PathLike[str] | None = None,
+                 memory: str | int | None = None) -> None:
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ExecutorError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}",
                                 code="usage_error", operation="check_arguments",
                                 hint="auto picks bubblewrap, else docker")
+        self.memory = checked_memory(memory)
         self.root = Path(root)
         self.trust_project = trust_project
         self.config_file = Path(config_file) if config_file is not None else None
@@ -107,11 +112,12 @@ class Corral:
         return ledger_dir(self.root, env=env)
 
     def backend_config(self) -> BackendConfig:
-        """The backend's config (a fresh one for a name)."""
+        """The backend's config (a fresh one for a name), with the memory of
+        :func:`executor.api.memory.sized`."""
         from sandbox.config import USER_BACKENDS  # noqa: PLC0415 - sandbox only when used
         if isinstance(self.backend, str):
-            return USER_BACKENDS[self.backend]()
-        return self.backend
+            return sized(self, USER_BACKENDS[self.backend]())
+        return sized(self, self.backend)
 
     # -- agents ----------------------------------------------------------------------------
 
@@ -272,11 +278,22 @@ class Corral:
 
     # -- the ledger ------------------------------------------------------------------------
 
-    def runs(self) -> RunList:
-        """The recorded runs and fanouts, newest first (``RunList.groups()`` puts a fanout's
-        children under it), and every record that cannot be read."""
+    def runs(self, *, limit: int | None = None, after: str | None = None,
+             **filters: Any) -> RunList:
+        """One page of the recorded runs and fanouts, newest first, from the ledger's index:
+        ``limit`` entries after entry ``after``, ``filters`` as :func:`records.filters`."""
         from executor.api import records  # noqa: PLC0415
-        return records.runs(self)
+        return records.runs(self, records.filters(**filters), limit=limit, after=after)
+
+    def iter_runs(self, *, after: str | None = None, **filters: Any) -> Iterator[Entry]:
+        """Every entry :meth:`runs` would list, streamed as the index is read."""
+        from executor.api import records  # noqa: PLC0415
+        return records.iter_runs(self, records.filters(**filters), after=after)
+
+    def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the ledger's index from the record files; how many rows it holds."""
+        from executor.api import records  # noqa: PLC0415
+        return records.reindex(self, progress)
 
     def show(self, run_id: str) -> RunResult:
         """A run's record. ``run_id`` is an id or a unique prefix of one (or ``last``,
@@ -292,9 +309,9 @@ class Corral:
         from executor.api import records  # noqa: PLC0415
         return records.show_fanout(self, fanout_id)
 
-    def pick(self, fanout_id: str, index: int) -> str:
-        """The run id of child ``index`` (from 1) of a recorded fanout (``unknown_run``:
-        no such child, or it never started)."""
+    def pick(self, fanout_id: str, index: int | str) -> str:
+        """The run id of child ``index`` (from 1) of a recorded fanout (``unknown_run``: no
+        such child, or it never started), or ``"best"``'s (:meth:`FanoutResult.best`)."""
         from executor.api import records  # noqa: PLC0415
         return records.pick(self, fanout_id, index)
 
@@ -338,7 +355,8 @@ class Corral:
         marked: status ``conflicts``). Files flagged for review are merged only with
         ``yes`` or when ``confirm(plan)`` says so; ``allow_*`` widen what is accepted.
         ``on_plan`` sees the judged plan before any refusal. A refusal is
-        :class:`~executor.api.MergeRefused` (exit code 4): nothing was written.
+        :class:`~executor.api.MergeRefused` (exit code 4): nothing was written. A fanout's
+        child's conflicting siblings are then ``superseded`` (``ApplyReport.superseded``).
         """
         from executor.api import records  # noqa: PLC0415
         return records.apply(self, run_id, check_only=check_only, three_way=three_way,
@@ -373,28 +391,3 @@ class Corral:
         ``"1h30m"``; ``0`` for all) also what finished runs left, and older idle snapshots."""
         from executor.api import records  # noqa: PLC0415
         return records.gc(self, older_than)
-
-    # -- the project's environment ---------------------------------------------------------
-
-    def build_environment(self, *, setup_network: bool | None = None, rebuild: bool = False,
-                          on_output: Callable[[str], None] | None = None,
-                          on_warning: Callable[[str], None] | None = None,
-                          ) -> BuiltEnvironment | None:
-        """Prepare the project's environment now, so the next run pays nothing (``None``:
-        none is described). A failed setup is ``environment_setup_failed`` (exit 5)."""
-        from executor.api.environments import build  # noqa: PLC0415
-        return build(self, setup_network=setup_network, rebuild=rebuild,
-                     on_output=on_output, on_warning=on_warning)
-
-    def environments(self) -> list[EnvironmentInfo]:
-        """The cached environments, most recently used first."""
-        from executor.api.environments import listed  # noqa: PLC0415
-        return listed(self)
-
-    def prune_environments(self, keys: Sequence[str] = (), *,
-                           older_than: str | float | None = None,
-                           everything: bool = False) -> list[EnvironmentInfo]:
-        """Remove cached environments no live sandbox runs in (those whose key starts with
-        one of ``keys``, those unused for ``older_than``, or ``everything``); what went."""
-        from executor.api.environments import prune  # noqa: PLC0415
-        return prune(self, keys, older_than=older_than, everything=everything)

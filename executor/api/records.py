@@ -7,31 +7,39 @@ never a pattern (:func:`executor.ledger.find_run`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from executor.api.fanouts import FanoutResult
 from executor.api.journal import live, transcript_so_far
 from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
-from executor.api.results import Diff, FanoutResult, RunList, RunResult
+from executor.api.results import Diff, RunList, RunResult
 from executor.apply import ApplyOptions, PatchPlan, apply_run, branch_run, recover_run
 from executor.errors import ExecutorError
 from executor.ledger import (
+    BadDuration,
     CrashedRun,
+    Entry,
     FanoutRecord,
+    Filters,
     Pruned,
+    RunStatus,
     discard_run,
     finalize_crashed_fanouts,
     finalize_crashed_runs,
     find_fanout,
     find_run,
+    iter_entries,
     load_patch,
     load_transcript,
+    page,
     parse_duration,
     prune_finished,
-    scan_fanouts,
-    scan_runs,
+    rebuild,
 )
+from executor.ledger.siblings import supersede_conflicting
 from policies.config import load_user_config
 from sandbox.state import check_state_dir
 
@@ -39,19 +47,63 @@ if TYPE_CHECKING:
     from executor.api.corral import Corral
     from executor.ledger import RunRecord
     from sandbox.environment import EnvironmentInfo
+    from sandbox.results import GcEntry
     from sandbox.results import GcReport as SandboxReport
 
-__all__ = ["GcReport", "apply", "branch", "diff", "discard", "gc", "pick", "recover", "runs",
-           "show", "show_fanout", "transcript"]
+__all__ = ["GcReport", "apply", "branch", "diff", "discard", "filters", "gc",
+           "iter_runs", "pick", "recover", "reindex", "runs", "show", "show_fanout",
+           "transcript"]
 
 
-def runs(corral: Corral) -> RunList:
+def filters(*, status: Sequence[str] | str = (), agent: str | None = None,
+            pending: bool = False, since: str | None = None, fanout: str | None = None,
+            state: str | None = None) -> Filters:
+    """The :class:`Filters` of :meth:`Corral.runs`' keywords (``since``: a duration such
+    as ``2h`` or ``7d`` back from now, or an ISO time); a bad one is a user error."""
+    statuses = (status,) if isinstance(status, str) else tuple(status)
+    known = {s.value for s in RunStatus}
+    for value in statuses:
+        if value not in known:
+            raise ExecutorError(f"status {value!r} is not a run status", code="bad_arguments",
+                                hint="one of " + ", ".join(sorted(known)))
+    return Filters(statuses=statuses, agent=agent or None, pending=pending,
+                   since=_since(since) if since else None, fanout=fanout or None,
+                   state=state or None)
+
+
+def _since(text: str) -> str:
+    try:
+        return (datetime.now(UTC) - timedelta(seconds=parse_duration(text))).isoformat(
+            timespec="milliseconds")
+    except BadDuration:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadDuration(f"--since: {text!r} is neither a duration nor a time",
+                          operation="runs", context={"value": text},
+                          hint="a duration back from now (30m, 12h, 7d, 1h30m) or an ISO "
+                          "time (2026-12-01, 2026-12-01T09:30)") from None
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return when.isoformat(timespec="milliseconds")
+
+
+def runs(corral: Corral, wanted: Filters, *, limit: int | None, after: str | None
+         ) -> RunList:
     """:meth:`Corral.runs`."""
+    found = page(corral.ledger(), wanted, limit=limit, after=after)
+    return RunList(found.entries, found.broken, found.next_after)
+
+
+def iter_runs(corral: Corral, wanted: Filters, *, after: str | None) -> Iterator[Entry]:
+    """:meth:`Corral.iter_runs`."""
+    return iter_entries(corral.ledger(), wanted, after=after)
+
+
+def reindex(corral: Corral, progress: Callable[[int, int], None] | None) -> int:
+    """:meth:`Corral.reindex`."""
     ledger = corral.ledger()
-    records, broken = scan_runs(ledger)
-    fanouts, broken_fanouts = scan_fanouts(ledger)
-    return RunList(tuple(RunResult(r) for r in records), tuple(fanouts),
-                   (*broken, *broken_fanouts))
+    return rebuild(ledger, progress=progress) if ledger.is_dir() else 0
 
 
 def show(corral: Corral, run_id: str) -> RunResult:
@@ -68,9 +120,15 @@ def show_fanout(corral: Corral, fanout_id: str) -> FanoutResult:
     return FanoutResult.read(find_fanout(ledger, fanout_id), ledger)
 
 
-def pick(corral: Corral, fanout_id: str, index: int) -> str:
+def pick(corral: Corral, fanout_id: str, index: int | str) -> str:
     """:meth:`Corral.pick`."""
     found = show_fanout(corral, fanout_id)
+    if index == "best":
+        return found.best().run_id
+    if not isinstance(index, int):
+        raise ExecutorError(f"pick {index!r}: give a child's number (from 1) or 'best'",
+                            code="usage_error", operation="pick",
+                            hint=f"`corral show {found.fanout_id}` lists the children")
     for child in found.children:
         if child.index == index:
             if child.run is None:
@@ -116,7 +174,9 @@ def apply(corral: Corral, run_id: str, *, yes: bool,
 
     record, plan, result = apply_run(corral.root.resolve(), ledger, run_id, options,
                                      confirm=asked, show=on_plan)
-    return ApplyReport(RunResult(record), plan, result)
+    superseded = () if options.check_only else tuple(
+        RunResult(r) for r in supersede_conflicting(ledger, record))
+    return ApplyReport(RunResult(record), plan, result, superseded)
 
 
 def branch(corral: Corral, run_id: str, name: str, **allowed: bool) -> BranchReport:
@@ -144,6 +204,16 @@ class GcReport:
     pruned: tuple[Pruned, ...]
     environments: tuple[EnvironmentInfo, ...]
     environment_days: float
+
+    @property
+    def entries(self) -> tuple[GcEntry, ...]:
+        """What was found under the state dir and done with it (the sandboxes' sweep)."""
+        return self.sandboxes.entries
+
+    @property
+    def runs(self) -> tuple[CrashedRun, ...]:
+        """The runs it marked ``crashed`` (the JSON's ``runs``)."""
+        return self.crashed
 
     @property
     def empty(self) -> bool:

@@ -20,6 +20,10 @@ class Discarded:
     run: RunResult
     already: bool
 
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
 
 @dataclass(frozen=True)
 class Recovered:
@@ -34,12 +38,39 @@ class Recovered:
 @dataclass(frozen=True)
 class ApplyReport:
     """An apply (or its check): the run, what its diff changes (``plan``, with each file's
-    review flags), and what was done (``result``: ``applied``, ``checked``,
-    ``already_applied`` or ``conflicts``; files merged three ways; the backup)."""
+    review flags), what was done (``result``: ``applied``, ``checked``,
+    ``already_applied`` or ``conflicts``; files merged three ways; the backup), and the
+    siblings of a fanout's child that its apply marked ``superseded`` (their diffs
+    conflict with it: :mod:`executor.ledger.siblings`)."""
 
     run: RunResult
     plan: PatchPlan
     result: ApplyResult
+    superseded: tuple[RunResult, ...] = ()
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def state(self) -> str:
+        """The run's state after it (``applied`` once the checkout changed)."""
+        return self.run.state
+
+    @property
+    def merged(self) -> list[str]:
+        """Files merged three ways."""
+        return self.result.merged
+
+    @property
+    def conflicts(self) -> list[str]:
+        """Files left with conflict markers (status ``conflicts``)."""
+        return self.result.conflicts
+
+    @property
+    def backup(self) -> Path | None:
+        """The backup of the files as they were before (``None``: nothing was written)."""
+        return self.result.backup
 
     @property
     def status(self) -> str:
@@ -69,7 +100,8 @@ class ApplyReport:
             "flagged": [f.path for f in self.plan.flagged], "merged": result.merged,
             "conflicts": result.conflicts,
             "backup": str(result.backup) if result.backup is not None else None,
-            "state": self.run.state}
+            "state": self.run.state,
+            "superseded": [r.run_id for r in self.superseded]}
 
 
 @dataclass(frozen=True)
@@ -82,12 +114,25 @@ class BranchReport:
     result: BranchResult
 
     @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
     def branch(self) -> str:
         return self.result.branch
 
     @property
     def commit(self) -> str:
         return self.result.commit
+
+    @property
+    def parent(self) -> str:
+        """The commit the branch starts from (``HEAD`` when it was made)."""
+        return self.result.parent
+
+    @property
+    def files(self) -> list[PatchFile]:
+        return self.plan.files
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run.run_id, "branch": self.result.branch,

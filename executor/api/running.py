@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from executor.agents.registry import find_agent, load
+from executor.api.fanouts import FanoutResult
 from executor.api.inputs import CancelToken, Replay, scripted
 from executor.api.placement import is_remote, scheduler_for
-from executor.api.results import FanoutResult, RunResult
+from executor.api.results import RunResult
 from executor.errors import ExecutorError
 from executor.fanout import FanoutRequest, plan_children, run_fanout
 from executor.ledger import write_fanout
@@ -30,6 +31,7 @@ from executor.scheduling import Cancellation, Deadline, LocalScheduler, Schedule
 from policies.config import config_path, load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Diagnostic, Environment, LoadResult
+from sandbox.backends.limits import memory_warning
 from sandbox.config import HOST_WARNING, BackendConfig
 
 if TYPE_CHECKING:
@@ -106,6 +108,8 @@ def settings_for(corral: Corral, registry: LoadResult, ledger: Path, *, environm
     backend = backend or corral.backend_config()
     if backend.type == "host" and on_warning is not None:
         on_warning(HOST_WARNING)
+    if on_warning is not None and (memory := memory_warning(backend)) is not None:
+        on_warning(memory)  # bubblewrap without a memory cgroup: RLIMIT_AS, and its cost
     settings = RunSettings(
         root=corral.root.resolve(), backend=backend, config=load_user_config(),
         registry=registry, ledger=ledger, env=Environment.from_env(),

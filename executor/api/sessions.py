@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from executor.agents.registry import find_agent, load
 from executor.api.inputs import Replay
+from executor.api.memory import sized
 from executor.api.results import RunResult
 from executor.api.running import (
     approval_handler,
@@ -64,6 +65,15 @@ class ShellResult:
     changed: tuple[str, ...]
     timed_out: bool = False
 
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def hand_changes(self) -> list[str]:
+        """Every path of the run ever changed by hand (``corral shell``)."""
+        return self.run.record.hand_changes
+
     def to_json(self) -> dict[str, Any]:
         """The session as JSON: the run's id, the exit code, the paths changed now and
         every path of the run ever changed by hand."""
@@ -83,10 +93,10 @@ def _backend(corral: Corral, record: RunRecord) -> BackendConfig:
                     "there, with its isolation", f"leave --backend out (or pass {wanted})")
     if isinstance(given, AutoConfig) and wanted in ("bubblewrap", "docker"):
         chosen: BackendConfig = getattr(given, wanted)
-        return chosen.model_copy(update={"limits": given.limits})
+        return sized(corral, chosen.model_copy(update={"limits": given.limits}))
     if isinstance(given, (str, AutoConfig)):
-        return USER_BACKENDS[wanted]()
-    return given
+        return sized(corral, USER_BACKENDS[wanted]())
+    return sized(corral, given)
 
 
 def continue_run(corral: Corral, run_id: str, prompt: str, *,

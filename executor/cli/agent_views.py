@@ -30,7 +30,6 @@ def list_lines(found: Agents,
     it why it cannot run when it cannot (with the config line that fixes a missing
     model) and, with ``long``, its source. Every value is escaped."""
     views = found.to_json()["agents"]  # in name order, as found.agents sorted
-    fixes = {d.file: d.hint for d in found.diagnostics if d.code == "foreign_model" and d.hint}
     rows = [(name, contract, data) for (name, contract), data
             in zip(sorted(found.agents.items()), views, strict=True) if keep(name, data)]
     if not rows:
@@ -48,9 +47,7 @@ def list_lines(found: Agents,
             description = description[:room - 3].rstrip() + "..."
         lines.append(f"{one_line(name):{name_width}} {flags:5} {data['format']:11} "
                      f"{description}".rstrip())
-        why = can["why_not"]
-        if not why and contract.model.foreign and data["source"] in fixes:
-            why = f"no model for {contract.model.foreign!r}: {fixes[data['source']]}"
+        why = can["why_not"]  # the one answer (executor.agents.views.runnable), as MCP's
         if why:
             lines.append(f"    [not runnable: {one_line(why)}]")
         if long:
@@ -111,6 +108,10 @@ def render_show(view: AgentView) -> str:
         f"reachable    user: {'yes' if contract.user_invocable else 'no'}, "
         f"subagent: {'yes' if contract.subagent_available else 'no'}"
         + (", hidden" if contract.hidden else "") + (", DISABLED" if contract.disabled else ""),
+        f"runnable     you: {'yes' if data['runnable']['user'] else 'no'}, "
+        f"subagent: {'yes' if data['runnable']['subagent'] else 'no'}"
+        + (f" ({one_line(data['runnable']['why_not'])})" if data["runnable"]["why_not"]
+           else ""),
         f"steps        {contract.steps or 'unbounded'}",
         f"permission   mode {contract.permission.mode.value}",
     ]

@@ -60,6 +60,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
                "once and compare."),
     "gc": ("executor.cli.runs", "gc_command", "Clean up what crashed or (--older-than) "
            "finished runs left."),
+    "ledger": ("executor.cli.ledger", "ledger_group", "The ledger's index: `ledger "
+               "reindex` rebuilds it from the record files."),
     "logs": ("executor.cli.logs", "logs_command", "Print a run's journal so far, or follow "
              "it live (-f)."),
     "mcp": ("executor.mcpserver.command", "mcp_command", "Serve corral's agents, runs and "
@@ -127,7 +129,8 @@ def cli() -> None:
 
 
 def loading_corral(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                   no_personal: bool, *, backend: str = "auto") -> Corral:
+                   no_personal: bool, *, backend: str = "auto",
+                   memory: str | None = None) -> Corral:
     """The Corral of a command that loads definitions (:func:`executor.options.loader_options`);
     a ``--root`` that is not a directory is a usage error first."""
     from executor.api import Corral  # noqa: PLC0415 - the API only for a command that runs
@@ -135,7 +138,7 @@ def loading_corral(root: Path, trust_project: bool, config_file: Path | None, st
     if not root.is_dir():
         raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
     return Corral(root, trust_project=trust_project, config_file=config_file, strict=strict,
-                  personal=not no_personal, backend=backend)
+                  personal=not no_personal, backend=backend, memory=memory)
 
 
 def warn(text: str) -> None:

@@ -4,7 +4,13 @@ Exit codes: 0 applied (or would apply, or was already applied), 1 a
 three-way merge left conflict markers (listed), 2 a user error, 3 a step
 failed and the checkout was restored (or could not be: the backup is named),
 4 a refusal (an unsafe patch, a conflict with the checkout, a record that
-does not verify, flagged files without ``--yes``).
+does not verify, flagged files without ``--yes``, ``--pick best`` with no
+candidate that passed its check and conflicts with nothing applied).
+
+With a fanout id, ``--pick N`` applies child N, ``--pick best`` the first child whose
+check passed and whose diff conflicts with nothing already applied
+(:mod:`executor.fanout.choice`). Once a fanout's child is applied, its siblings whose
+diffs conflict with it are marked ``superseded`` (listed on stderr).
 """
 
 from __future__ import annotations
@@ -14,10 +20,26 @@ from pathlib import Path
 
 import click
 
-from executor.api import Corral, PatchPlan, RunRecord
+from executor.api import ApplyReport, Corral, PatchPlan, RunRecord
 from executor.text import one_line
 
 __all__ = ["apply_command"]
+
+
+class PickType(click.ParamType["int | str", object]):
+    """``--pick``: a child's number (from 1), or ``best``."""
+
+    name = "N|best"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | str:
+        text = str(value).strip()
+        if text == "best":
+            return text
+        if not text.isdigit() or int(text) < 1:
+            self.fail(f"{value!r} is neither a child's number (1, 2, ...) nor 'best'", param,
+                      ctx)
+        return int(text)
 
 
 def _show(record: RunRecord, plan: PatchPlan) -> None:
@@ -26,11 +48,20 @@ def _show(record: RunRecord, plan: PatchPlan) -> None:
                    "whose diff holds this one's changes: apply that one, not both", err=True)
     elif record.state == "discarded":
         click.echo(f"note: run {record.run_id} was discarded; applying it as you asked", err=True)
+    elif record.state == "superseded":
+        click.echo(f"note: run {record.run_id} was superseded by run {record.superseded_by} "
+                   "(applied), whose diff conflicts with it; applying it as you asked", err=True)
     click.echo(f"run {record.run_id}: {len(plan.files)} file(s)", err=True)
     for item in plan.files:
         flags = f"  [{', '.join(item.flags)}]" if item.flags else ""
         origin = f" (from {item.old_path})" if item.old_path else ""
         click.echo(one_line(f"  {item.status:9} {item.path}{origin}{flags}"), err=True)
+
+
+def _superseded(report: ApplyReport) -> None:
+    for sibling in report.superseded:
+        click.echo(one_line(f"superseded: run {sibling.run_id} (its diff conflicts with "
+                            "this one's)"), err=True)
 
 
 def _confirm(plan: PatchPlan) -> bool:
@@ -57,22 +88,32 @@ def _confirm(plan: PatchPlan) -> bool:
 @click.option("--branch", "branch", metavar="NAME",
               help="Commit the diff on a new branch NAME from HEAD instead; the working "
               "tree and index are not touched.")
-@click.option("--pick", "pick", type=click.IntRange(min=1), metavar="N",
-              help="With a fanout id: apply child N's diff.")
+@click.option("--pick", "pick", type=PickType(), metavar="N|best",
+              help="With a fanout id: apply child N's diff; 'best': the first child whose "
+              "check passed and whose diff conflicts with nothing already applied.")
 @click.argument("run_id")
 def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
                   allow_symlinks: bool, allow_binary: bool, allow_git_dirs: bool,
                   allow_unverified: bool, recover: bool, branch: str | None,
-                  pick: int | None, run_id: str) -> None:
+                  pick: int | str | None, run_id: str) -> None:
     """Validate a run's diff and merge it into the checkout, all or nothing. With a
-    fanout id, `--pick N` names the child whose diff to apply."""
+    fanout id, `--pick N` names the child whose diff to apply, `--pick best` the first
+    whose check passed and whose diff conflicts with nothing already applied."""
     corral = Corral(root)
     corral.ledger()  # refuses a state dir a child could write, before anything
     if run_id.startswith("f-"):
         if pick is None:
             raise click.UsageError(f"{run_id} is a fanout: say which child's diff to apply "
-                                   f"with --pick N (`corral show {run_id}` lists them)")
-        run_id = corral.pick(run_id, pick)
+                                   f"with --pick N or --pick best (`corral show {run_id}` "
+                                   "lists them)")
+        fanout_id = run_id
+        run_id = corral.pick(fanout_id, pick)
+        if pick == "best":
+            index = next(c.index for c in corral.show_fanout(fanout_id).children
+                         if c.run_id == run_id)
+            click.echo(one_line(f"best of fanout {fanout_id}: #{index} (run {run_id}), the "
+                                "first whose check passed and whose diff conflicts with "
+                                "nothing applied"), err=True)
     elif pick is not None:
         raise click.UsageError("--pick takes a fanout id (f-...)")
     if branch is not None:
@@ -102,6 +143,7 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
                           allow_git_dirs=allow_git_dirs, allow_unverified=allow_unverified,
                           confirm=_confirm, on_plan=_show)
     record, plan, result = report.run.record, report.plan, report.result
+    _superseded(report)
     if result.status == "already_applied":
         click.echo(f"run {record.run_id} is already applied: every file it changes already "
                    "has the child's version; nothing to do", err=True)

@@ -59,14 +59,14 @@ def env_group() -> None:
 @click.option("--rebuild", is_flag=True, help="Run setup again even if this key is built.")
 @click.option("--json", "as_json", is_flag=True, help="Print the environment as JSON.")
 def env_build(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-              no_personal: bool, no_env: bool, setup_network: bool, backend: str,
-              rebuild: bool, as_json: bool) -> None:
+              no_personal: bool, no_env: bool, setup_network: bool, memory: str | None,
+              backend: str, rebuild: bool, as_json: bool) -> None:
     """Prepare the project's environment now: setup runs once per key (its output
     streams on a terminal); a later run or fanout with the same key pays nothing."""
     if no_env:
         raise click.UsageError("--no-env: there is nothing to build")
     corral = loading_corral(root, trust_project, config_file, strict, no_personal,
-                            backend=backend)
+                            backend=backend, memory=memory)
     built = corral.build_environment(setup_network=True if setup_network else None,
                                      rebuild=rebuild, on_output=setup_output(as_json),
                                      on_warning=warn)

@@ -65,15 +65,16 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
                    scripts: tuple[Path, ...], models: tuple[str, ...],
                    check_command: str | None, check_timeout: float, backend: str, jobs: int,
                    timeout: float | None, approve: str | None, as_json: bool, on: str,
-                   no_env: bool, setup_network: bool, prompt: str) -> None:
+                   no_env: bool, setup_network: bool, memory: str | None,
+                   prompt: str) -> None:
     """Run PROMPT in several children at once, each in its own sandbox, all from one
     snapshot of your current checkout; run the check command in each; print one row per
-    child and which diffs conflict. Nothing is applied: `corral apply RUN` merges the one
-    you choose."""
+    child and which diffs conflict. Nothing is applied: the output ends with the command
+    that merges the best one (`corral apply FANOUT --pick best`, or `--pick N`)."""
     if check_command is not None and not check_command.strip():
         raise click.BadParameter("the check command is empty", param_hint="--check-cmd")
     corral = loading_corral(root, trust_project, config_file, strict, no_personal,
-                            backend=backend)
+                            backend=backend, memory=memory)
     progress = Progress(enabled=not as_json and sys.stderr.isatty(), calls=False)
 
     def label(plans: list[ChildPlan]) -> None:

@@ -18,6 +18,8 @@ def _check_cell(run: RunRecord) -> str:
     if not check:
         return "-"
     verdict = check_verdict(check)
+    if check.get("oom_killed"):  # the sandbox's memory cap, not a failed test
+        return "out of memory"
     if verdict in ("skipped", "error"):
         return verdict
     took = human_seconds(float(check.get("duration_seconds", 0.0)))
@@ -51,6 +53,10 @@ def fanout_lines(result: FanoutResult) -> list[str]:
                      f"{f'+{child.lines_added} -{child.lines_removed}':>11}  "
                      f"{_check_cell(run):18}  "
                      f"{run.steps:>5}  {tokens:>8,}")
+        if run.state != "pending":
+            by = (f" by {short.get(run.superseded_by, one_line(run.superseded_by))} (applied)"
+                  if run.state == "superseded" and run.superseded_by else "")
+            lines.append(f"        {run.state}{by}")
         if run.error and run.error.get("message"):
             lines.append(f"        {one_line(str(run.error['message']))[:200]}")
         ran = run.check or {}
@@ -72,10 +78,30 @@ def fanout_lines(result: FanoutResult) -> list[str]:
                          "apply, one after the other (`corral apply --3way` merges the second "
                          "where a plain apply finds its context changed)")
     lines += [f"note: {one_line(note)}" for note in record.notes]
-    with_diff = [child for child in found if child.run is not None and child.run.diff]
-    if with_diff:
-        lines.append("apply the one you choose: corral apply RUN  (diffs: corral diff RUN; "
-                     "those that share no file apply one after another)")
-    return lines
+    return lines + _next(result)
+
+
+def _next(result: FanoutResult) -> list[str]:
+    """The last line: the exact ``corral apply`` command for what the fanout recommends
+    (:meth:`FanoutResult.next_command`), or nothing when no candidate can be applied."""
+    command = result.next_command
+    fanout_id = one_line(result.fanout_id)
+    if command is None:
+        applied = [f"#{c.index} (run {one_line(c.run_id)})" for c in result.children
+                   if c.state == "applied"]
+        return [f"applied: {', '.join(applied)}; nothing else is left to apply"] if applied \
+            else []
+    if command.endswith("--pick best"):
+        best = result.best()
+        return [f"apply the best, #{best.index} (the first whose check passed and whose diff "
+                f"conflicts with nothing applied): {one_line(command)}"]
+    if result.record.check_command:
+        return [f"no candidate passed its check and conflicts with nothing applied "
+                f"(`corral show {fanout_id}` says why); to apply one anyway: "
+                f"{one_line(command)}"]
+    if command.endswith("--pick N"):
+        return [f"apply the one you choose (diffs: corral diff {fanout_id}): "
+                f"{one_line(command)}"]
+    return [f"apply it: {one_line(command)}"]
 
 

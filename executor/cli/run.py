@@ -96,7 +96,8 @@ def run_command(ctx: click.Context, root: Path, trust_project: bool, config_file
                 strict: bool, no_personal: bool, agent: str | None, backend: str, mode: str,
                 script: Path | None,
                 model: str | None, approve: str | None, timeout: float | None, as_json: bool,
-                continues: str | None, no_env: bool, setup_network: bool, prompt: str) -> None:
+                continues: str | None, no_env: bool, setup_network: bool, memory: str | None,
+                prompt: str) -> None:
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff.
 
     With --continue RUN: a new run of RUN's agent, in its mode and backend, on RUN's
@@ -115,7 +116,7 @@ def run_command(ctx: click.Context, root: Path, trust_project: bool, config_file
             raise click.UsageError(f"{' and '.join(given)} cannot be given with --continue: "
                                    "a continuation runs the same agent in the same mode")
     corral = loading_corral(root, trust_project, config_file, strict, no_personal,
-                            backend=backend)
+                            backend=backend, memory=memory)
     progress = Progress(enabled=not as_json and sys.stderr.isatty())
     try:
         with stopped_like_ctrl_c():

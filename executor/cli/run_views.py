@@ -66,9 +66,10 @@ def status_line(record: RunRecord) -> str:
     """``run ID: agent NAME completed (host backend, worktree mode, 3 step(s))``."""
     status = run_status(record).value
     state = f", {record.state}" if record.state != "pending" else ""
+    oom = ", a command ran out of memory" if record.oom_killed else ""
     return (f"run {one_line(record.run_id)}: agent {one_line(record.agent)} {status}{state} "
             f"({one_line(record.backend)} backend, {one_line(record.mode)} mode, "
-            f"{record.steps} step(s))")
+            f"{record.steps} step(s){oom})")
 
 
 def diff_banner(record: RunRecord) -> str:
@@ -86,6 +87,10 @@ def diff_banner(record: RunRecord) -> str:
                 "diff holds it ---")
     if record.state == "discarded":
         return f"--- diff: {files}, discarded (your checkout was not changed) ---"
+    if record.state == "superseded":
+        return (f"--- diff: {files}, superseded by run {one_line(record.superseded_by or '?')} "
+                f"(applied), whose diff conflicts with it (`corral apply {run_id}` still "
+                "tries, as you ask) ---")
     return f"--- diff: {files} (`corral apply {run_id}` merges it into your checkout) ---"
 
 
@@ -212,6 +217,9 @@ def show_lines(record: RunRecord, transcript: list[dict[str, Any]], *,
              *summary_lines(record)]
     if record.state != "pending":
         lines.append(f"state:     {record.state} {one_line(record.state_changed_at)}")
+    if record.state == "superseded" and record.superseded_by:
+        lines.append(f"           superseded by run {one_line(record.superseded_by)} "
+                     "(applied), whose diff conflicts with this one")
     if record.environment:
         lines.append(f"environment: {one_line(record.environment)} "
                      f"(`corral env show {one_line(record.environment)}`)")
@@ -268,10 +276,12 @@ def age(iso: str, now: datetime | None = None) -> str:
 
 
 def diff_state(record: RunRecord) -> str:
-    """What became of a run's diff: ``pending``, ``applied``, ``discarded``, ``continued``
-    (a later run's diff holds it), ``in checkout`` (workspace-write), or nothing (no diff,
-    or still running)."""
-    state = {"applied": "applied", "discarded": "discarded"}.get(record.state, "")
+    """What became of a run's diff: ``pending``, ``applied``, ``discarded``, ``superseded``
+    (a fanout sibling whose diff conflicts with it was applied), ``continued`` (a later
+    run's diff holds it), ``in checkout`` (workspace-write), or nothing (no diff, or still
+    running)."""
+    state = {"applied": "applied", "discarded": "discarded",
+             "superseded": "superseded"}.get(record.state, "")
     if record.continued_by:
         state = "continued"
     if not state and record.diff and run_status(record) is not RunStatus.RUNNING:

@@ -9,29 +9,37 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from executor.api import Corral, FanoutRecord, RunResult, RunStatus, fanout_status
+from executor.api import (
+    Corral,
+    Entry,
+    FanoutRecord,
+    RunResult,
+    RunStatus,
+    RunSummary,
+    fanout_status,
+)
+from executor.api.results import entry_json
 from executor.cli.app import render_error
 from executor.cli.fanout_views import fanout_lines
 from executor.cli.pager import show_patch
 from executor.cli.run import print_record
 from executor.cli.run_views import (
     RUNS_HEADER,
+    age,
     check_lines,
     diff_state,
     hand_note,
-    runs_line,
     show_lines,
 )
 from executor.options import echo
 from executor.text import one_line, printable_patch
 
 __all__ = ["diff_command", "discard_command", "gc_command", "is_fanout_id", "runs_command",
-           "show_command"]
+           "show_command", "summary_line"]
 
 
 def _fanout_header(fanout: FanoutRecord) -> str:
@@ -39,15 +47,6 @@ def _fanout_header(fanout: FanoutRecord) -> str:
     return (f"fanout {one_line(fanout.fanout_id)}  {fanout_status(fanout):9} "
             f"{len(fanout.children)} child(ren){check}  {one_line(fanout.created_at[:19])}  "
             f'"{one_line(fanout.prompt)[:60]}"')
-
-
-def _wanted(statuses: tuple[str, ...], agent: str | None, pending: bool,
-            ) -> Callable[[RunResult], bool]:
-    def wanted(run: RunResult) -> bool:
-        return ((not statuses or run.status.value in statuses)
-                and (agent is None or run.agent == agent)
-                and (not pending or diff_state(run.record) == "pending"))
-    return wanted
 
 
 def is_fanout_id(value: str) -> bool:
@@ -88,52 +87,85 @@ def _fanout_diffs(corral: Corral, fanout_id: str, *, force_escape: bool, pager: 
 @click.option("--agent", help="Only runs of this agent.")
 @click.option("--pending", is_flag=True, help="Only runs whose diff waits for apply or "
               "discard.")
+@click.option("--since", metavar="WHEN", help="Only runs started since WHEN: a duration "
+              "back from now (30m, 12h, 7d) or an ISO time (2026-12-01T09:30).")
+@click.option("--fanout", "fanout_id", metavar="FANOUT", help="Only this fanout (an id "
+              "or unique start of one) and its children.")
 @click.option("-n", "--limit", type=click.IntRange(min=1),
               help="Only the newest N entries (a fanout counts as one).")
+@click.option("--after", metavar="ID", help="The entries after this one (the id the "
+              "previous page ended with: its `next page` note says it).")
 def runs_command(root: Path, as_json: bool, statuses: tuple[str, ...], agent: str | None,
-                 pending: bool, limit: int | None) -> None:
+                 pending: bool, since: str | None, fanout_id: str | None,
+                 limit: int | None, after: str | None) -> None:
     """List the recorded runs of the repository, newest first: running, crashed (the
     process died), completed..., what became of each diff (pending, applied, discarded,
-    already in the checkout), how long ago it started and its prompt; a fanout's
-    children grouped under it."""
-    found = Corral(root).runs()
-    wanted = _wanted(statuses, agent, pending)
-    filtering = bool(statuses or agent or pending)
-    groups: list[tuple[FanoutRecord | None, list[tuple[int | None, RunResult | str]]]] = []
-    for fanout, members in found.groups():
-        kept = [(index, member) for index, member in members
-                if not filtering or (isinstance(member, RunResult) and wanted(member))]
-        if kept or (fanout is not None and not filtering):
-            groups.append((fanout, kept))
-    groups = groups[:limit] if limit is not None else groups
+    superseded, already in the checkout), how long ago it started and its prompt; a fanout's
+    children grouped under it. Read from the ledger's index, printed as it is read."""
+    corral = Corral(root)
+    entries = corral.iter_runs(status=statuses, agent=agent, pending=pending, since=since,
+                               fanout=fanout_id, after=after)
+    filtering = bool(statuses or agent or pending or since or fanout_id or after)
+    shown, items, last, more = 0, 0, "", False
+    for entry in entries:
+        if limit is not None and shown == limit:
+            more = True
+            break
+        if as_json:  # streamed too: one array, an object at a time
+            for item in entry_json(entry):
+                click.echo(("[\n" if items == 0 else ",\n") + _indented(item), nl=False)
+                items += 1
+        else:
+            if shown == 0:
+                echo(RUNS_HEADER)
+            _entry_lines(entry)
+        shown, last = shown + 1, entry.id
+    broken = () if after else corral.runs(limit=0).broken
     if as_json:
-        shown = {m.run_id for _, members in groups for _, m in members
-                 if isinstance(m, RunResult)}
-        fanouts = {fanout.fanout_id for fanout, _ in groups if fanout is not None}
-        click.echo(json.dumps([
-            entry for entry in found.to_json()
-            if entry.get("run_id") in shown or entry.get("status") == "corrupted"
-            or ("run_id" not in entry and entry.get("fanout_id") in fanouts)], indent=2))
-        return
-    if not found.runs and not found.fanouts and not found.broken:
-        echo("no runs recorded")
-    elif not groups:
-        echo("no runs match")
-    else:
-        echo(RUNS_HEADER)
-    for fanout, members in groups:
-        if fanout is None:
-            echo(runs_line(members[0][1].record))  # type: ignore[union-attr]
-            continue
-        echo(_fanout_header(fanout))
-        for index, member in members:
-            mark = f"#{index:<2}" if index is not None else "   "
-            if isinstance(member, str):
-                echo(f"  {mark} {one_line(member)}  not started (no record)")
-            else:
-                echo(f"  {mark} {runs_line(member.record)}")
-    for exc in found.broken:  # one unreadable record never hides the others
+        for exc in broken:
+            click.echo(("[\n" if items == 0 else ",\n") + _indented(
+                {"status": "corrupted", "error": exc.to_dict()}), nl=False)
+            items += 1
+        click.echo("\n]" if items else "[]")
+    elif shown == 0:
+        echo("no runs match" if filtering or broken else "no runs recorded")
+    for exc in () if as_json else broken:  # one unreadable record never hides the others
         render_error(exc.to_dict(), prefix="corrupted", exit_code=exc.exit_code)
+    if more:
+        echo(f"note: more entries: the next page is `corral runs -n {limit} --after "
+             f"{one_line(last)}`", err=True)
+
+
+def _indented(item: dict[str, object]) -> str:
+    return "\n".join("  " + line for line in json.dumps(item, indent=2).splitlines())
+
+
+def _entry_lines(entry: Entry) -> None:
+    fanout = entry.fanout
+    if fanout is None:
+        member = entry.members[0][1]
+        if isinstance(member, RunSummary):
+            echo(summary_line(member))
+        return
+    echo(_fanout_header(fanout))
+    for index, member in entry.members:
+        mark = f"#{index:<2}" if index is not None else "   "
+        if isinstance(member, str):
+            echo(f"  {mark} {one_line(member)}  not started (no record)")
+        else:
+            echo(f"  {mark} {summary_line(member)}")
+
+
+def summary_line(run: RunSummary) -> str:
+    """One line of ``corral runs`` (columns: :data:`RUNS_HEADER`), from the run's index
+    row: what ``runs_line`` prints from a whole record."""
+    status = run.live_status()
+    parent = f" (child of {one_line(run.parent_run)})" if run.parent_run else ""
+    prompt = one_line(run.prompt)
+    prompt = f'"{prompt[:48]}..."' if len(prompt) > 48 else f'"{prompt}"'
+    return (f"{one_line(run.run_id)}  {status.value:9} {one_line(run.diff_state(status)):11} "
+            f"{age(run.started_at):>4}  {one_line(run.agent):20} "
+            f"{one_line(run.mode):15} {run.files:3} file(s)  {prompt}{parent}")
 
 
 @click.command("show")

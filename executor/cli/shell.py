@@ -31,7 +31,7 @@ import click
 from executor.api import Corral, ShellResult, TerminalIO
 from executor.cli.app import setup_output, stopped_like_ctrl_c, warn
 from executor.errors import EXIT_FAILURE
-from executor.options import echo
+from executor.options import echo, memory_option
 from executor.text import one_line
 
 __all__ = ["shell_command"]
@@ -76,16 +76,17 @@ def _summary(result: ShellResult) -> None:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
               help="Wall-clock limit of CMD, in seconds (default: the backend's).")
 @click.option("--no-env", is_flag=True, help="Without the project's environment.")
+@memory_option
 @click.argument("run_id")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def shell_command(root: Path, trust_project: bool, timeout: float | None, no_env: bool,
-                  run_id: str, command: tuple[str, ...]) -> None:
+                  memory: str | None, run_id: str, command: tuple[str, ...]) -> None:
     """A shell (or one command: RUN -- CMD...) in a sandbox on RUN's workspace, with RUN's
     isolation; what you change there is recorded in RUN, marked as changed by hand. Exit
     code: CMD's (or the shell's)."""
     if not root.is_dir():
         raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
-    corral = Corral(root, trust_project=trust_project)
+    corral = Corral(root, trust_project=trust_project, memory=memory)
     run_id = corral.show(run_id).run_id  # `last`, a prefix: the id, named in what it says
     terminal = None
     argv: list[str] | None = list(command) or None

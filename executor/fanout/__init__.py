@@ -8,7 +8,8 @@
   (a Ray node): the snapshot as a bundle there, its records back here;
 - :mod:`executor.fanout.check`: the check command on a recorded diff;
 - :mod:`executor.fanout.conflicts` and :mod:`executor.fanout.rows`: the result
-  as the children recorded it, and which diffs conflict.
+  as the children recorded it, and which diffs conflict;
+- :mod:`executor.fanout.choice`: which candidate to apply (``--pick best``).
 
 Each child is a run of :mod:`executor.run`; the records are :mod:`executor.ledger`'s.
 """

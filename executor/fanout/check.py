@@ -13,7 +13,9 @@ part of any diff: the replay is discarded without collecting one.
 Recorded per child (``RunRecord.check``): the command, its exit code
 (``None`` when it timed out or was stopped), its time, whether it timed out,
 the last :data:`TAIL_BYTES` of its output (stdout and stderr interleaved, as
-a terminal shows them) and how many bytes it wrote in all. A check skipped
+a terminal shows them), how many bytes it wrote in all, and whether the kernel's OOM
+killer killed one of its processes (``oom_killed``: the sandbox's memory cap was reached;
+then it is an ``error`` with code ``oom_killed``, never a failed test). A check skipped
 (read-only child, cancelled fanout, no time left) says why in ``skipped``; a check
 that could not run as asked (its sandbox did not open, the environment its fanout
 asked for was not under it) is an ``error`` (``{"code", "message"}``), never a
@@ -92,5 +94,16 @@ def run_check(sandbox: Sandbox, command: str, *, timeout: float) -> dict[str, An
         "output_tail": done.stdout[-TAIL_BYTES:].decode("utf-8", "replace"),
         "output_bytes": size,
         "skipped": None,
-        "error": None,
+        "error": _oom(sandbox) if done.oom_killed else None,
+        "oom_killed": done.oom_killed,
     }
+
+
+def _oom(sandbox: Sandbox) -> dict[str, str]:
+    """An OOM in a check: the sandbox's cap, not the candidate's test, ended it."""
+    cap = sandbox.limits.memory_bytes
+    size = f"{cap / (1 << 20):.0f}M" if cap is not None else "its cap"
+    return {"code": "oom_killed",
+            "message": f"the check ran out of memory: the kernel killed one of its processes "
+            f"at the sandbox's cap of {size} (all its processes together); raise it with "
+            "--memory or [sandbox] memory in your corral config"}

@@ -3,8 +3,12 @@
 - :mod:`executor.ledger.records`: a run's record, its status and its id;
 - :mod:`executor.ledger.store`: the per-repository ledger of run records (written
   atomically, read back, looked up by id, marked applied or discarded);
+- :mod:`executor.ledger.index`: the SQLite index beside the record files (the files stay
+  the truth; rebuilt from them when missing, unusable or older), written after each record;
+- :mod:`executor.ledger.listing`: every listing, from the index, O(what it shows);
 - :mod:`executor.ledger.journal`: a run's events, appended as they happen;
 - :mod:`executor.ledger.fanouts`: a fanout's own record beside its children's;
+- :mod:`executor.ledger.siblings`: the children of a fanout an apply of one supersedes;
 - :mod:`executor.ledger.lineage`: a continued run's conversation, the run it supersedes;
 - :mod:`executor.ledger.crashes`: runs whose process died, finalised by ``corral gc``;
 - :mod:`executor.ledger.prune`: ``corral gc --older-than``, what finished runs left;
@@ -28,9 +32,20 @@ from executor.ledger.fanouts import (
 )
 from executor.ledger.journal import JOURNAL, Journal, read_journal
 from executor.ledger.lineage import UNANSWERED, conversation, supersede
+from executor.ledger.listing import (
+    Entry,
+    Filters,
+    Page,
+    RunSummary,
+    broken_records,
+    iter_entries,
+    page,
+)
 from executor.ledger.prune import BadDuration, Pruned, parse_duration, prune_finished
+from executor.ledger.rebuild import rebuild
 from executor.ledger.records import (
     ID_PREFIX,
+    RUN_STATES,
     RecordError,
     RunRecord,
     RunState,
@@ -60,18 +75,24 @@ from executor.ledger.store import (
 __all__ = [
     "ID_PREFIX",
     "JOURNAL",
+    "RUN_STATES",
     "UNANSWERED",
     "BadDuration",
     "CrashedRun",
+    "Entry",
     "FanoutChild",
     "FanoutRecord",
     "FanoutStatus",
+    "Filters",
     "Journal",
+    "Page",
     "Pruned",
     "RecordError",
     "RunRecord",
     "RunState",
     "RunStatus",
+    "RunSummary",
+    "broken_records",
     "check_id_prefix",
     "conversation",
     "discard_run",
@@ -82,6 +103,7 @@ __all__ = [
     "finalize_crashed_runs",
     "find_fanout",
     "find_run",
+    "iter_entries",
     "ledger_dir",
     "list_runs",
     "load_patch",
@@ -89,9 +111,11 @@ __all__ = [
     "new_fanout_id",
     "new_run_id",
     "now_iso",
+    "page",
     "parse_duration",
     "prune_finished",
     "read_journal",
+    "rebuild",
     "rewrite_record",
     "run_status",
     "running_owner",

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from executor.ledger.records import RunRecord, RunStatus, run_status
-from executor.ledger.store import finalize_crashed, scan_runs
+from executor.ledger.listing import running_runs
+from executor.ledger.records import RecordError, RunRecord, RunStatus, read_record, run_status
+from executor.ledger.store import finalize_crashed
 from sandbox.state import SandboxState
 
 __all__ = ["CrashedRun", "finalize_crashed_runs"]
@@ -37,7 +38,11 @@ def finalize_crashed_runs(state_root: Path) -> list[CrashedRun]:
     for ledger in sorted(runs.iterdir()) if runs.is_dir() else []:
         if not ledger.is_dir() or ledger.name.startswith("."):
             continue
-        for record in scan_runs(ledger)[0]:
+        for run_id in running_runs(ledger):  # the index picks them; each file is read
+            try:
+                record = read_record(ledger / run_id / "record.json")
+            except RecordError:
+                continue
             if run_status(record) is not RunStatus.CRASHED or record.status is RunStatus.CRASHED:
                 continue
             state = SandboxState(state_root, record.sandbox_id) if record.sandbox_id else None

@@ -18,10 +18,15 @@ import os
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from executor.ledger.fanout_record import (
+    FANOUTS,
+    FanoutChild,
+    FanoutRecord,
+    FanoutStatus,
+    read_fanout_file,
+)
+from executor.ledger.rebuild import indexed
 from executor.ledger.records import RecordError, check_id_prefix, now_iso
 from sandbox.state import owner_alive
 
@@ -33,54 +38,10 @@ __all__ = [
     "finalize_crashed_fanouts",
     "find_fanout",
     "new_fanout_id",
+    "read_fanout_file",
     "scan_fanouts",
     "write_fanout",
 ]
-
-#: ``failed``: the fanout itself stopped before every child ended (a second Ctrl-C, an
-#: error of its own); each child's record says how far it got.
-FanoutStatus = Literal["running", "completed", "cancelled", "failed", "crashed"]
-FANOUTS = "fanouts"
-
-
-class FanoutChild(BaseModel):
-    """One child as planned: its place, run id, agent, and model or replay."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    index: int
-    run_id: str
-    agent: str
-    model: str | None = None
-    script: str | None = None
-
-
-class FanoutRecord(BaseModel):
-    """What ``corral runs`` groups by and ``corral fanout --json`` reports."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    fanout_id: str
-    prompt: str
-    created_at: str
-    finished_at: str = ""
-    status: FanoutStatus = "running"
-    children: list[FanoutChild] = Field(default_factory=list)
-    check_command: str | None = None
-    jobs: int = 1
-    timeout_seconds: float | None = None
-    backend: str = ""
-    #: The process running it while ``running``: host, pid, start time.
-    owner: dict[str, Any] | None = None
-    #: ``[run_a, run_b, [paths]]``: pairs whose diffs cannot both be applied.
-    conflicts: list[list[Any]] = Field(default_factory=list)
-    #: ``[run_a, run_b, [paths]]``: pairs that change the same files without conflicting
-    #: (``corral apply --3way`` merges the second).
-    same_files: list[list[Any]] = Field(default_factory=list)
-    #: Snapshot commit -> the children that started from it (one key: one snapshot).
-    bases: dict[str, list[str]] = Field(default_factory=dict)
-    notes: list[str] = Field(default_factory=list)
-
 
 def new_fanout_id() -> str:
     """Time-sortable, unique, and never mistaken for a run id: ``f-20261130-120000-a1b2c3``."""
@@ -92,9 +53,15 @@ def _path(ledger: Path, fanout_id: str) -> Path:
 
 
 def write_fanout(ledger: Path, record: FanoutRecord) -> Path:
-    """Write the record atomically (a synced temporary file, then a rename)."""
+    """Write the record atomically (a synced temporary file, then a rename), then its row
+    of the ledger's index (:mod:`executor.ledger.index`)."""
     directory = ledger / FANOUTS
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with indexed(ledger, fanout=record.fanout_id):
+        return _write_fanout(ledger, directory, record)
+
+
+def _write_fanout(ledger: Path, directory: Path, record: FanoutRecord) -> Path:
     final = _path(ledger, record.fanout_id)
     tmp = directory / f".{record.fanout_id}.{secrets.token_hex(4)}.tmp"
     try:
@@ -110,18 +77,6 @@ def write_fanout(ledger: Path, record: FanoutRecord) -> Path:
     return final
 
 
-def _read(path: Path) -> FanoutRecord:
-    try:
-        return FanoutRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise RecordError(
-            f"the fanout record {path.stem} is corrupted: {reason}", operation="read_record",
-            context={"record": str(path)},
-            hint="its children's own records are not affected: `corral show RUN` reads each"
-        ) from exc
-
-
 def scan_fanouts(ledger: Path) -> tuple[list[FanoutRecord], list[RecordError]]:
     """Every fanout record, newest first, and every one that cannot be read."""
     directory = ledger / FANOUTS
@@ -131,7 +86,7 @@ def scan_fanouts(ledger: Path) -> tuple[list[FanoutRecord], list[RecordError]]:
     broken: list[RecordError] = []
     for path in sorted(directory.glob("f-*.json"), reverse=True):
         try:
-            found.append(_read(path))
+            found.append(read_fanout_file(path))
         except RecordError as exc:
             broken.append(exc)
     return found, broken
@@ -151,7 +106,7 @@ def find_fanout(ledger: Path, fanout_id: str) -> FanoutRecord:
         why = "is ambiguous" if matches else "is not recorded"
         raise ExecutorError(f"fanout {fanout_id!r} {why} in {ledger}", code="unknown_run",
                             hint="`corral runs` lists the fanouts with their children")
-    return _read(matches[0])
+    return read_fanout_file(matches[0])
 
 
 def fanout_status(record: FanoutRecord) -> FanoutStatus:

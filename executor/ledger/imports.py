@@ -41,7 +41,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,8 +50,10 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from executor.errors import ExecutorError
-from executor.ledger.fanouts import FANOUTS, find_fanout
+from executor.ledger.fanout_record import FANOUTS
+from executor.ledger.fanouts import find_fanout
 from executor.ledger.journal import JOURNAL
+from executor.ledger.rebuild import indexed
 from executor.ledger.records import (
     ID_PREFIX,
     RunRecord,
@@ -60,7 +61,7 @@ from executor.ledger.records import (
     check_id_prefix,
     running_owner,
 )
-from executor.ledger.store import swap_in
+from executor.ledger.store import staging_dir, swap_in
 
 __all__ = ["PROVISIONAL", "RemoteRecordRefused", "follow_run", "land_run", "pack_run"]
 
@@ -230,8 +231,13 @@ def _write(ledger: Path, run: _Checked, notes: Sequence[str]) -> RunRecord:
         "diff": run.patch.decode("utf-8", "replace"), "owner": None, "sandbox_id": None,
         "notes": [*run.record.notes, *notes], **_local_only()})
     final = ledger / run_id
-    staging = ledger / f".tmp-{run_id}-{secrets.token_hex(4)}"
-    staging.mkdir()
+    with indexed(ledger, run=run_id):
+        _write_dir(ledger, run, record, final)
+    return record
+
+
+def _write_dir(ledger: Path, run: _Checked, record: RunRecord, final: Path) -> None:
+    staging = staging_dir(ledger, run.record.run_id)
     try:
         (staging / "transcript.jsonl").write_bytes(run.transcript)
         (staging / JOURNAL).write_bytes(run.journal)
@@ -248,7 +254,6 @@ def _write(ledger: Path, run: _Checked, notes: Sequence[str]) -> RunRecord:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return record
 
 
 def follow_run(ledger: Path, *, run_id: str, fanout: str | None, record: bytes,
@@ -273,14 +278,14 @@ def follow_run(ledger: Path, *, run_id: str, fanout: str | None, record: bytes,
             "status": RunStatus.RUNNING, "owner": running_owner(), "sandbox_id": None,
             "diff": "", "diff_sha256": None, "changed_files": [], **_local_only()})
         ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
-        staging = ledger / f".tmp-{run_id}-{secrets.token_hex(4)}"
-        staging.mkdir()
-        (staging / PROVISIONAL).write_text(json.dumps({"source": source, "base": 0}))
-        (staging / JOURNAL).write_bytes(b"")
-        (staging / "record.json").write_text(
-            json.dumps(running.model_dump(mode="json"), ensure_ascii=True, indent=2),
-            encoding="utf-8")
-        staging.rename(directory)
+        with indexed(ledger, run=run_id):
+            staging = staging_dir(ledger, run_id)
+            (staging / PROVISIONAL).write_text(json.dumps({"source": source, "base": 0}))
+            (staging / JOURNAL).write_bytes(b"")
+            (staging / "record.json").write_text(
+                json.dumps(running.model_dump(mode="json"), ensure_ascii=True, indent=2),
+                encoding="utf-8")
+            staging.rename(directory)
     if not marker.is_file():
         return  # landed already: nothing more to follow
     state = json.loads(marker.read_text())

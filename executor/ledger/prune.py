@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Literal
 
 from executor.errors import ExecutorError
-from executor.ledger.records import RunRecord, RunStatus, run_status
-from executor.ledger.store import load_patch, scan_runs
+from executor.ledger.listing import runs_by_sandbox
+from executor.ledger.records import RecordError, RunRecord, RunStatus, read_record, run_status
+from executor.ledger.store import load_patch
 
 __all__ = ["Pruned", "parse_duration", "prune_finished"]
 
@@ -90,23 +91,34 @@ def _holds_diff(ledger: Path, record: RunRecord) -> bool:
     return hashlib.sha256(load_patch(ledger, record.run_id)).hexdigest() == record.diff_sha256
 
 
+def _recorded(found: tuple[Path, str] | None, sandbox_id: str) -> tuple[Path, RunRecord] | None:
+    """The record the index says ran in ``sandbox_id``, read from its file (and naming
+    that sandbox: a row changed by hand never removes a diff)."""
+    if found is None:
+        return None
+    try:
+        record = read_record(found[0] / found[1] / "record.json")
+    except RecordError:
+        return None
+    return (found[0], record) if record.sandbox_id == sandbox_id else None
+
+
 def prune_finished(state_root: Path, older_than: float, *,
                    now: float | None = None) -> list[Pruned]:
     """Remove what finished runs left, older than ``older_than`` seconds (see above)."""
     cutoff = (time.time() if now is None else now) - older_than
-    by_sandbox: dict[str, tuple[Path, RunRecord]] = {}
+    by_sandbox: dict[str, tuple[Path, str]] = {}
     runs = state_root / "runs"
     for ledger in sorted(runs.iterdir()) if runs.is_dir() else []:
         if ledger.is_dir() and not ledger.name.startswith("."):
-            for record in scan_runs(ledger)[0]:
-                if record.sandbox_id:
-                    by_sandbox[record.sandbox_id] = (ledger, record)
+            for sandbox_id, run_id in runs_by_sandbox(ledger).items():
+                by_sandbox[sandbox_id] = (ledger, run_id)
     done: list[Pruned] = []
     results = state_root / "results"
     for directory in sorted(results.iterdir()) if results.is_dir() else []:
         if not directory.is_dir():
             continue
-        found = by_sandbox.get(directory.name)
+        found = _recorded(by_sandbox.get(directory.name), directory.name)
         if found is None:
             if directory.stat().st_mtime <= cutoff:
                 done.append(Pruned(directory, "kept", None, "no run record holds this diff; "

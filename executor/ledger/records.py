@@ -13,26 +13,30 @@ sandbox's id). A process killed with SIGKILL therefore leaves a ``running``
 record whose owner is gone, which :func:`run_status` shows as ``crashed``, and
 ``corral gc`` finalises it with the diff it captured from the abandoned sandbox
 (:func:`executor.ledger.store.finalize_crashed`). What the user did with a run's
-diff is its ``state``: ``pending``, ``applied`` or ``discarded``. Where records are
+diff is its ``state``: ``pending``, ``applied``, ``discarded`` or ``superseded`` (a
+fanout's sibling of an applied child whose diff conflicts with it). Where records are
 kept and how they are written: :mod:`executor.ledger.store`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import time
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from executor.errors import ExecutorError
 from sandbox.state import owner_alive, owner_token
 
 __all__ = [
     "ID_PREFIX",
+    "RUN_STATES",
     "RecordError",
     "RunRecord",
     "RunState",
@@ -41,6 +45,7 @@ __all__ = [
     "elapsed",
     "new_run_id",
     "now_iso",
+    "read_record",
     "run_status",
     "running_owner",
 ]
@@ -65,7 +70,9 @@ class RunStatus(StrEnum):
 
 
 #: What the user did with a run's diff.
-RunState = Literal["pending", "applied", "discarded"]
+RunState = Literal["pending", "applied", "discarded", "superseded"]
+#: Every state, in the order listings and filters name them.
+RUN_STATES: tuple[RunState, ...] = ("pending", "applied", "discarded", "superseded")
 
 
 class RunRecord(BaseModel):
@@ -116,6 +123,9 @@ class RunRecord(BaseModel):
     sandbox_id: str | None = None
     state: RunState = "pending"
     state_changed_at: str = ""
+    #: ``superseded``: the sibling (of its fanout) whose apply made this diff conflict with
+    #: the checkout.
+    superseded_by: str | None = None
     #: The fanout that started it (``corral fanout``), if any.
     fanout: str | None = None
     #: The key of the environment it ran in (``corral env show KEY``), if any.
@@ -127,6 +137,10 @@ class RunRecord(BaseModel):
     #: command, exit_code, duration_seconds, timed_out, output_tail, output_bytes, skipped,
     #: error (``{"code", "message"}``: it could not run as asked; see executor.fanout.check).
     check: dict[str, Any] | None = None
+    #: The kernel's OOM killer killed a process of one of its commands: the sandbox's
+    #: memory cap (``[sandbox] memory``, ``--memory``) was reached. Its check's own OOM is
+    #: ``check["oom_killed"]`` (an ``error``, never a failed test).
+    oom_killed: bool = False
     #: The run this one continues (``corral run --continue RUN``): its conversation was
     #: this run's start, its diff is part of this run's (cumulative).
     continues: str | None = None
@@ -144,6 +158,20 @@ class RecordError(ExecutorError):
 
     code = "corrupted_record"
     exit_code = 3
+
+
+def read_record(record_file: Path) -> RunRecord:
+    """The run record in ``record_file`` (a :class:`RecordError` naming it when it cannot
+    be read)."""
+    try:
+        return RunRecord.model_validate(json.loads(record_file.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSON and validation errors
+        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise RecordError(
+            f"the run record {record_file.parent.name} is corrupted: {reason}",
+            operation="read_record", context={"record": str(record_file)},
+            hint="nothing can be shown or applied from it: restore the file from a backup, "
+            "or delete its directory (the other runs are not affected)") from exc
 
 
 def running_owner() -> dict[str, Any]:

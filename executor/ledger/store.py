@@ -22,17 +22,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from executor.errors import ExecutorError
+from executor.ledger.index import index_dir
 from executor.ledger.journal import JOURNAL
+from executor.ledger.lookup import find_run
+from executor.ledger.rebuild import indexed
 from executor.ledger.records import (
     RecordError,
     RunRecord,
     RunState,
     RunStatus,
-    check_id_prefix,
     now_iso,
+    read_record,
     run_status,
 )
 from executor.models.base import Message
@@ -50,6 +51,7 @@ __all__ = [
     "scan_runs",
     "set_run_check",
     "set_run_state",
+    "staging_dir",
     "swap_in",
     "write_run",
 ]
@@ -139,9 +141,27 @@ def write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
     hard-linked, so its writer keeps appending to the file the new directory holds.
     """
     ledger.mkdir(parents=True, exist_ok=True, mode=0o700)
-    final = ledger / record.run_id
-    staging = ledger / f".tmp-{record.run_id}-{secrets.token_hex(4)}"
+    with indexed(ledger, run=record.run_id):
+        return _write_run(ledger, record, transcript, patch=patch,
+                          keep_transcript=keep_transcript, preimages=preimages)
+
+
+def staging_dir(ledger: Path, name: str) -> Path:
+    """A new directory in the index's ``staging/`` (beside the ledger, on its file system)
+    to write a run's directory in before it is renamed into place: the ledger holds run
+    directories only, and its mtime changes only when one arrives."""
+    parent = index_dir(ledger) / "staging"
+    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    staging = parent / f"{name}-{secrets.token_hex(4)}"
     staging.mkdir()
+    return staging
+
+
+def _write_run(ledger: Path, record: RunRecord, transcript: list[Message], *,
+               patch: bytes | None, keep_transcript: bool,
+               preimages: Mapping[str, bytes] | None) -> Path:
+    final = ledger / record.run_id
+    staging = staging_dir(ledger, record.run_id)
     try:
         previous = final / "transcript.jsonl"
         if keep_transcript and previous.is_file():
@@ -176,8 +196,8 @@ def swap_in(staging: Path, final: Path, *, replace: bool) -> None:
     if not replace:
         staging.rename(final)
         return
-    old = final.parent / f".old-{final.name}-{secrets.token_hex(4)}"
-    final.rename(old)
+    old = staging_dir(final.parent, f"old-{final.name}")
+    final.replace(old)
     staging.rename(final)
     shutil.rmtree(old, ignore_errors=True)
 
@@ -212,71 +232,18 @@ def scan_runs(ledger: Path) -> tuple[list[RunRecord], list[RecordError]]:
 
 
 def list_runs(ledger: Path) -> list[RunRecord]:
-    """Every readable record, newest first."""
+    """Every readable record, newest first (every file read: listings use the index,
+    :mod:`executor.ledger.listing`)."""
     return scan_runs(ledger)[0]
 
 
-def _read(record_file: Path) -> RunRecord:
-    try:
-        return RunRecord.model_validate(json.loads(record_file.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSON and validation errors
-        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise RecordError(
-            f"the run record {record_file.parent.name} is corrupted: {reason}",
-            operation="read_record", context={"record": str(record_file)},
-            hint="nothing can be shown or applied from it: restore the file from a backup, "
-            "or delete its directory (the other runs are not affected)") from exc
+_read = read_record
 
 
 def load_patch(ledger: Path, run_id: str) -> bytes:
     """The exact diff of a run, byte for byte."""
     path = ledger / run_id / "diff.patch"
     return path.read_bytes() if path.is_file() else b""
-
-
-#: ``last``: the newest run you started; ``last~N``: the N-th before it.
-_LAST = re.compile(r"last(?:~([0-9]{1,6}))?")
-
-
-def find_run(ledger: Path, run_id: str) -> RunRecord:
-    """The record whose id is ``run_id`` or starts with it (unambiguously), or ``last`` /
-    ``last~N``; never a pattern."""
-    last = _LAST.fullmatch(run_id)
-    if last is not None:
-        return _newest(ledger, int(last.group(1) or 0), run_id)
-    check_id_prefix(run_id)
-    matches = [e for e in ledger.iterdir() if e.name.startswith(run_id)
-               and (e / "record.json").is_file()] if ledger.is_dir() else []
-    if not matches:
-        raise ExecutorError(f"no run {run_id!r} in {ledger}", code="unknown_run",
-                            hint="`corral runs` lists the recorded runs")
-    if len(matches) > 1:
-        names = ", ".join(sorted(m.name for m in matches))
-        raise ExecutorError(f"run id {run_id!r} is ambiguous: {names}", code="unknown_run")
-    return _read(matches[0] / "record.json")
-
-
-def _newest(ledger: Path, back: int, given: str) -> RunRecord:
-    """The ``back``-th newest run a user started (``corral run`` or a fanout's child; never
-    a run an agent delegated or a reviewer), by start time. A record that cannot be read
-    has no start time to order by: it is skipped here and named by ``corral runs``."""
-    started: list[tuple[str, str, RunRecord]] = []
-    for entry in ledger.iterdir() if ledger.is_dir() else ():
-        if not (entry / "record.json").is_file():
-            continue
-        try:
-            record = _read(entry / "record.json")
-        except RecordError:
-            continue
-        if record.parent_run is None:
-            started.append((record.started_at, record.run_id, record))
-    started.sort(key=lambda item: (item[0], item[1]), reverse=True)
-    if back >= len(started):
-        raise ExecutorError(
-            f"no run {given!r} in {ledger}: {len(started)} run(s) recorded",
-            code="unknown_run", hint="`last` is the newest run, `last~1` the one before it; "
-            "`corral runs` lists them")
-    return started[back][2]
 
 
 def load_transcript(ledger: Path, run_id: str) -> list[dict[str, Any]]:
@@ -312,8 +279,9 @@ def _replace_file(path: Path, data: bytes) -> None:
 def rewrite_record(ledger: Path, record: RunRecord) -> RunRecord:
     """Replace a run's ``record.json`` only, atomically (its diff, digest, transcript,
     journal and backups stay as they are); the record."""
-    _replace_file(ledger / record.run_id / "record.json",
-                  _json(record.model_dump(mode="json")).encode())
+    with indexed(ledger, run=record.run_id):
+        _replace_file(ledger / record.run_id / "record.json",
+                      _json(record.model_dump(mode="json")).encode())
     return record
 
 
@@ -366,6 +334,7 @@ def finalize_crashed(ledger: Path, record: RunRecord, *, patch: bytes | None,
                    "diff_sha256": hashlib.sha256(patch).hexdigest()}
         _replace_file(ledger / record.run_id / "diff.patch", patch)
     crashed = record.model_copy(update=update)
-    _replace_file(ledger / record.run_id / "record.json",
-                  _json(crashed.model_dump(mode="json")).encode())
+    with indexed(ledger, run=record.run_id):
+        _replace_file(ledger / record.run_id / "record.json",
+                      _json(crashed.model_dump(mode="json")).encode())
     return crashed

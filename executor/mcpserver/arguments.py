@@ -38,6 +38,7 @@ __all__ = [
     "DiscardRunArgs",
     "FanoutArgs",
     "ListAgentsArgs",
+    "ListRunsArgs",
     "RunAgentArgs",
     "RunRefArgs",
     "ShowRunArgs",
@@ -72,6 +73,24 @@ class ListAgentsArgs(_Args):
                               "(by default only their counts).")
     offset: int = Field(default=0, ge=0, description="Skip this many agents (paging).")
     limit: int = Field(default=50, ge=1, le=500, description="At most this many agents.")
+
+
+class ListRunsArgs(_Args):
+    status: list[str] = Field(default_factory=list, max_length=9, description="Only runs "
+                              "with one of these statuses (completed, failed, running, ...).")
+    agent: str | None = Field(default=None, max_length=200, description="Only runs of this "
+                              "agent.")
+    pending: bool = Field(default=False, description="Only runs whose diff waits for "
+                          "apply_run or discard_run.")
+    since: str | None = Field(default=None, max_length=40, description="Only runs started "
+                              "since: a duration back from now (30m, 12h, 7d) or an ISO time.")
+    fanout: str | None = Field(default=None, pattern=r"^f-[0-9a-z-]{1,64}$",
+                               description="Only this fanout and its children.")
+    after: str | None = Field(default=None, pattern=r"^[0-9a-z-]{1,64}$",
+                              description="The entries after this one: the next_after of "
+                              "the page before (paging).")
+    limit: int = Field(default=20, ge=1, le=200, description="At most this many entries (a "
+                       "fanout with its children counts as one).")
 
 
 class RunAgentArgs(_Args):
@@ -216,6 +235,11 @@ TOOLS: tuple[ToolSpec, ...] = (
              description="The agents corral can run here, compact and paged: name, the "
              "description's first line, whether a run accepts it (and why not); filters "
              "(match, format, runnable_only); details and diagnostics on request."),
+    ToolSpec(name="list_runs", arguments=ListRunsArgs, read_only=True,
+             description="The recorded runs, newest first and paged (a fanout with its "
+             "children as one entry): id, agent, status, what became of its diff, start "
+             "time, prompt's first line, files changed, check; filters (status, agent, "
+             "pending, since, fanout). show_run has a whole record."),
     ToolSpec(name="run_agent", arguments=RunAgentArgs, read_only=False, long_running=True,
              description="Run an agent on a task in an isolated sandbox (a fresh worktree of "
              "the current checkout by default) and return its run_id, status, final_text, "

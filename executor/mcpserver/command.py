@@ -62,12 +62,13 @@ __all__ = ["mcp_command"]
               "nodes of a Ray cluster (needs corral[ray]).")
 def mcp_command(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
                 no_personal: bool, http_port: int | None, allow_apply: bool,
-                allow_workspace_write: bool, no_env: bool, setup_network: bool, backend: str,
+                allow_workspace_write: bool, no_env: bool, setup_network: bool,
+                memory: str | None, backend: str,
                 approve: str | None, max_jobs: int, max_children: int,
                 max_timeout: float, fanout_on: str) -> None:
     """Serve corral over MCP so another harness (Claude Code, Codex, OpenCode, Cursor, ...)
     can list agents, run them in sandboxes, fan out, and read, apply or discard their
-    diffs. Tools: list_agents, run_agent, fanout, show_run, diff_run, apply_run,
+    diffs. Tools: list_agents, list_runs, run_agent, fanout, show_run, diff_run, apply_run,
     discard_run."""
     import anyio  # noqa: PLC0415 - only `corral mcp` loads the SDK and its stack
 
@@ -84,14 +85,14 @@ def mcp_command(root: Path, trust_project: bool, config_file: Path | None, stric
     if not root.is_dir():
         raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
     corral = Corral(root, trust_project=trust_project, config_file=config_file, strict=strict,
-                    personal=not no_personal)
+                    personal=not no_personal, memory=memory)
     corral.ledger()  # refuses a state dir a child could write, before serving anything
     corral.agents()  # --root and --config exist
     options = ServerOptions(root=root.resolve(), trust_project=trust_project,
                             config_file=config_file.resolve() if config_file else None,
                             strict=strict, no_personal=no_personal, allow_apply=allow_apply,
                             allow_workspace_write=allow_workspace_write, no_env=no_env,
-                            setup_network=setup_network,
+                            setup_network=setup_network, memory=memory,
                             backend=backend, approve=approve, max_jobs=max_jobs,
                             max_children=max_children, max_timeout=max_timeout,
                             fanout_on=fanout_on)

@@ -73,7 +73,7 @@ from executor.mcpserver.arguments import (
     RunRefArgs,
     ShowRunArgs,
 )
-from executor.mcpserver.listing import list_agents_tool
+from executor.mcpserver.listing import list_agents_tool, list_runs_tool
 from executor.mcpserver.progress import CANCEL_REASON, ProgressSink
 
 __all__ = [
@@ -85,6 +85,7 @@ __all__ = [
     "discard_run_tool",
     "fanout_tool",
     "list_agents_tool",
+    "list_runs_tool",
     "run_agent_tool",
     "show_run_tool",
 ]
@@ -115,6 +116,8 @@ class ServerOptions:
     #: The project's environment (``corral mcp --no-env``, ``--setup-network``).
     no_env: bool = False
     setup_network: bool = False
+    #: Memory of each sandbox (``corral mcp --memory``; ``None``: ``[sandbox] memory``).
+    memory: str | None = None
     backend: str = "auto"
     approve: str | None = None
     #: Ceilings of what one call may ask for (``corral mcp --max-jobs/--max-children/
@@ -139,7 +142,8 @@ class ServerOptions:
         :func:`_backend` allowed it)."""
         return Corral(self.root, trust_project=self.trust_project,
                       config_file=self.config_file, strict=self.strict,
-                      personal=not self.no_personal, backend=backend or self.backend)
+                      personal=not self.no_personal, backend=backend or self.backend,
+                      memory=self.memory)
 
     def runs_on(self, backend: str) -> AsyncCorral:
         """What a long call awaits; a client that gives up cancels its run."""

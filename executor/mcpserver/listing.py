@@ -1,15 +1,18 @@
 """``list_agents``: the agents ``corral mcp`` serves, compact and paged for a model's
-context (156 agents with every field and diagnostic were 177K characters)."""
+context (156 agents with every field and diagnostic were 177K characters); ``list_runs``:
+the recorded runs, paged from the ledger's index."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from executor.api.results import entry_json
+
 if TYPE_CHECKING:
-    from executor.mcpserver.arguments import ListAgentsArgs
+    from executor.mcpserver.arguments import ListAgentsArgs, ListRunsArgs
     from executor.mcpserver.handlers import ServerOptions
 
-__all__ = ["DESCRIPTION_CHARS", "list_agents_tool"]
+__all__ = ["DESCRIPTION_CHARS", "list_agents_tool", "list_runs_tool"]
 
 
 #: How much of a description ``list_agents`` returns (its first line, cut).
@@ -53,3 +56,15 @@ def list_agents_tool(options: ServerOptions, args: ListAgentsArgs) -> dict[str, 
     if args.diagnostics:
         result["diagnostics"] = found.diagnostics_json()
     return result
+
+
+def list_runs_tool(options: ServerOptions, args: ListRunsArgs) -> dict[str, Any]:
+    """``list_runs``: one page of the recorded runs (``corral runs --json``'s objects),
+    ``next_after`` to ask for the next (None: the last page)."""
+    found = options.corral().runs(limit=args.limit, after=args.after, status=args.status,
+                                  agent=args.agent, pending=args.pending, since=args.since,
+                                  fanout=args.fanout)
+    return {"root": str(options.root),
+            "entries": [item for entry in found.entries for item in entry_json(entry)],
+            "next_after": found.next_after,
+            "corrupted": [exc.to_dict() for exc in found.broken]}

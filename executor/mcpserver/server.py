@@ -63,7 +63,8 @@ MIN_TOKEN_CHARS = 16
 
 _SPECS = {spec.name: spec for spec in TOOLS}
 _QUICK: dict[str, Callable[[ServerOptions, Any], dict[str, Any]]] = {
-    "list_agents": handlers.list_agents_tool, "show_run": handlers.show_run_tool,
+    "list_agents": handlers.list_agents_tool, "list_runs": handlers.list_runs_tool,
+    "show_run": handlers.show_run_tool,
     "diff_run": handlers.diff_run_tool, "apply_run": handlers.apply_run_tool,
     "discard_run": handlers.discard_run_tool,
 }

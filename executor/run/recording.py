@@ -104,6 +104,7 @@ def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] 
                         "model_seconds": round(run.session.model_seconds, 3),
                         "tool_seconds": round(sum(a.duration_ms for a in audit) / 1000, 3)},
             "resources": dict(run.context.resources) if run.context else {},
+            "oom_killed": bool(run.context and run.context.resources.get("oom_kills")),
             "notes": run.record.notes + (outcome.notes if outcome else []),
             "children": run.child_ids(),
             "reviews": list(run.reviews),

@@ -88,6 +88,8 @@ class ShellTool:
             context.resources["cpu_seconds"] = round(
                 context.resources.get("cpu_seconds", 0.0) + result.cpu_seconds, 3)
         context.resources["commands"] = context.resources.get("commands", 0) + 1
+        if result.oom_killed:
+            context.resources["oom_kills"] = context.resources.get("oom_kills", 0) + 1
         out = result.stdout.decode("utf-8", "replace")
         err = result.stderr.decode("utf-8", "replace")
         if result.stdout_bytes > len(result.stdout):
@@ -100,6 +102,9 @@ class ShellTool:
             head = "stopped"
         else:
             head = f"exit code {result.exit_code}"
+        if result.oom_killed:
+            head += (f" (out of memory: the sandbox's cap of {_size(sandbox.limits.memory_bytes)} "
+                     "for all its processes was reached, and the kernel killed one)")
         parts = [head]
         if out:
             parts.append("--- stdout ---\n" + out.rstrip("\n"))
@@ -109,5 +114,16 @@ class ShellTool:
             "\n".join(parts), is_error=not result.ok,
             data={"exit_code": result.exit_code, "timed_out": result.timed_out,
                   "duration_seconds": result.duration_seconds,
-                  "peak_rss_bytes": result.peak_rss_bytes, "cpu_seconds": result.cpu_seconds},
+                  "peak_rss_bytes": result.peak_rss_bytes, "cpu_seconds": result.cpu_seconds,
+                  "oom_killed": result.oom_killed},
         )
+
+
+def _size(count: int | None) -> str:
+    """A memory cap in the units ``--memory`` takes."""
+    if count is None:
+        return "none"
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20)):
+        if count >= size:
+            return f"{count / size:.4g}{unit}"
+    return f"{count}B"

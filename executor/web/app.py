@@ -107,7 +107,7 @@ class Pages:
         query = request.query_params
         return self.page("runs.html", tab="runs", **runs_page(
             self.corral, status=query.get("status", ""), agent=query.get("agent", ""),
-            state=query.get("state", "")))
+            state=query.get("state", ""), after=query.get("after", "")))
 
     def run(self, request: Request) -> Response:
         if request.path_params["run_id"].startswith("f-"):  # a fanout's id: its own page
@@ -227,7 +227,7 @@ class Pages:
         report, plan, error = await _threaded(self._apply, run_id, form)
         return self.page("apply.html", 409 if error else 200, tab="runs", run_id=run_id,
                          action=str(form.get("action") or "apply"), report=report, plan=plan,
-                         error=error, discarded=[])
+                         error=error)
 
     async def discard(self, request: Request) -> Response:
         form = await self.form(request)
@@ -238,7 +238,9 @@ class Pages:
         return RedirectResponse(f"{self.base}/runs/{run_id}", 303)
 
     async def pick(self, request: Request) -> Response:
-        """Apply one candidate of a fanout; once it is applied, discard the others."""
+        """Apply one candidate of a fanout, as ``corral apply FANOUT --pick N`` does: the
+        siblings whose diffs conflict with it are then ``superseded`` (the apply page lists
+        them); the others stay pending (they still apply)."""
         form = await self.form(request)
         if form is None:
             return self.refused()
@@ -250,17 +252,9 @@ class Pages:
             message = exc.message if isinstance(exc, CorralError) else "no such candidate"
             return self.page("error.html", 400, error={"message": message})
         report, plan, error = await _threaded(self._apply, run_id, form)
-        discarded: list[str] = []
-        if report is not None and report.applied:
-            fanout = await _threaded(self.corral.show_fanout, fanout_id)
-            for child in fanout.children:
-                if child.run_id != run_id and child.run is not None \
-                        and child.run.state == "pending":
-                    await _threaded(self.corral.discard, child.run_id)
-                    discarded.append(child.run_id)
         return self.page("apply.html", 409 if error else 200, tab="runs", run_id=run_id,
                          action="apply", report=report, plan=plan, error=error,
-                         discarded=discarded, fanout_id=fanout_id)
+                         fanout_id=fanout_id)
 
     async def discard_fanout(self, request: Request) -> Response:
         form = await self.form(request)

@@ -101,7 +101,7 @@ class Starts:
         def planned(plans: list[ChildPlan]) -> None:
             first = plans[0].run_id
             for _ in range(1200):  # bounded: the record is written right after the plan
-                for fanout in self.corral.runs().fanouts:
+                for fanout in self.corral.runs(limit=20).fanouts:  # the newest
                     if any(child.run_id == first for child in fanout.children):
                         started.ident = fanout.fanout_id
                         started.ready.set()

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from executor.api import RunResult, RunStatus, fanout_status
+from executor.api import RUN_STATES, RunStatus, RunSummary, fanout_status
 from executor.api.agents import show_all
 
 if TYPE_CHECKING:
@@ -131,40 +131,41 @@ def agents_page(corral: Corral) -> dict[str, Any]:
 
 @dataclass
 class RunRow:
-    run: RunResult
+    run: RunSummary
     fanout: str | None
     index: int | None
     age: str
     files: int
 
 
+#: Entries (a fanout counts as one) one runs page shows.
+PAGE_ENTRIES = 50
+
+
 def runs_page(corral: Corral, *, status: str = "", agent: str = "",
-              state: str = "") -> dict[str, Any]:
-    """The runs page: every run newest first under its fanout, filtered."""
-    listed = corral.runs()
+              state: str = "", after: str = "") -> dict[str, Any]:
+    """The runs page: one page of runs newest first under their fanouts, filtered, from
+    the ledger's index (``after``: the entry the previous page ended with)."""
+    listed = corral.runs(limit=PAGE_ENTRIES, after=after or None,
+                         status=(status,) if status else (), agent=agent or None,
+                         state=state or None)
     rows: list[RunRow] = []
     fanouts: dict[str, FanoutRecord] = {}
     for fanout, members in listed.groups():
         if fanout is not None:
             fanouts[fanout.fanout_id] = fanout
         for index, member in members:
-            if not isinstance(member, RunResult):
-                continue
-            if status and member.status.value != status:
-                continue
-            if agent and member.agent != agent:
-                continue
-            if state and member.state != state:
-                continue
-            rows.append(RunRow(member, fanout.fanout_id if fanout else None, index,
-                               age(member.record.started_at), len(member.changed_files)))
+            if isinstance(member, RunSummary):
+                rows.append(RunRow(member, fanout.fanout_id if fanout else None, index,
+                                   age(member.started_at), member.files))
     return {"rows": rows, "fanouts": fanouts,
             "fanout_status": {key: fanout_status(f) for key, f in fanouts.items()},
             "broken": [exc.to_dict() for exc in listed.broken],
             "statuses": [s.value for s in RunStatus],
-            "agents": sorted({r.agent for r in listed.runs}),
-            "states": ["pending", "applied", "discarded"],
-            "filters": {"status": status, "agent": agent, "state": state}}
+            "agents": sorted({r.agent for r in listed.runs} | ({agent} if agent else set())),
+            "states": list(RUN_STATES),
+            "filters": {"status": status, "agent": agent, "state": state},
+            "next_after": listed.next_after}
 
 
 # -- one run's journal ----------------------------------------------------------------------
@@ -248,5 +249,10 @@ def fanout_page(result: FanoutResult) -> dict[str, Any]:
                ("same", same[(a, b)]) if (a, b) in same else ("clear", [])
                for b in ids] for a in ids]
     chosen = [c.run_id for c in result.children if c.run is not None and c.run.state == "applied"]
+    # Each candidate's standing (executor.fanout.choice, as `--pick best` reads it): the
+    # "Apply #N" button only on those recommended, the others behind "apply anyway".
+    standing = {c.index: c for c in result.candidates()}
+    best = next((c for c in standing.values() if c.recommended), None) \
+        if result.record.check_command else None
     return {"fanout": result, "matrix": matrix, "ids": ids, "chosen": chosen,
-            "running": result.status == "running"}
+            "running": result.status == "running", "candidates": standing, "best": best}

@@ -20,7 +20,8 @@ from policies.contract import AgentFormat, ModelRef, ModelRoute
 from policies.loader.base import Reader
 from policies.model_aliases import DEFAULT_ALIASES, fold
 
-__all__ = ["INHERIT_WORDS", "LEVELS", "foreign_route", "native_route", "parse_ref"]
+__all__ = ["INHERIT_WORDS", "LEVELS", "foreign_fix", "foreign_route", "native_route",
+           "parse_ref"]
 
 LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 INHERIT_WORDS = frozenset({"inherit", "*", "@default"})
@@ -67,19 +68,26 @@ def foreign_route(reader: Reader, key: str, value: str | None, fmt: AgentFormat)
         fold(value))
     if mapped:
         return ModelRoute(candidates=(parse_ref(mapped),))
+    reader.warn(
+        key,
+        f"model {value!r} belongs to {fmt.value}; corral does not guess which model serves it",
+        hint=foreign_fix(value, fmt),
+        code="foreign_model",
+    )
+    return ModelRoute(foreign=value, foreign_format=fmt)
+
+
+def foreign_fix(value: str, fmt: AgentFormat | None) -> str:
+    """What makes a foreign model name ``value`` (of format ``fmt``) run: the config line
+    that maps it, a provider that serves a known alias, or ``--model``."""
+    where = fmt.value if fmt is not None else "FORMAT"
     known = DEFAULT_ALIASES.get(fold(value))
-    line = f'model_map.{fmt.value}."{value}" = "PROVIDER/MODEL"'
+    line = f'model_map.{where}."{value}" = "PROVIDER/MODEL"'
     if known is not None:
         vendor, model = known
         fix = (f"configure a {vendor} provider ([providers.{vendor}] in your corral config) "
                f"and it runs on {model}; or add `{line}`")
     else:
         fix = f"add `{line}` to your corral config"
-    reader.warn(
-        key,
-        f"model {value!r} belongs to {fmt.value}; corral does not guess which model serves it",
-        hint=f"{fix} (or give model in an agent_imports entry); until then the agent runs "
-        "only with an explicit --model",
-        code="foreign_model",
-    )
-    return ModelRoute(foreign=value, foreign_format=fmt)
+    return (f"{fix} (or give model in an agent_imports entry); until then the agent runs "
+            "only with an explicit --model")

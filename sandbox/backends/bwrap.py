@@ -34,8 +34,9 @@ The supervisor is the namespace's PID 1 (``--as-pid-1``): signals from inside
 the namespace cannot kill it, and when a command ends (exit, deadline) it kills
 every other process of the namespace (``setsid``, double forks, ``nohup``) and
 reaps them before it reports, so nothing a command starts outlives it. The
-pids cgroup and the rlimits (:mod:`sandbox.backends.limits`) are applied once,
-to ``bwrap`` itself, and hold for the supervisor and every command. The host
+pids and memory cgroups and the rlimits (:mod:`sandbox.backends.limits`) are applied
+once, to ``bwrap`` itself, and hold for the supervisor and every command; a command
+during which the memory cgroup's OOM kill counter grew is ``oom_killed``. The host
 keeps a backstop: a supervisor silent past a command's deadline plus a grace,
 gone, or unable to kill what a command left, and :meth:`stop_processes` on a
 running command, kill ``bwrap`` and everything in its cgroup at once.
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -56,8 +56,16 @@ from pathlib import Path
 from typing import ClassVar
 
 from sandbox.backends.leftovers import describe, namespace_leftovers, pid_namespace
-from sandbox.backends.limits import PidsCgroup, cgroup_group, prlimit_argv
+from sandbox.backends.limits import (
+    MEMORY_RLIMIT_COST,
+    MemoryCgroup,
+    PidsCgroup,
+    cgroup_group,
+    memory_cgroup_missing,
+    prlimit_argv,
+)
 from sandbox.backends.seccomp import filter_program, program_fd
+from sandbox.backends.slirp import SLIRP_DNS, Slirp
 from sandbox.backends.streams import PipeStream
 from sandbox.backends.warm import PipeChannel, Warm, supervisor_argv
 from sandbox.base import BaseSandbox, ExecSpec
@@ -129,6 +137,9 @@ class BubblewrapSandbox(BaseSandbox):
     backend: ClassVar[BackendName] = "bubblewrap"
 
     _cgroup: PidsCgroup | None
+    #: The whole sandbox's memory cgroup, and its OOM kills counted so far.
+    _memory: MemoryCgroup | None = None
+    _oom_kills: int = 0
     _prefix: list[str]
     _seccomp: bytes | None
     _covers: list[tuple[str, Path]]
@@ -146,7 +157,7 @@ class BubblewrapSandbox(BaseSandbox):
         self._running = self._stopping = False
 
     def _start(self) -> None:
-        self._cgroup = None
+        self._cgroup = self._memory = None
         bwrap = shutil.which(self.config.bwrap)
         if bwrap is None:
             raise BackendUnavailable(f"bwrap not found: {self.config.bwrap}",
@@ -174,13 +185,14 @@ class BubblewrapSandbox(BaseSandbox):
                         "or set limits.pids to null (no fork-bomb protection)",
                     )
                 nproc = limits.pids
+        address_space = self._memory_limit(prefix)
         prlimit = shutil.which("prlimit")
-        wants_rlimit = any(v is not None for v in (limits.memory_bytes, limits.file_size_bytes,
+        wants_rlimit = any(v is not None for v in (address_space, limits.file_size_bytes,
                                                    nproc))
         if wants_rlimit and prlimit is None:
             raise BackendUnavailable("prlimit (util-linux) is needed for memory limits",
                                      code="prlimit_missing", operation="start")
-        prefix += prlimit_argv(prlimit or "prlimit", memory=limits.memory_bytes,
+        prefix += prlimit_argv(prlimit or "prlimit", memory=address_space,
                                file_size=limits.file_size_bytes, nproc=nproc)
         if not Path(_PYTHON).is_file():
             raise BackendUnavailable(f"{_PYTHON} is missing: the sandbox's supervisor needs it",
@@ -199,7 +211,33 @@ class BubblewrapSandbox(BaseSandbox):
                     hint="install it (Debian/Ubuntu: apt-get install slirp4netns); a setup "
                     "granted network never shares this machine's own")
             self._resolv = self.state.dir / "resolv.conf"
-            self._resolv.write_text(f"nameserver {_SLIRP_DNS}\n", encoding="ascii")
+            self._resolv.write_text(f"nameserver {SLIRP_DNS}\n", encoding="ascii")
+
+    def _memory_limit(self, prefix: list[str]) -> int | None:
+        """Cap the whole sandbox's memory with a cgroup (joined through ``prefix``); the
+        ``RLIMIT_AS`` to set instead when there is none (see :mod:`sandbox.backends.limits`)."""
+        memory = self.limits.memory_bytes
+        mechanism = self.config.memory_mechanism
+        if memory is None or mechanism == "rlimit":
+            return memory
+        self._memory = MemoryCgroup.create_memory(cgroup_group(self.state.root), self.id,
+                                                  memory, pids=self._cgroup)
+        if self._memory is None:
+            missing = memory_cgroup_missing() or "no memory cgroup"
+            if mechanism == "cgroup":
+                raise BackendUnavailable(
+                    f"{missing}: the sandbox's memory cannot be capped as a whole",
+                    code="memory_limit_unavailable", operation="start",
+                    hint="give corral a writable memory cgroup, or set memory_mechanism to "
+                    "rlimit (an address-space cap per process)")
+            self.warning = f"{missing}: {MEMORY_RLIMIT_COST}"
+            return memory
+        if not self._memory.shared:
+            self._meta = self._meta.model_copy(update={"memory_cgroup": self._memory.path})
+            self.state.write_meta(self._meta)
+        prefix += self._memory.join_argv()
+        self._oom_kills = self._memory.oom_kills()
+        return None
 
     @property
     def supervisor_pid(self) -> int | None:
@@ -256,7 +294,7 @@ class BubblewrapSandbox(BaseSandbox):
                      pid_namespace(supervisor) if supervisor is not None else None)
         if self._resolv is not None:
             try:
-                live.network = _Slirp.start(self._slirp or "slirp4netns", supervisor)
+                live.network = Slirp.start(self._slirp or "slirp4netns", supervisor)
             except BaseException:
                 self._discard(live)
                 raise
@@ -270,6 +308,8 @@ class BubblewrapSandbox(BaseSandbox):
         live.process.kill()
         if self._cgroup is not None:
             self._cgroup.kill_all()
+        if self._memory is not None:
+            self._memory.kill_all()
         live.warm.close()
         if live.network is not None:
             live.network.stop()
@@ -306,8 +346,14 @@ class BubblewrapSandbox(BaseSandbox):
             # the next command starts afresh.
             code = self._discard(live)
             lost_exit = None if code is None else (code if code >= 0 else 128 - code)
-        return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit,
-                              killed=tuple(killed))
+        result = outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit,
+                                killed=tuple(killed))
+        if self._memory is not None:  # commands run one at a time: a new kill is this one's
+            kills = self._memory.oom_kills()
+            if kills > self._oom_kills:
+                self._oom_kills = kills
+                result = result.model_copy(update={"oom_killed": True})
+        return result
 
     def _leftovers(self, live: _Live) -> list[int]:
         """Host pids in the sandbox's namespace but its supervisor (see
@@ -347,11 +393,16 @@ class BubblewrapSandbox(BaseSandbox):
             live.process.kill()
         if self._cgroup is not None:
             self._cgroup.kill_all()
+        if self._memory is not None:
+            self._memory.kill_all()
 
     def _close(self) -> None:
         live = self._warm
         if live is not None:
             self._discard(live)
+        if self._memory is not None:
+            self._memory.remove()
+            self._memory = None
         if self._cgroup is not None:
             self._cgroup.remove()
             self._cgroup = None
@@ -365,73 +416,7 @@ class _Live:
     supervisor: int | None = None
     namespace: str | None = None
     #: The user-mode network of a setup granted network (``None``: only loopback).
-    network: _Slirp | None = None
-
-
-#: slirp4netns's addresses: its DNS forwarder, and the host seen from inside (refused
-#: with --disable-host-loopback: nothing listening on this machine's 127.0.0.1 is reached).
-_SLIRP_DNS = "10.0.2.3"
-_SLIRP_READY_SECONDS = 30.0
-
-
-class _Slirp:
-    """slirp4netns on a sandbox's network namespace: a tap device routed out through a user
-    space TCP/IP stack, with no route to the host's loopback (``--disable-host-loopback``).
-    It ends when its exit descriptor closes: at :meth:`stop`, or with corral."""
-
-    def __init__(self, popen: subprocess.Popen[bytes], exit_w: int) -> None:
-        self.popen, self.exit_w = popen, exit_w
-
-    @classmethod
-    def start(cls, slirp: str, pid: int | None) -> _Slirp:
-        if pid is None:
-            raise SandboxError("the sandbox's namespace was not found for its network",
-                               code="network_failed", operation="start")
-        ready_r, ready_w = os.pipe()
-        exit_r, exit_w = os.pipe()
-        os.set_inheritable(exit_w, False)
-        try:
-            popen = subprocess.Popen(  # noqa: S603 - a fixed argv
-                # The namespace by its path, joined from here: slirp's default joins the
-                # target's user namespace first, bwrap's --disable-userns one, where no
-                # capability over the network namespace is left.
-                [slirp, "--netns-type=path", "--configure", "--mtu=65520",
-                 "--disable-host-loopback", f"--ready-fd={ready_w}", f"--exit-fd={exit_r}",
-                 f"/proc/{pid}/ns/net", "tap0"],
-                pass_fds=(ready_w, exit_r), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        except OSError as exc:
-            for fd in (ready_r, ready_w, exit_r, exit_w):
-                os.close(fd)
-            raise SandboxError(f"slirp4netns did not start: {exc}", code="network_failed",
-                               operation="start") from exc
-        os.close(ready_w)
-        os.close(exit_r)
-        network = cls(popen, exit_w)
-        try:
-            ready, _, _ = select.select([ready_r], [], [], _SLIRP_READY_SECONDS)
-            said = os.read(ready_r, 1) if ready else b""
-        finally:
-            os.close(ready_r)
-        if said != b"1":
-            network.stop(keep_stderr=True)
-            why = (popen.stderr.read() if popen.stderr else b"").decode("utf-8", "replace")
-            if popen.stderr is not None:
-                popen.stderr.close()
-            raise SandboxError(f"slirp4netns did not set up the network: {why.strip()[:300]}",
-                               code="network_failed", operation="start")
-        return network
-
-    def stop(self, *, keep_stderr: bool = False) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.exit_w)
-        try:
-            self.popen.wait(5)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
-        if self.popen.stderr is not None and not keep_stderr:
-            self.popen.stderr.close()
+    network: Slirp | None = None
 
 
 def _first_child(pid: int) -> int | None:

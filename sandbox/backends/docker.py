@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -57,6 +58,8 @@ from docker.utils import decode_json_header
 
 from policies.contract import SandboxMode
 from sandbox.backends.leftovers import cgroup_dir_of, describe, uid_members
+from sandbox.backends.limits import MemoryCgroup, memory_cgroup_of
+from sandbox.backends.slirp import SLIRP_DNS, Slirp
 from sandbox.backends.standins import ImageModes, closed_ancestors, make_stand_ins
 from sandbox.backends.streams import SocketStream
 from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
@@ -370,8 +373,14 @@ class DockerSandbox(BaseSandbox):
         #: in the container, read from the host after every command.
         self._init_pid: int | None = None
         self._cgroup_dir: Path | None = None
+        #: The container's memory cgroup and its OOM kills so far (``None``: the host cannot
+        #: read it; the container's sticky ``State.OOMKilled`` is asked instead).
+        self._memory: MemoryCgroup | None = None
+        self._oom_kills = 0
         #: corral's end of the keep-alive's stdin: the container lives while it is open.
         self._lifeline: Any = None
+        #: A setup's own network (slirp4netns on the container's namespace), if granted.
+        self._network: Slirp | None = None
 
     def _translate(self, exc: BaseException, operation: str) -> SandboxError:
         return SandboxError(f"docker {operation} failed: {exc}", code="docker_failed",
@@ -393,7 +402,7 @@ class DockerSandbox(BaseSandbox):
             "auto_remove": True,
             "name": self.id, "init": True,
             "labels": {LABEL: self.id, STATE_LABEL: str(self.state.root)},
-            "network_mode": "host" if self.config.network else "none",
+            "network_mode": self._network_mode(),
             "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
             "read_only": True, "user": f"{keepalive}:{keepalive}", "hostname": "sandbox",
             "tmpfs": {_TMP: tmp, _HOME: f"{tmp},uid={self._uid[0]},gid={self._uid[1]},mode=700"},
@@ -408,6 +417,11 @@ class DockerSandbox(BaseSandbox):
         if limits.file_size_bytes is not None:
             size = limits.file_size_bytes
             options["ulimits"] = [Ulimit(name="fsize", soft=size, hard=size)]
+        if self._slirp is not None:  # slirp's DNS forwarder, not the engine's resolv.conf
+            resolv = self.state.dir / "resolv.conf"
+            resolv.write_text(f"nameserver {SLIRP_DNS}\n", encoding="ascii")
+            options["mounts"].append(Mount(target="/etc/resolv.conf", source=str(resolv),
+                                           type="bind", read_only=True))
         if self.config.network and Path(_HOST_CERTS).is_dir():
             # An environment's setup reaches the network as this machine does: with its
             # trust store too (a proxy's own CA), read-only.
@@ -455,12 +469,33 @@ class DockerSandbox(BaseSandbox):
         if isinstance(pid, int) and pid > 0:
             self._init_pid = pid
             self._cgroup_dir = cgroup_dir_of(pid)
+            self._memory = memory_cgroup_of(pid)
+            self._oom_kills = self._memory.oom_kills() if self._memory is not None else 0
+        if self._slirp is not None:
+            self._network = Slirp.start(self._slirp, self._init_pid)
         if self.workspace.overlay is not None and self._image_mode(
                 str(self.workspace.root / ".git")) is None:
             raise OverlayUnavailable(
                 f"the docker engine does not see the overlay mounted at {self.workspace.root} "
                 "(it runs in another mount namespace)", operation="start",
                 context={"container": self.id})
+
+    @property
+    def _slirp(self) -> str | None:
+        """slirp4netns, when a setup granted network gets it: corral is root (it joins the
+        container's network namespace, which the engine's root owns) and it is installed."""
+        if not self.config.network or os.geteuid() != 0:
+            return None
+        return shutil.which("slirp4netns")
+
+    def _network_mode(self) -> str:
+        """``none`` for every child; a setup granted network gets a namespace of its own
+        with no route to this machine's loopback: ``none`` joined by slirp4netns as root,
+        else the engine's ``bridge`` (its own namespace too, NATed where the engine
+        manages the firewall), never the host's network."""
+        if not self.config.network or self._slirp is not None:
+            return "none"
+        return "bridge"
 
     def _image_id(self) -> str:
         """The id of the sandbox image (:class:`BackendUnavailable` when it is not here)."""
@@ -587,8 +622,27 @@ class DockerSandbox(BaseSandbox):
             self._discard(live)
             self._kill_all()
             lost_exit = self._exit_code(live.exec_id)
-        return outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit,
-                              killed=tuple(killed))
+        result = outcome.result(spec.argv, stopped=stopped, lost_exit=lost_exit,
+                                killed=tuple(killed))
+        return result.model_copy(update={"oom_killed": True}) if self._oom_killed(
+            result) else result
+
+    def _oom_killed(self, result: ExecResult) -> bool:
+        """Whether the OOM killer killed a process of the command just run: the container's
+        memory cgroup's counter grew (commands run one at a time), or, where the host cannot
+        read it, the engine's ``State.OOMKilled`` turned true with a SIGKILLed command."""
+        if self._memory is not None:
+            kills = self._memory.oom_kills()
+            grew, self._oom_kills = kills > self._oom_kills, kills
+            return grew
+        if result.exit_code != 128 + signal.SIGKILL or self._oom_kills:
+            return False
+        try:
+            state = self._client.api.inspect_container(self.id).get("State") or {}
+        except _ENGINE_ERRORS:
+            return False
+        self._oom_kills = 1 if state.get("OOMKilled") is True else 0
+        return bool(self._oom_kills)
 
     def _leftovers(self, live: _Live | None) -> list[int]:
         """Host pids of the container's cgroup running as the command's uid, but the
@@ -769,6 +823,9 @@ class DockerSandbox(BaseSandbox):
         try:
             self._remove()
         finally:
+            network, self._network = self._network, None
+            if network is not None:
+                network.stop()
             lifeline, self._lifeline = self._lifeline, None
             for closable in (getattr(lifeline, "_response", None), lifeline,
                              getattr(lifeline, "_sock", None)):

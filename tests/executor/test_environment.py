@@ -397,10 +397,10 @@ def test_setup_has_network_only_when_granted_and_a_child_never(
         pyproject: Path, tmp_path: Path, backend: str, listener: Listener,
         outside: Listener) -> None:
     """Setup reaches the network only with setup_network; a child of that very environment
-    (and a repository that asks for network itself) never does. On bubblewrap the granted
-    network is a namespace of its own (slirp4netns): this machine's address is reached as
-    any host is, its loopback (``corral serve``, an MCP server, a Ray head) never; docker's
-    setup shares the host's network (README, Known limits)."""
+    (and a repository that asks for network itself) never does. The granted network is a
+    namespace of its own (slirp4netns, on bubblewrap's supervisor and on the docker
+    container): this machine's address is reached as any host is, its loopback (``corral
+    serve``, an MCP server, a Ray head) never."""
     # The host's loopback as itself, as slirp4netns's gateway would map it, and from outside.
     probe = (f"{_reach(listener.port)}; {_reach(listener.port, '10.0.2.2')}; "
              f"{_reach(outside.port, outside.address)}")
@@ -424,9 +424,8 @@ def test_setup_has_network_only_when_granted_and_a_child_never(
     _code, out, err = run_in(pyproject, backend, "--agent", "w", "--trust-project",
                              "--setup-network", "--script", child, "--json", "go")
     text = audit_of(pyproject, out)
-    loopback = "no network" if backend == "bubblewrap" else "reached"
-    # setup did (bubblewrap: not this machine's loopback); the child did not
-    assert (f"stdout ---\\n{loopback}\\nno network\\nreached\\n" + "no network\\n" * 2
+    # setup did (not this machine's loopback); the child did not
+    assert ("stdout ---\\nno network\\nno network\\nreached\\n" + "no network\\n" * 2
             + "no network") in text, text
     # The kernel completes a connect before the listener's thread accepts it: under load
     # the count lags the "reached" the setup printed.
@@ -434,7 +433,7 @@ def test_setup_has_network_only_when_granted_and_a_child_never(
     while outside.hits < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert outside.hits == 1, (outside.errors, text)
-    assert listener.hits == (0 if backend == "bubblewrap" else 1), listener.errors
+    assert listener.hits == 0, listener.errors
 
 
 @pytest.mark.parametrize("backend", ISOLATING, indirect=True)

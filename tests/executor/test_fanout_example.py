@@ -2,8 +2,8 @@
 
 It runs on a copy of this repository's README and examples (the fanout's
 children write ``examples/CHANGELOG.md``; the apply must not touch the real
-checkout): the README's own command lines, then ``corral apply`` of the first
-row whose check passed.
+checkout): the README's own command lines, then the ``corral apply FANOUT --pick best``
+the fanout's output ends with, which applies the first row whose check passed.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def test_the_readme_fanout_example_runs_checks_and_applies_one(tmp_path: Path) -
     block = re.search(r"```sh\n(.+?)\n```", section, re.DOTALL)
     assert block is not None
     fanout, apply = (shlex.split(line, comments=True) for line in block.group(1).splitlines())
-    assert fanout[:2] == [".venv/bin/corral", "fanout"] and apply[:3] == [
-        ".venv/bin/corral", "apply", "RUN"]
+    assert fanout[:2] == [".venv/bin/corral", "fanout"] and apply == [
+        ".venv/bin/corral", "apply", "FANOUT", "--pick", "best"]
     copy = tmp_path / "corral"
     copy.mkdir()
     shutil.copy(REPO / "README.md", copy / "README.md")
@@ -43,9 +43,16 @@ def test_the_readme_fanout_example_runs_checks_and_applies_one(tmp_path: Path) -
         ("1", "completed", "passed"), ("2", "completed", "passed"), ("3", "completed", "failed")]
     assert "conflict: #1 and #2: examples/CHANGELOG.md (added by both" in done.stdout
     assert not (copy / "examples" / "CHANGELOG.md").exists()  # nothing applied yet
-    chosen = rows[0][1]
-    applied = subprocess.run([sys.executable, "-m", "executor", "apply", chosen, *apply[3:]],
+    fanout_id = done.stdout.split()[1].rstrip(":")
+    last = done.stdout.rstrip("\n").splitlines()[-1]
+    assert last.endswith(f": corral apply {fanout_id} --pick best"), done.stdout
+    assert last.startswith("apply the best, #1 ")
+    command = shlex.split(last.rsplit(": ", 1)[1])
+    assert command == ["corral", "apply", fanout_id, *apply[3:]]
+    applied = subprocess.run([sys.executable, "-m", "executor", *command[1:]],
                              cwd=copy, capture_output=True, text=True, timeout=120,
                              check=False)
     assert applied.returncode == 0, applied.stderr
+    assert f"#1 (run {rows[0][1]})" in applied.stderr
+    assert f"superseded: run {rows[1][1]}" in applied.stderr  # #2 conflicts with it
     assert (copy / "examples" / "CHANGELOG.md").read_text().startswith("# Changelog\n")

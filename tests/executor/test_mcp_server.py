@@ -34,7 +34,7 @@ from mcp_support import (
 from executor.cli import cli
 from executor.ledger import ledger_dir, scan_runs
 
-TOOLS = {"list_agents", "run_agent", "fanout", "show_run", "diff_run", "apply_run",
+TOOLS = {"list_agents", "list_runs", "run_agent", "fanout", "show_run", "diff_run", "apply_run",
          "discard_run"}
 RUN_KEYS = {"run_id", "status", "final_text", "diff", "changed_files", "denied_calls"}
 WRITE = replay(call("write_file", path="n.txt", content="n\n"), call("shell", command="id"),

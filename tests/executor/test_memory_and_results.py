@@ -18,6 +18,7 @@ from executor.ledger import (
     new_run_id,
     write_run,
 )
+from executor.ledger.index import index_dir
 from executor.models.base import Message, ToolCall
 from executor.run.memory import estimate_tokens, request_view
 from policies.contract import MemoryConfig, MemoryKind, ToolResultEviction
@@ -125,7 +126,10 @@ def test_write_find_list_and_transcript(tmp_path: Path) -> None:
     assert (ledger / first / "diff.patch").read_text() == "diff --git a/x b/x\n"
     lines = load_transcript(ledger, first)
     assert lines[2]["tool_calls"][0]["name"] == "read_file"
+    # Nothing left behind: no temporary directory, no write the index did not take.
     assert not [p for p in ledger.iterdir() if p.name.startswith(".")]
+    assert not list((index_dir(ledger) / "staging").iterdir())
+    assert not list((index_dir(ledger) / "pending").iterdir())
     with pytest.raises(ExecutorError, match="no run"):
         find_run(ledger, "nope")
     with pytest.raises(ExecutorError, match="invalid"):

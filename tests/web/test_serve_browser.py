@@ -3,10 +3,12 @@ driven by Selenium), against the real app on a real 127.0.0.1 port.
 
 A diagnostic expands and shows its line; a running child's journal grows on screen
 (the page is not reloaded: a marker set on it survives); a fanout shows three
-candidates with their checks, and applying one changes the checkout and marks the
-others discarded; a child-written ``<script>`` never runs; a page of another origin
-that knows the token still cannot apply. With ``CORRAL_SCREENSHOTS=DIR`` the tests save
-a screenshot of each page there (the README's, in docs/screenshots).
+candidates with their checks, the "Apply #N" button only on those whose check passed
+(the failed one's behind "apply anyway"), and applying one changes the checkout and marks
+the others, whose diffs conflict with it, superseded; a child-written ``<script>`` never
+runs; a page of another origin that knows the token still cannot apply. With
+``CORRAL_SCREENSHOTS=DIR`` the tests save a screenshot of each page there (the README's,
+in docs/screenshots).
 
 Every wait is a bounded poll on what the page shows (``WebDriverWait``), never a sleep.
 """
@@ -168,22 +170,35 @@ def test_a_fanout_shows_three_candidates_and_applying_one_marks_the_others(
         "passed", "failed", "passed"]
     assert "failed (exit 1)" in checks[1].text
     assert "conflict: NOTES.md" in _by_css(browser, "table.matrix").text
+    # The green button only where the check passed; the failed one's behind a disclosure.
+    shown = [b.text for b in _all_css(browser, "button.pick") if b.is_displayed()]
+    assert shown == ["Apply #1", "Apply #3"]
+    assert [e.text for e in _all_css(browser, "#candidate-1 .badge.best")] == ["best"]
+    anyway = _by_css(browser, "#candidate-2 details.apply-anyway")
+    assert "its check failed (exit 1)" in anyway.text
+    hidden = _by_css(browser, "#candidate-2 button.pick")
+    assert not hidden.is_displayed() and "primary" not in hidden.get_attribute("class")
     screenshot(browser, "fanout")
+    _by_css(browser, "#candidate-2 details.apply-anyway > summary").click()
+    _wait(browser, lambda d: hidden.is_displayed())
+    assert hidden.text == "Apply #2 anyway"
 
     _by_css(browser, "#candidate-3 button.pick").click()
     _wait(browser, lambda d: _all_css(d, "#outcome"))
     assert _by_css(browser, "#outcome").text.startswith("Applied 1 file(s).")
-    assert len(_all_css(browser, "#discarded code")) == 2
+    assert len(_all_css(browser, "#superseded code")) == 2
     screenshot(browser, "apply")
     assert (served.corral.root / "NOTES.md").read_text() == "# Notes\n\ngood: three\n"
     fanout = served.corral.show_fanout(served.corral.runs().fanouts[0].fanout_id)
     assert [c.run.state for c in fanout.children if c.run] == [
-        "discarded", "discarded", "applied"]
+        "superseded", "superseded", "applied"]
 
     browser.get(served.url + f"/fanouts/{fanout.fanout_id}")
     classes = [_by_css(browser, f"#candidate-{i}").get_attribute("class") for i in (1, 2, 3)]
-    assert classes == ["candidate discarded", "candidate discarded", "candidate chosen"]
-    assert not _all_css(browser, "button.pick")  # nothing left to apply
+    assert classes == ["candidate superseded", "candidate superseded", "candidate chosen"]
+    # Nothing left to apply but by choice: no button shows until "apply anyway" opens.
+    assert not [b for b in _all_css(browser, "button.pick") if b.is_displayed()]
+    assert "superseded by #3 (applied)" in _by_css(browser, "#candidate-1").text
     screenshot(browser, "fanout-applied")
     browser.get(served.url + "/runs")
     assert len(_all_css(browser, "tr.run")) == 3
