@@ -72,12 +72,16 @@ def load(sources: Sources) -> LoadResult:
     result = discover(root, trust_project=trusted, personal=sources.personal,
                       config_file=config_file, options=options, env=Environment.from_env())
     if lapsed is not None:
+        what = {("environment",): "environment (.corral/, .devcontainer/)",
+                ("definitions", "environment"): "definitions and environment"}.get(
+                    lapsed.changed, "definitions")
         result.diagnostics.append(Diagnostic(
             file=".", line=1, field="trust", severity=Severity.WARNING, code="trust_changed",
-            reason=f"the project's definitions changed since you trusted them "
-            f"({lapsed.trusted_at}): they are not loaded",
-            hint="read what changed (git log -p -- .claude .ngn ...), then `corral trust` "
-            "again; or pass --trust-project for one command"))
+            reason=f"the project's {what} changed since you trusted them "
+            f"({lapsed.trusted_at}): its definitions are not loaded and its environment "
+            "file is not used",
+            hint="read what changed (git log -p -- .claude .ngn .corral .devcontainer ...), "
+            "then `corral trust` again; or pass --trust-project for one command"))
     return result
 
 

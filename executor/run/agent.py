@@ -111,6 +111,7 @@ class AgentRun:
             environment=settings.environment.key if settings.environment else None,
             continues=resume.record.run_id if resume else None,
             hand_changes=list(resume.record.hand_changes) if resume else [],
+            notes=[settings.environment_note] if settings.environment_note else [],
         )
 
     def new_child(self, settings: RunSettings, contract: AgentContract,

@@ -86,3 +86,6 @@ class RunSettings:
     #: The project's environment under every sandbox of the run (children, checks,
     #: reviewers), prepared before anything ran (:mod:`executor.run.environment`).
     environment: EnvironmentRef | None = None
+    #: Why the repository's own environment file was not used (not trusted, or its trust
+    #: lapsed), with the command that enables it; every run record of the run says it.
+    environment_note: str | None = None

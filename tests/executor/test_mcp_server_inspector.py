@@ -46,8 +46,8 @@ def test_the_inspector_lists_the_tools_and_calls_list_agents(repo: Path) -> None
     agent_file(repo, "w", "tools: [read_file]")
     listed = inspector(repo, "--method", "tools/list")
     assert {tool["name"] for tool in listed["tools"]} == {
-        "list_agents", "run_agent", "fanout", "show_run", "diff_run", "apply_run",
-        "discard_run"}
+        "list_agents", "run_agent", "fanout", "list_runs", "show_run", "diff_run",
+        "apply_run", "discard_run"}
     run_agent = next(t for t in listed["tools"] if t["name"] == "run_agent")
     assert run_agent["inputSchema"]["required"] == ["prompt"]
     called = inspector(repo, "--method", "tools/call", "--tool-name", "list_agents")

