@@ -422,3 +422,57 @@ def test_a_shell_never_overwrites_a_run_that_changed_meanwhile(
     saved = Path(getattr(raised.value, "context", {})["saved"])
     assert saved.read_bytes() == b"p\n"
     assert find_run(ledger, run_id).hand_changes == []
+
+
+def test_a_shell_never_overwrites_a_diff_another_shell_recorded_meanwhile(
+        w_repo: Path, tmp_path: Path) -> None:
+    """Issue 33: the run stays ``pending`` while a second ``corral shell`` records its
+    change: the first session's record is then stale by its diff alone, and must not
+    overwrite the second's work."""
+    run_id = started(w_repo, tmp_path, "host", NOTES)
+    ledger = ledger_dir(w_repo)
+    seen = find_run(ledger, run_id)
+    api = Corral(w_repo, trust_project=True, personal=False)
+    assert api.shell(run_id, ["sh", "-c", "echo other > other"]).changed == ("other",)
+    assert find_run(ledger, run_id).state == "pending"
+    with pytest.raises(Exception, match="changed while the shell was open") as raised:
+        record_hand(ledger, seen, DiffResult(sandbox_id="s", base_commit=None, patch=b"p\n"),
+                    {}, ("f",), {})
+    assert getattr(raised.value, "code", None) == "run_changed"
+    after = find_run(ledger, run_id)
+    assert after.hand_changes == ["other"] and "+other" in after.diff
+
+
+def test_every_shell_session_keeps_what_earlier_ones_changed_by_hand(
+        w_repo: Path, tmp_path: Path) -> None:
+    run_id = started(w_repo, tmp_path, "host", NOTES)
+    api = Corral(w_repo, trust_project=True, personal=False)
+    api.shell(run_id, ["sh", "-c", "echo one > one"])
+    done = api.shell(run_id, ["sh", "-c", "echo two > two"])
+    assert done.changed == ("two",)
+    shown = record(w_repo, run_id)
+    assert shown["hand_changes"] == ["one", "two"]
+    assert "+one" in shown["diff"] and "+two" in shown["diff"] and "+first" in shown["diff"]
+
+
+def test_a_session_that_fails_half_way_keeps_its_diff_for_gc(
+        w_repo: Path, tmp_path: Path) -> None:
+    """A session whose caller fails after the command changed something (here the output
+    callback raises) is not recorded, and its workspace's diff is kept under the state
+    root's results, not thrown away."""
+    from sandbox.state import default_state_root  # noqa: PLC0415 - the tests' state root
+
+    run_id = started(w_repo, tmp_path, "host", NOTES)
+    api = Corral(w_repo, trust_project=True, personal=False)
+    results = default_state_root() / "results"
+    before = set(results.glob("*/diff.patch")) if results.is_dir() else set()
+
+    def fail(_stream: str, data: bytes) -> None:
+        if b"half" in data:
+            raise RuntimeError("the caller went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        api.shell(run_id, ["sh", "-c", "echo kept-by-gc > lost; echo half"], on_output=fail)
+    assert record(w_repo, run_id)["hand_changes"] == []
+    kept = [p for p in results.glob("*/diff.patch") if p not in before]
+    assert any(b"+kept-by-gc" in p.read_bytes() for p in kept), kept

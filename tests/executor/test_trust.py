@@ -234,3 +234,19 @@ def test_every_file_of_the_devcontainer_and_its_dockerfile_lapse_trust(repo: Pat
         (box / name).write_text(text)
         assert project_digest(repo) != before, name
         before = project_digest(repo)
+
+
+def test_a_rename_and_a_change_of_the_ngn_config_alone_lapse_trust(repo: Path) -> None:
+    """Issue 33: the same bytes under another name are another project (a definition's
+    name is its file's for several formats), and `.ngn/config.json` is digested itself,
+    not only through what it imports."""
+    _define(repo, "reviewer")
+    config = repo / ".ngn" / "config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"agent_imports": []}))
+    before = project_digest(repo)
+    (repo / ".claude" / "agents" / "reviewer.md").rename(repo / ".claude" / "agents" / "x.md")
+    assert project_digest(repo) != before
+    before = project_digest(repo)
+    config.write_text(json.dumps({"agent_imports": [], "profiles": {"p": {}}}))
+    assert project_digest(repo) != before
