@@ -460,7 +460,7 @@ def test_a_session_that_fails_half_way_keeps_its_diff_for_gc(
     """A session whose caller fails after the command changed something (here the output
     callback raises) is not recorded, and its workspace's diff is kept under the state
     root's results, not thrown away."""
-    from sandbox.state import default_state_root  # noqa: PLC0415 - the tests' state root
+    from sandbox.state import default_state_root
 
     run_id = started(w_repo, tmp_path, "host", NOTES)
     api = Corral(w_repo, trust_project=True, personal=False)
