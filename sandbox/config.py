@@ -27,6 +27,7 @@ __all__ = [
     "HostConfig",
     "Limits",
     "default_memory_bytes",
+    "default_pids",
 ]
 
 BackendName = Literal["host", "bubblewrap", "docker", "fake"]
@@ -54,6 +55,27 @@ def default_memory_bytes() -> int:
     return max(total // 2, 256 * _MiB)
 
 
+#: Tasks (processes and threads) a sandbox may have per CPU of this machine: parallel tool
+#: chains start one worker per CPU, each with threads of its own (a vitest or jest worker
+#: is a Node process of ~12 threads; ``vitest run`` starts CPUs - 1 of them at once).
+PIDS_PER_CPU = 32
+#: The least a sandbox is given on a small machine.
+MIN_PIDS = 512
+
+
+def default_pids(cpus: int | None = None) -> int:
+    """Tasks alive at once for one sandbox: :data:`PIDS_PER_CPU` per CPU this process may
+    run on (``cpus``: that many instead), at least :data:`MIN_PIDS`. A fixed 512 killed
+    ``vitest run`` on a machine of 48 CPUs (its 47 workers need ~560 threads); a fork bomb
+    still stops at the cap."""
+    if cpus is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = os.cpu_count() or 1
+    return max(MIN_PIDS, PIDS_PER_CPU * cpus)
+
+
 class Limits(BaseModel):
     """Resource limits applied to every command of a sandbox.
 
@@ -73,8 +95,9 @@ class Limits(BaseModel):
     #: ``memory.max`` on bubblewrap, the container's limit on docker; no swap beyond it).
     #: Default: half of this machine's memory (:func:`default_memory_bytes`).
     memory_bytes: int | None = Field(default_factory=default_memory_bytes, gt=0)
-    #: Processes (and threads) alive at once, for the whole sandbox.
-    pids: int | None = Field(default=512, gt=0)
+    #: Processes (and threads) alive at once, for the whole sandbox. Default: 32 per CPU of
+    #: this machine, at least 512 (:func:`default_pids`).
+    pids: int | None = Field(default_factory=default_pids, gt=0)
     #: Largest file a command may write (RLIMIT_FSIZE).
     file_size_bytes: int | None = Field(default=1024 * _MiB, gt=0)
     #: Size of the child's tmpfs ``/tmp`` (and ``HOME``).
