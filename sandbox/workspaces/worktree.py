@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from sandbox.gitsafe import git_env, run_git
+from sandbox.workspaces.racy import settle_racy
 
 __all__ = ["checkout_worktree", "chown_tree", "remove_tree"]
 
@@ -22,9 +23,9 @@ def checkout_worktree(commit: str, *, private_git: Path, worktree: Path, baselin
                       chown: tuple[int, int] | None = None) -> None:
     """Check ``commit`` out into a new ``worktree`` whose ``.git`` points at ``private_git``.
 
-    ``baseline`` becomes the index with the checkout's stat data (the diff base);
-    ``chown`` gives the checkout to another uid (the docker user) and refreshes
-    that index afterwards.
+    ``baseline`` becomes the index with the checkout's stat data (the diff base), none
+    of its entries racily clean (:func:`sandbox.workspaces.racy.settle_racy`); ``chown``
+    gives the checkout to another uid (the docker user) and refreshes that index first.
     """
     worktree.mkdir(mode=0o700)  # the owner only (chowned to the container user below)
     (worktree / ".git").write_text(f"gitdir: {private_git}\n")
@@ -36,6 +37,9 @@ def checkout_worktree(commit: str, *, private_git: Path, worktree: Path, baselin
         chown_tree(worktree, *chown)
         run_git(["update-index", "-q", "--refresh"], git_dir=private_git, work_tree=worktree,
                 env=env, check=False, operation="create_worktree")
+    # No entry racily clean: the child's git, which cannot write its index back, would hash
+    # every file checked out in the index's second on each `git status` (racy.py).
+    settle_racy(baseline, worktree)
     shutil.copyfile(baseline, private_git / "index")  # the child's own `git status` starts clean
 
 
