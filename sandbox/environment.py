@@ -7,9 +7,13 @@ puts under a child (and under a check's or a reviewer's replay).
 
 The key is a digest of the description (setup commands, variables, image,
 read-only paths), of the content of each of its ``inputs`` (lock files), of the
-backend, the uid setup runs as, the docker image's id, and the repository's
-path. The same key is never built twice: a fanout of N pays setup at most
-once, and the next run with the same lock files pays nothing.
+backend, the uid setup runs as, the docker image's id, and of what the layer's
+absolute paths can name (:func:`_key`): the workspace's path inside the sandbox
+(``/workspaces/<name>``), not the checkout's path, so a fresh clone of the same
+project (same lock files, same directory name) anywhere reuses the layer. The
+same key is never built twice: a fanout of N pays setup at most once, and the
+next run with the same lock files pays nothing. Its record (``env.json``) names
+the checkout that used it last and every one that used it.
 
 Setup runs in the same backend and isolation as the children (a fresh
 worktree-mode sandbox over a snapshot of your current state, the same limits,
@@ -48,7 +52,8 @@ outside itself (a pyenv or uv interpreter) is bound by :mod:`sandbox.interpreter
 
 A failed setup is :class:`sandbox.errors.EnvironmentSetupFailed` (exit code 5),
 its log kept (``environments/<key>/setup.log``) and listed by
-:func:`list_environments`; it is never cached, never blamed on a child.
+:func:`list_environments` with its cause (:mod:`sandbox.setupfailure`: no network,
+a command not found, out of memory, ...); it is never cached, never blamed on a child.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ from policies.contract import SandboxMode
 from policies.environment import EnvironmentSpec
 from sandbox.config import BackendConfig, BubblewrapConfig, DockerConfig, FakeConfig, HostConfig
 from sandbox.errors import EnvironmentSetupFailed, SandboxConfigError, SandboxError
+from sandbox.setupfailure import TAIL_BYTES, SetupFailure, classify, timed_out
 from sandbox.state import atomic_write, default_state_root, private_dir
 from sandbox.workspaces.model import Mount
 
@@ -97,7 +103,9 @@ __all__ = [
 ENVIRONMENTS = "environments"
 #: Where the workspace is mounted too, inside a sandbox with an environment layer.
 ALIAS_ROOT = Path("/workspaces")
-_FORMAT = 1
+_FORMAT = 2
+#: How many checkouts an environment's record names (the most recent ones).
+_MAX_REPOS = 16
 #: How many paths of a layer a worktree child gets bound at most.
 _MAX_BINDS = 256
 _OUTPUT_CAP = 16 << 20
@@ -146,7 +154,14 @@ class EnvironmentInfo(BaseModel):
     key: str
     status: Status
     backend: str
+    #: The checkout that used it last.
     repo: str
+    #: Every checkout that used it (a clone of the same project elsewhere shares it), the
+    #: most recent last.
+    repos: tuple[str, ...] = ()
+    #: Where setup ran inside the sandbox (the path its layer's absolute paths name);
+    #: ``None`` without setup, or on host (setup's own worktree, gone since).
+    workspace: str | None = None
     sources: tuple[str, ...] = ()
     setup: tuple[str, ...] = ()
     image: str | None = None
@@ -155,6 +170,9 @@ class EnvironmentInfo(BaseModel):
     setup_seconds: float = 0.0
     size_bytes: int = 0
     error: str | None = None
+    #: Why setup failed (:data:`sandbox.setupfailure.Cause`) and what to do about it.
+    cause: str | None = None
+    hint: str | None = None
     #: The directory on disk (not stored: where it was read from).
     directory: str = ""
 
@@ -163,11 +181,18 @@ class EnvironmentInfo(BaseModel):
         """The setup log."""
         return Path(self.directory) / "setup.log"
 
+    def used_by(self, repo: Path) -> EnvironmentInfo:
+        """This record, used just now by the checkout ``repo``."""
+        repos = (*(r for r in (self.repos or (self.repo,)) if r != str(repo)), str(repo))
+        return self.model_copy(update={"last_used": time.time(), "repo": str(repo),
+                                       "repos": repos[-_MAX_REPOS:]})
 
-def alias_for(repo: Path) -> Path:
-    """``/workspaces/<repository name>`` (a name every tool accepts)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", repo.name).strip(".") or "workspace"
-    return ALIAS_ROOT / name
+
+def alias_for(repo: Path, name: str | None = None) -> Path:
+    """``/workspaces/<name>`` (default: the repository's directory name), as a name every
+    tool accepts."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name or repo.name).strip(".") or "workspace"
+    return ALIAS_ROOT / safe
 
 
 def _root(state_root: Path | None) -> Path:
@@ -200,9 +225,24 @@ def _digest_inputs(repo: Path, inputs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _key(spec: EnvironmentSpec, *, backend: str, repo: Path, owner: tuple[int, int],
-         image: str | None) -> str:
+         image: str | None, alias: Path | None = None) -> str:
+    """The environment's key. Of paths, only what the layer's absolute paths can name:
+
+    - ``alias`` (bubblewrap, docker; default ``alias_for(repo)``): setup runs at
+      ``/workspaces/<name>`` and every child has its workspace there, so a venv's scripts
+      and an editable install's ``.pth`` name it; it holds in any clone whose directory has
+      the same name, never in another;
+    - on host, setup runs in a worktree of its own that no child has (its path dies with
+      it), so the layer can name no path a child sees: no path is keyed;
+    - the checkout, only where a carried path exists there: setup sees it at its absolute
+      path in the checkout (:func:`environment_mounts`), which another clone does not have.
+    """
+    alias = alias or alias_for(repo)
+    carried = bool(spec.setup) and any(os.path.lexists(repo / rel) for rel in spec.carry)
     description = {
-        "format": _FORMAT, "backend": backend, "repo": str(repo), "owner": list(owner),
+        "format": _FORMAT, "backend": backend, "owner": list(owner),
+        "workspace": str(alias) if spec.setup and backend != "host" else None,
+        "checkout": str(repo) if carried else None,
         "image": image, "setup": list(spec.setup), "env": spec.env,
         "secrets": sorted(spec.secrets), "ro_paths": list(spec.ro_paths),
         "inputs": _digest_inputs(repo, spec.inputs),
@@ -269,10 +309,14 @@ def prepare_environment(
     state_root: Path | None = None,
     on_output: OnOutput | None = None,
     rebuild: bool = False,
+    name: str | None = None,
 ) -> EnvironmentRef:
     """The environment ``spec`` describes for ``repo`` on ``config``'s backend, built now
-    unless its key is built already (``rebuild``: build it again)."""
+    unless its key is built already (``rebuild``: build it again). ``name``: the workspace's
+    name inside the sandbox (``/workspaces/<name>``; default: ``repo``'s directory name),
+    as a node that unpacked the parent's snapshot under a commit id gives the parent's."""
     repo = repo.resolve()
+    alias = alias_for(repo, name)
     concrete = _concrete(config)
     root = _root(state_root)
     image: str | None = None
@@ -286,7 +330,8 @@ def prepare_environment(
 
     if isinstance(concrete, DockerConfig):
         image, image_ref = _docker_image(spec, concrete, repo, log)
-    key = _key(spec, backend=concrete.type, repo=repo, owner=_owner(concrete), image=image_ref)
+    key = _key(spec, backend=concrete.type, repo=repo, alias=alias, owner=_owner(concrete),
+               image=image_ref)
     directory = root / key
     if not spec.setup:
         _touch(directory, spec, key, concrete.type, repo, image)
@@ -301,15 +346,18 @@ def prepare_environment(
                 "built again under it", operation="prepare_environment",
                 hint="rebuild it once those runs ended (`corral runs` shows them)")
         if info is not None and info.status == "ready" and layer.is_dir() and not rebuild:
-            _write_info(directory, info.model_copy(update={"last_used": time.time()}))
+            _write_info(directory, info.used_by(repo))
             if on_output is not None:
                 on_output(f"environment {key}: ready (built {_age(info.created_at)} ago)\n")
-            return EnvironmentRef(key=key, spec=spec, repo=repo, layer=layer,
-                                  alias=alias_for(repo), image=image)
-        _build(spec, key=key, directory=directory, repo=repo, config=concrete, image=image,
-               state_root=state_root, log_lines=early, on_output=on_output)
-        return EnvironmentRef(key=key, spec=spec, repo=repo, layer=layer,
-                              alias=alias_for(repo), image=image)
+            return EnvironmentRef(key=key, spec=spec, repo=repo, layer=layer, alias=alias,
+                                  image=image)
+        holder = EnvironmentRef(key=key, spec=spec, repo=repo, layer=None, alias=alias,
+                                image=image)
+        _build(holder, directory=directory, config=concrete, state_root=state_root,
+               log_lines=early, on_output=on_output,
+               repos=info.repos if info is not None else ())
+        return EnvironmentRef(key=key, spec=spec, repo=repo, layer=layer, alias=alias,
+                              image=image)
 
 
 def _age(then: float) -> str:
@@ -333,20 +381,25 @@ def _setup_config(concrete: HostConfig | BubblewrapConfig | DockerConfig, spec: 
     return concrete.model_copy(update={"limits": limits})
 
 
-def _build(spec: EnvironmentSpec, *, key: str, directory: Path, repo: Path,
-           config: HostConfig | BubblewrapConfig | DockerConfig, image: str | None,
-           state_root: Path | None, log_lines: list[str], on_output: OnOutput | None) -> None:
+def _build(holder: EnvironmentRef, *, directory: Path,
+           config: HostConfig | BubblewrapConfig | DockerConfig, state_root: Path | None,
+           log_lines: list[str], on_output: OnOutput | None, repos: tuple[str, ...]) -> None:
+    """Run ``holder``'s setup into ``directory`` (``repos``: the checkouts that used a
+    previous build of this key, still named by the new record)."""
     if directory.exists():
         _chmod_rmtree(directory)
     private_dir(directory, parents=True)
     started = time.time()
-    info = EnvironmentInfo(key=key, status="building", backend=config.type, repo=str(repo),
-                           sources=spec.sources, setup=spec.setup, image=image,
-                           created_at=started, last_used=started)
+    spec, repo = holder.spec, holder.repo
+    info = EnvironmentInfo(
+        key=holder.key, status="building", backend=config.type, repo=str(repo),
+        workspace=str(holder.alias) if config.type != "host" else None, sources=spec.sources,
+        setup=spec.setup, image=holder.image, created_at=started, last_used=started,
+        repos=repos).used_by(repo)
     _write_info(directory, info)
     try:
-        _run_setup(spec, key=key, directory=directory, repo=repo, config=config, image=image,
-                   state_root=state_root, log_lines=log_lines, on_output=on_output, info=info)
+        _run_setup(holder, directory=directory, config=config, state_root=state_root,
+                   log_lines=log_lines, on_output=on_output, info=info)
     except BaseException as exc:
         current = _read_info(directory)
         if current is not None and current.status == "building":
@@ -355,15 +408,17 @@ def _build(spec: EnvironmentSpec, *, key: str, directory: Path, repo: Path,
         raise
 
 
-def _run_setup(spec: EnvironmentSpec, *, key: str, directory: Path, repo: Path,
-               config: HostConfig | BubblewrapConfig | DockerConfig, image: str | None,
-               state_root: Path | None, log_lines: list[str], on_output: OnOutput | None,
+def _run_setup(holder: EnvironmentRef, *, directory: Path,
+               config: HostConfig | BubblewrapConfig | DockerConfig, state_root: Path | None,
+               log_lines: list[str], on_output: OnOutput | None,
                info: EnvironmentInfo) -> None:
     from sandbox.factory import open_sandbox  # noqa: PLC0415 - the factory imports us
     from sandbox.workspaces.snapshot import acquire_snapshot, release_snapshot  # noqa: PLC0415
 
+    spec, key, repo, image = holder.spec, holder.key, holder.repo, holder.image
     started = info.created_at
     log_path = directory / "setup.log"
+    tail = bytearray()  # the end of the running command's output, for its cause
     with log_path.open("wb") as log:
         log.write("".join(log_lines).encode())
 
@@ -376,6 +431,8 @@ def _run_setup(spec: EnvironmentSpec, *, key: str, directory: Path, repo: Path,
         def chunk(_stream: str, data: bytes) -> None:
             log.write(data)
             log.flush()
+            tail.extend(data)
+            del tail[:-TAIL_BYTES]
             if on_output is not None:
                 on_output(data.decode("utf-8", "replace"))
 
@@ -385,14 +442,13 @@ def _run_setup(spec: EnvironmentSpec, *, key: str, directory: Path, repo: Path,
         missing = [name for name in spec.secrets if name not in os.environ]
         if missing:
             emit(f"note: secrets not set in your environment: {', '.join(missing)}\n")
-        failure: str | None = None
+        failure: SetupFailure | None = None
+        setup_config = _setup_config(config, spec, image)
         ref = acquire_snapshot(repo, state_root=state_root)
-        holder = EnvironmentRef(key=key, spec=spec, repo=repo, layer=None,
-                                alias=alias_for(repo), image=image)
         try:
-            sandbox = open_sandbox(_setup_config(config, spec, image), repo=repo,
-                                   mode=SandboxMode.WORKTREE, state_root=state_root,
-                                   snapshot=ref, environment=holder, disposable=True)
+            sandbox = open_sandbox(setup_config, repo=repo, mode=SandboxMode.WORKTREE,
+                                   state_root=state_root, snapshot=ref, environment=holder,
+                                   disposable=True)
         finally:
             release_snapshot(ref)
         kept = directory / "layer.new"
@@ -403,15 +459,20 @@ def _run_setup(spec: EnvironmentSpec, *, key: str, directory: Path, repo: Path,
                 emit(f"$ {command}\n")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    failure = f"setup ran out of time ({spec.setup_timeout:.0f}s)"
+                    failure = timed_out(None, spec.setup_timeout)
                     break
+                tail.clear()
                 done = sandbox.exec(["sh", "-c", 'cd "$1" && exec sh -c "$2"', "corral-setup",
                                      where, command], env=secrets, timeout=left,
                                     output_cap=_OUTPUT_CAP, on_output=chunk)
-                if not done.ok:
-                    why = ("timed out" if done.timed_out else "was stopped" if done.stopped
-                           else f"exited {done.exit_code}")
-                    failure = f"`{command}` {why}"
+                if done.timed_out:
+                    failure = timed_out(command, spec.setup_timeout)
+                elif not done.ok:
+                    failure = classify(
+                        command, done, bytes(tail), network=spec.setup_network,
+                        backend=config.type, image=getattr(setup_config, "image", None),
+                        memory_bytes=setup_config.limits.memory_bytes)
+                if failure is not None:
                     break
         except BaseException:
             sandbox.teardown(discard=True)
@@ -419,14 +480,19 @@ def _run_setup(spec: EnvironmentSpec, *, key: str, directory: Path, repo: Path,
         sandbox.teardown(discard=True, keep=None if failure else kept)
         seconds = time.time() - started
         if failure is not None:
-            emit(f"setup failed: {failure}\n")
+            emit(f"setup failed: {failure.summary}\n")
+            hint = (f"{failure.hint}; then run again (the log: {log_path}, or `corral env show "
+                    f"{key}`; --no-env runs without the environment)")
             _write_info(directory, info.model_copy(update={
-                "status": "failed", "error": failure, "setup_seconds": round(seconds, 3)}))
+                "status": "failed", "error": failure.summary, "cause": failure.cause,
+                "hint": failure.hint, "setup_seconds": round(seconds, 3)}))
+            context: dict[str, object] = {"environment": key, "log": log_path,
+                                          "cause": failure.cause}
+            if failure.missing:
+                context["command"] = failure.missing
             raise EnvironmentSetupFailed(
-                f"the environment's setup failed: {failure}", operation="prepare_environment",
-                context={"environment": key, "log": log_path},
-                hint=f"read the log ({log_path}, or `corral env show {key}`), fix the setup "
-                "or its inputs, and run again; --no-env runs without the environment")
+                f"the environment's setup failed: {failure.summary}", cause=failure.cause,
+                operation="prepare_environment", context=context, hint=hint)
         _strip_git(kept)
         kept.rename(directory / "layer")
         emit(f"environment {key}: ready in {seconds:.1f}s\n")
@@ -498,7 +564,7 @@ def _touch(directory: Path, spec: EnvironmentSpec, key: str, backend: str, repo:
         info = _read_info(directory) or EnvironmentInfo(
             key=key, status="ready", backend=backend, repo=str(repo), sources=spec.sources,
             image=image, created_at=now, last_used=now)
-        _write_info(directory, info.model_copy(update={"last_used": now}))
+        _write_info(directory, info.used_by(repo))
 
 
 def list_environments(state_root: Path | None = None) -> list[EnvironmentInfo]:

@@ -74,10 +74,17 @@ class OverlayUnavailable(SandboxError):
 
 class EnvironmentSetupFailed(SandboxError):
     """An environment's setup failed (:mod:`sandbox.environment`): its own exit code (5), its
-    log kept, never blamed on a child (no child ran)."""
+    log kept, never blamed on a child (no child ran). ``cause`` (also in the context) says
+    why (:mod:`sandbox.setupfailure`: ``no_network``, ``command_not_found``,
+    ``out_of_memory``, ``timeout``, ``network_failed``, ``command_failed``)."""
 
     code = "environment_setup_failed"
     exit_code = 5
+
+    def __init__(self, message: str, *, cause: str = "command_failed", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.cause = cause
+        self.context.setdefault("cause", cause)
 
 
 class CommandTimeout(SandboxError):

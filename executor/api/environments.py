@@ -1,8 +1,11 @@
 """The project's environment ahead of time: built, listed, pruned (``corral env``).
 
 Built once per key (a digest of its description, its inputs' content, the
-backend, the uid and the image) and then shared by every run, fanout child,
-check and reviewer with that key; see the README's "Your project's environment".
+backend, the uid, the image and the workspace's path inside the sandbox, not
+the checkout's: a fresh clone of the same project shares it) and then shared by
+every run, fanout child, check and reviewer with that key; a failed setup names
+its cause (``environment_setup_failed``, ``cause`` in its context and in ``corral
+env show``). See the README's "Your project's environment".
 """
 
 from __future__ import annotations

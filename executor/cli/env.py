@@ -2,9 +2,10 @@
 
 ``build`` prepares it now (setup output streams on a terminal) so the next
 ``run`` or ``fanout`` pays nothing; ``show`` lists what is cached under the
-state dir (key, status, size, age, the repository, what described it) or one
-environment with its setup log; ``prune`` removes environments (those named,
-or those unused for a while, or all) that no live sandbox runs in.
+state dir (key, status, size, age, the checkouts that used it, what described
+it) or one environment with its setup log (a failed one's cause and hint);
+``prune`` removes environments (those named, or those unused for a while, or
+all) that no live sandbox runs in.
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ def env_show(key: str | None, as_json: bool) -> None:
              f"{_human(info.size_bytes)}, made {_age(info.created_at)} ago in "
              f"{info.setup_seconds:.1f}s, used {_age(info.last_used)} ago")
         echo(f"repository: {one_line(info.repo)}")
+        for other in info.repos:
+            if other != info.repo:
+                echo(f"also used by: {one_line(other)}")
+        if info.workspace:
+            echo(f"workspace: {one_line(info.workspace)} (where setup ran, in the sandbox)")
         for source in info.sources:
             echo(f"described by: {one_line(source)}")
         if info.image:
@@ -112,6 +118,10 @@ def env_show(key: str | None, as_json: bool) -> None:
             echo(f"setup: {one_line(command)}")
         if info.error:
             echo(f"error: {one_line(info.error)}")
+        if info.cause:
+            echo(f"cause: {one_line(info.cause)}")
+        if info.hint:
+            echo(f"hint: {one_line(info.hint)}")
         echo(f"log: {one_line(str(info.log))}")
         if log:
             echo(log, nl=not log.endswith("\n"))
@@ -124,8 +134,10 @@ def env_show(key: str | None, as_json: bool) -> None:
         return
     echo(f"{'KEY':16}  {'STATUS':8}  {'BACKEND':10}  {'SIZE':>10}  {'USED':>5}  REPOSITORY")
     for info in found:
+        others = len(set(info.repos) - {info.repo})
         echo(f"{info.key:16}  {info.status:8}  {info.backend:10}  "
-             f"{_human(info.size_bytes):>10}  {_age(info.last_used):>5}  {one_line(info.repo)}")
+             f"{_human(info.size_bytes):>10}  {_age(info.last_used):>5}  {one_line(info.repo)}"
+             + (f" (+{others} more)" if others else ""))
 
 
 @env_group.command("prune")

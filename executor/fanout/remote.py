@@ -29,8 +29,8 @@ A node never runs a child with the ``host`` backend unless the parent named it.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-import shutil
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,7 +38,7 @@ from typing import Any
 
 from executor.fanout.child import FanoutShared, run_child
 from executor.fanout.plan import ChildPlan
-from executor.ledger import JOURNAL
+from executor.ledger import JOURNAL, delete_run
 from executor.ledger.imports import follow_run, land_run, pack_run
 from executor.scheduling import JobContext
 from policies.environment import EnvironmentSpec
@@ -65,12 +65,15 @@ class Origin:
     commit: str
     head: str | None
     environment: EnvironmentSpec | None = None
+    #: The parent checkout's directory name: the node's workspace is ``/workspaces/<name>``
+    #: as the parent's is, so its environment's key does not change with the commit.
+    name: str | None = None
 
 
 def origin_of(snapshot: SnapshotRef, environment: EnvironmentSpec | None) -> Origin:
     """The origin of a fanout that started from ``snapshot``."""
     return Origin(git_dir=snapshot.git_dir, commit=snapshot.commit, head=snapshot.repo.head,
-                  environment=environment)
+                  environment=environment, name=snapshot.repo.top.name)
 
 
 _snapshots: dict[tuple[Path, str], SnapshotRef] = {}
@@ -165,7 +168,8 @@ class RemoteChild:
         environment = None
         if self.origin.environment is not None:
             environment = prepare_environment(self.origin.environment, repo=repo,
-                                              config=self.shared.backend, state_root=state)
+                                              config=self.shared.backend, state_root=state,
+                                              name=self.origin.name)
         shared = replace(self.shared, root=repo, ledger=ledger, state_root=state,
                          snapshot=snapshot, environment=environment)
         with _Tailer(ledger / self.plan.run_id, context, f"{place.name}-{secrets.token_hex(4)}"):
@@ -173,7 +177,10 @@ class RemoteChild:
         try:
             return pack_run(ledger, self.plan.run_id)
         finally:
-            shutil.rmtree(ledger / self.plan.run_id, ignore_errors=True)
+            # The node's copy, handed back: through the ledger, so the node's index keeps
+            # no row for a run that is not there.
+            with contextlib.suppress(OSError):
+                delete_run(ledger, self.plan.run_id)
 
     def relayed(self, event: Any) -> Any:
         if not isinstance(event, Tail):

@@ -2,7 +2,7 @@
 
 - :mod:`executor.ledger.records`: a run's record, its status and its id;
 - :mod:`executor.ledger.store`: the per-repository ledger of run records (written
-  atomically, read back, looked up by id, marked applied or discarded);
+  atomically, read back, looked up by id, marked applied or discarded, deleted);
 - :mod:`executor.ledger.index`: the SQLite index beside the record files (the files stay
   the truth; rebuilt from them when missing, unusable or older), written after each record;
 - :mod:`executor.ledger.listing`: every listing, from the index, O(what it shows);
@@ -58,6 +58,7 @@ from executor.ledger.records import (
     running_owner,
 )
 from executor.ledger.store import (
+    delete_run,
     discard_run,
     finalize_crashed,
     find_run,
@@ -95,6 +96,7 @@ __all__ = [
     "broken_records",
     "check_id_prefix",
     "conversation",
+    "delete_run",
     "discard_run",
     "elapsed",
     "fanout_status",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.errors import ExecutorError
+from executor.ledger.fanout_record import FANOUTS
 from executor.ledger.index import index_dir
 from executor.ledger.journal import JOURNAL
 from executor.ledger.lookup import find_run
@@ -32,6 +33,7 @@ from executor.ledger.records import (
     RunRecord,
     RunState,
     RunStatus,
+    check_id_prefix,
     now_iso,
     read_record,
     run_status,
@@ -40,6 +42,7 @@ from executor.models.base import Message
 from sandbox.state import check_state_dir, default_state_root
 
 __all__ = [
+    "delete_run",
     "discard_run",
     "finalize_crashed",
     "find_run",
@@ -200,6 +203,26 @@ def swap_in(staging: Path, final: Path, *, replace: bool) -> None:
     final.replace(old)
     staging.rename(final)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def delete_run(ledger: Path, run_id: str) -> bool:
+    """Remove run ``run_id``'s directory from ``ledger``, and its row from the index with
+    it (the one way a run leaves a ledger: a cluster node's copy of a run it handed back,
+    :mod:`executor.fanout.remote`); whether there was one. The directory is renamed out of
+    the ledger first (a reader sees the run or no run, never half of one), its row dropped,
+    then its files removed."""
+    check_id_prefix(run_id)
+    if run_id == FANOUTS:
+        raise ExecutorError(f"{run_id!r} is the ledger's directory of fanout records, not a "
+                            "run", code="unknown_run", hint="give a run's id")
+    final = ledger / run_id
+    if not os.path.lexists(final):
+        return False
+    with indexed(ledger, run=run_id):
+        gone = staging_dir(ledger, f"gone-{run_id}")
+        final.rename(gone / run_id)
+    shutil.rmtree(gone, ignore_errors=True)
+    return True
 
 
 def _carry_journal(journal: Path, into: Path) -> None:

@@ -11,31 +11,43 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from executor.api import Corral
 from executor.cli.app import main
+from executor.errors import ExecutorError
 from executor.ledger import (
     FanoutChild,
     FanoutRecord,
     Filters,
     RunRecord,
     RunStatus,
+    delete_run,
+    discard_run,
+    finalize_crashed,
+    find_fanout,
     find_run,
     iter_entries,
     ledger_dir,
     page,
     rebuild,
+    set_run_check,
     set_run_state,
     write_fanout,
     write_run,
 )
+from executor.ledger.imports import follow_run, land_run, pack_run
 from executor.ledger.index import RUN_COLUMNS, index_dir
 from executor.mcpserver.arguments import ListRunsArgs
 from executor.mcpserver.handlers import ServerOptions
 from executor.mcpserver.listing import list_runs_tool
+from executor.scheduling import Cancellation, Deadline, Handle, Job, JobContext
+from executor.scheduling.local import LocalScheduler
 from executor.web.views import PAGE_ENTRIES, runs_page
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,8 +161,6 @@ def test_a_fanout_is_one_entry_with_its_children(repo: Path) -> None:
 
 def test_every_other_reader_pages_from_the_index(repo: Path) -> None:
     ledger = filled(repo, PAGE_ENTRIES + 5)
-    from executor.api import Corral
-
     first = runs_page(Corral(repo))
     assert len(first["rows"]) == PAGE_ENTRIES and first["next_after"] == rid(5)
     second = runs_page(Corral(repo), after=first["next_after"])
@@ -298,13 +308,21 @@ def test_32_concurrent_writers_and_a_reader_lose_and_repeat_no_row(repo: Path) -
     writers = [subprocess.Popen([sys.executable, "-c", code, str(ledger), str(w)],
                                 cwd=REPO) for w in range(32)]
     db = index_dir(ledger) / "index.sqlite"
-    seen = 0
+    seen, reads = 0, 0
     while any(w.poll() is None for w in writers):  # a reader loop: never an error
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5)
         count = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
         conn.close()
         assert count >= seen
         seen = count
+        # ... and corral's own readers, which repair and sync as they read (writes too)
+        listed = [(m.started_at, m.run_id) for e in page(ledger, limit=20).entries
+                  for _, m in e.members if not isinstance(m, str)]
+        assert len(listed) == len(set(listed)) and listed == sorted(listed, reverse=True)
+        last = find_run(ledger, "last")  # read after: as new as the listing's newest
+        assert (last.started_at, last.run_id) >= listed[0]
+        reads += 1
+    assert reads > 0
     assert [w.returncode for w in writers] == [0] * 32
     # Every writer's own index update went through: none left its marker to a reader.
     assert not any((index_dir(ledger) / "pending").iterdir())
@@ -313,3 +331,149 @@ def test_32_concurrent_writers_and_a_reader_lose_and_repeat_no_row(repo: Path) -
     assert len(ids) == len(set(ids)) == 32 * 8 + 1
     discarded = page(ledger, Filters(state="discarded")).entries
     assert len(discarded) == 32
+
+
+# -- every way a record changes keeps the index exact ---------------------------------
+
+def exact_after(ledger: Path) -> list[tuple[object, ...]]:
+    """The rows the writers left (read straight from the database: no reader repaired
+    them), checked against a rebuild from the files alone; no marker left behind."""
+    left = rows(ledger)
+    assert not any((index_dir(ledger) / "pending").iterdir())
+    shutil.rmtree(index_dir(ledger))
+    rebuild(ledger)
+    assert rows(ledger) == left
+    return left
+
+
+def test_every_mutation_leaves_the_rows_a_rebuild_makes(repo: Path, tmp_path: Path) -> None:
+    ledger = filled(repo, 3)
+    page(ledger)
+    steps: dict[str, Callable[[], object]] = {
+        "write": lambda: write_run(ledger, record(rid(10), at(10)), []),
+        "rewrite whole": lambda: write_run(ledger, record(rid(10), at(10), agent="c"), [],
+                                           keep_transcript=True),
+        "applied": lambda: set_run_state(ledger, rid(0), "applied"),
+        "discarded": lambda: discard_run(ledger, rid(1)),
+        "check": lambda: set_run_check(ledger, rid(2), {"exit_code": 1}),
+        "running": lambda: write_run(ledger, record(
+            rid(11), at(11), status=RunStatus.RUNNING, owner={"host": "gone", "pid": 1}), []),
+        "crashed": lambda: finalize_crashed(ledger, find_run(ledger, rid(11)),
+                                            patch=b"", changed_files=[], note="died"),
+        "fanout": lambda: write_fanout(ledger, FanoutRecord(
+            fanout_id=FID, prompt="p", created_at=at(20), status="running",
+            children=[FanoutChild(index=1, run_id=rid(21), agent="a")])),
+        "fanout ends": lambda: write_fanout(ledger, find_fanout(ledger, FID).model_copy(
+            update={"status": "completed"})),
+        "followed": lambda: follow_run(
+            ledger, run_id=rid(21), fanout=FID, source="n1", offset=0, lines=b"",
+            record=record(rid(21), at(21), fanout=FID).model_dump_json().encode()),
+        "landed": lambda: land_run(ledger, packed(tmp_path, rid(21), fanout=FID),
+                                   run_id=rid(21), fanout=FID),
+        "deleted": lambda: delete_run(ledger, rid(10)),
+    }
+    seen = {}
+    for name, step in steps.items():
+        step()
+        seen[name] = exact_after(ledger)
+    listed = {r[0]: r for r in seen["deleted"] if str(r[0]).startswith("2026")}
+    assert rid(10) not in listed and not (ledger / rid(10)).exists()
+    assert listed[rid(0)][5] == "applied" and listed[rid(1)][5] == "discarded"
+    assert listed[rid(2)][RUN_COLUMNS.index("check_outcome")] == "failed"
+    assert listed[rid(11)][4] == "crashed" and listed[rid(21)][4] == "completed"
+    assert rid(10) in {r[0] for r in seen["rewrite whole"]}
+    assert not delete_run(ledger, rid(10))  # nothing there: nothing done
+    for wrong in ("../elsewhere", "fanouts"):
+        with pytest.raises(ExecutorError, match=r"invalid run id|not a run"):
+            delete_run(ledger, wrong)
+    assert (ledger / "fanouts" / f"{FID}.json").is_file()
+
+
+FID = "f-20261201-000020-abcdef"
+
+
+def packed(tmp_path: Path, run_id: str, *, fanout: str) -> dict[str, object]:
+    """Run ``run_id`` as a node recorded it and handed it back (:func:`pack_run`)."""
+    node = tmp_path / "node-ledger"
+    write_run(node, record(run_id, at(21), fanout=fanout), [])
+    return pack_run(node, run_id)
+
+
+class OneNode:
+    """A scheduler whose jobs run as on one cluster node: the node's own code
+    (``remote.there`` at one ``place``, its own ledger there), then ``land`` here."""
+
+    def __init__(self, jobs: int, deadline: Deadline, cancellation: Cancellation,
+                 place: Path) -> None:
+        self.local = LocalScheduler(jobs=jobs, deadline=deadline, cancellation=cancellation)
+        self.place = place
+
+    @property
+    def deadline(self) -> Deadline:
+        return self.local.deadline
+
+    @property
+    def cancellation(self) -> Cancellation:
+        return self.local.cancellation
+
+    def submit(self, job: Job[Any], *, report: Callable[[Any], None] | None = None
+               ) -> Handle[Any]:
+        remote = job.remote
+        assert remote is not None, "a fanout child always has its remote form"
+        cargo = remote.cargo()
+
+        def run(context: JobContext) -> Any:
+            there = JobContext(key=context.key, deadline=context.deadline,
+                               cancellation=context.cancellation,
+                               report=remote.relayed)
+            return remote.land(remote.there(there, cargo, self.place), ["ran on one node"])
+
+        return self.local.submit(Job(key=job.key, run=run), report=report)
+
+    def as_completed(self, handles: Iterable[Handle[Any]]) -> Iterator[Handle[Any]]:
+        return self.local.as_completed(handles)
+
+    def cancel(self, reason: str) -> None:
+        self.local.cancel(reason)
+
+    def close(self) -> None:
+        self.local.close()
+
+
+def test_a_node_removes_the_run_it_handed_back_from_its_index_too(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".ngn" / "agents").mkdir(parents=True)
+    (project / ".ngn" / "agents" / "w.md").write_text(
+        "---\nname: w\ndescription: writes\ntools: [write_file]\n---\nDo the task.\n")
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c",
+                                                   "user.email=t@example.invalid",
+                                                   "commit", "-qm", "start"]):
+        subprocess.run(["git", "-C", str(project), *args], check=True, capture_output=True)
+    quick = tmp_path / "q.json"
+    quick.write_text(json.dumps([{"tool_calls": [{"name": "write_file", "arguments": {
+        "path": "x.txt", "content": "x\n"}}]}, {"text": "x"}]))
+    place = tmp_path / "node"
+    corral = Corral(project, trust_project=True, personal=False, backend="host")
+    result = corral.fanout("go", agents=["w"], scripts=[str(quick)], n=2, jobs=2,
+                           scheduler=lambda j, d, c: OneNode(j, d, c, place), on="ray")
+    assert result.exit_code == 0, result
+    node = place / "ledger"
+    assert index_dir(node).is_dir()  # the node's own ledger had an index ...
+    assert not [p for p in node.iterdir() if p.name != "fanouts"]  # its copies are gone
+    assert exact_after(node) == []  # ... that holds no row for them: no reader repaired it
+    here = ledger_dir(project)
+    assert {r[0] for r in exact_after(here)} >= {c.run_id for c in result.children}
+    # A forged row never changes what apply reads: `last` by a start time the record does
+    # not hold is checked against the record (the index rebuilt), and the diff applied is
+    # the one the record's digest names.
+    older, newer = sorted((c.run.record for c in result.children if c.run),
+                          key=lambda r: (r.started_at, r.run_id))
+    conn = sqlite3.connect(index_dir(here) / "index.sqlite")
+    conn.execute("UPDATE runs SET started = '2099-01-01', files = 9 WHERE run_id = ?",
+                 (older.run_id,))
+    conn.commit()
+    conn.close()
+    report = corral.apply("last", yes=True)
+    assert report.run_id == newer.run_id and (project / "x.txt").read_text() == "x\n"
+    assert find_run(here, newer.run_id).state == "applied"
+    assert find_run(here, older.run_id).state == "pending"
