@@ -36,6 +36,25 @@ def backend(request: pytest.FixtureRequest) -> str:
     return name
 
 
+def invoke(*args: str) -> tuple[int, str, str]:
+    """The ``corral`` command line in this process: exit code, stdout, stderr."""
+    from click.testing import CliRunner
+
+    from executor.cli import cli
+
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def write_config(text: str) -> None:
+    """Write the user config the tests' ``CORRAL_CONFIG`` names."""
+    import os
+
+    path = Path(os.environ["CORRAL_CONFIG"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
 def git(repo: Path, *args: str) -> str:
     """Run test git in ``repo``; its stdout."""
     return run_git(repo, *args).stdout

@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from exec_support import agent_file, call, git, script
+from exec_support import agent_file, call, git, invoke, script, write_config
 
-from executor.cli import cli
 from tests.backends import host_ipv4_addresses
 
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
@@ -40,9 +38,7 @@ CALC_RIGHT = "def add(a, b):\n    return a + b\n"
 PY_CHECK = ".venv/bin/python -m pytest -q -p no:cacheprovider"
 
 
-def corral(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+corral = invoke
 
 
 def agents(tmp_path: Path, tools: str = "[write_file, read_file, shell]") -> str:
@@ -73,12 +69,6 @@ def audit_of(repo: Path, out: str) -> str:
     code, shown, err = corral("show", run_id, "--root", str(repo), "--json")
     assert code == 0, err
     return json.dumps(json.loads(shown)["audit"])
-
-
-def write_config(text: str) -> None:
-    path = Path(os.environ["CORRAL_CONFIG"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 def candidates(tmp_path: Path, path: str, right: str, wrong: str) -> list[str]:

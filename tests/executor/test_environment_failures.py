@@ -11,15 +11,13 @@ error (exit 5, ``cause`` in its context, ``--json`` too), the setup log, and
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from exec_support import git
+from exec_support import git, invoke, write_config
 
-from executor.cli import cli, main
+from executor.cli import main
 
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
              pytest.param("docker", id="docker", marks=pytest.mark.docker)]
@@ -28,15 +26,7 @@ NEEDS_NETWORK = ("setup needs the network: grant `setup_network = true` in your 
                  "[environment] or pass --setup-network")
 
 
-def corral(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def write_config(text: str) -> None:
-    path = Path(os.environ["CORRAL_CONFIG"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+corral = invoke
 
 
 @pytest.fixture

@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from exec_support import agent_file, call, git, script
+from exec_support import agent_file, call, git, invoke, script, write_config
 
-from executor.cli import cli
 from executor.fanout.remote import origin_of
 from policies.environment import EnvironmentSpec
 from sandbox.config import BubblewrapConfig
@@ -45,15 +43,7 @@ setup_network = true
 """
 
 
-def corral(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def write_config(text: str) -> None:
-    path = Path(os.environ["CORRAL_CONFIG"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+corral = invoke
 
 
 def environments() -> list[dict[str, Any]]:

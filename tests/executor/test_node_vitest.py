@@ -29,11 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from exec_support import agent_file, call, git, script
+from exec_support import agent_file, call, git, invoke, script, write_config
 
 from executor.api import Corral
-from executor.cli import cli
 from sandbox.config import BubblewrapConfig, DockerConfig, Limits, default_pids
 
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
@@ -68,15 +66,7 @@ SUM_HOG = ("const kept = []; for (let i = 0; i < 64; i++) kept.push(Buffer.alloc
            "exports.sum = (a, b) => a + b;\n")
 
 
-def corral(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def write_config(text: str) -> None:
-    path = Path(os.environ["CORRAL_CONFIG"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+corral = invoke
 
 
 def npm(cwd: Path, cache: Path, *args: str) -> None:
