@@ -17,7 +17,8 @@ import click
 
 from executor.text import printable
 
-__all__ = ["echo", "environment_options", "loader_options", "memory_option"]
+__all__ = ["allow_net_option", "echo", "environment_options", "loader_options",
+           "memory_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,6 +70,26 @@ memory_option = click.option(
     "--memory", callback=_memory, metavar="SIZE",
     help="Memory each sandbox may use, all its processes together (4G, 512M); default: "
     "[sandbox] memory of your config, else half of this machine's.")
+
+
+#: ``--allow-net DOMAIN`` (repeatable): a host web_fetch may reach, on top of your config's
+#: ``[network] allow``, for this command only.
+def _allow_net(ctx: click.Context, param: click.Parameter,
+               value: tuple[str, ...]) -> tuple[str, ...]:
+    """``--allow-net``: a bad pattern is a usage error naming the option."""
+    from policies.network import check_pattern  # noqa: PLC0415 - only when given
+
+    try:
+        return tuple(check_pattern(item) for item in value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+
+
+allow_net_option = click.option(
+    "--allow-net", "allow_net", multiple=True, metavar="DOMAIN", callback=_allow_net,
+    help="A host web_fetch may reach (docs.python.org, *.pypi.org for its subdomains, "
+    "host:8080), on top of [network] allow of your config; repeat for more. A definition "
+    "can only narrow it.")
 
 
 def environment_options(func: F) -> F:

@@ -9,7 +9,13 @@ which can only remove:
 3. the mode: ``reviewer`` and ``read-only`` remove write, exec and custom
    tools (an MCP or custom tool the user vouched for in ``read_only_tools``
    stays only when the contract grants it by exact name: zuno's explicit
-   grant), and a read-only agent may delegate only to read-only agents;
+   grant), and a read-only agent may delegate only to read-only agents. The
+   shell the steps before left a read-only agent stays only when the user
+   granted review commands (``[review] commands = true``, ``--review-commands``:
+   :attr:`Capability.review_commands`, never a definition's to give): its
+   commands then run in a throwaway copy-on-write layer over the checkout
+   (:mod:`sandbox.workspaces.scratch`), and :func:`shell_removed` says what the
+   mode removed without it;
 4. the sandbox: the strictest of the parent's and the contract's;
 5. the permission layers: the contract's layer is appended to the parent's,
    and decisions combine strictest-first (see :mod:`policies.permissions`);
@@ -41,7 +47,9 @@ from policies.tools import NATIVE_TOOLS, ToolGroup, check_tool_name, group_of, t
 
 __all__ = [
     "DEFAULT_SUBAGENT_DEPTH",
+    "GRANT_NOTE",
     "READ_ONLY_REMOVED_GROUPS",
+    "REVIEW_COMMAND_GROUPS",
     "Capability",
     "DelegationDenied",
     "admit_listed",
@@ -49,12 +57,19 @@ __all__ = [
     "derive_child",
     "refusal",
     "restrict",
+    "shell_removed",
 ]
 
 #: zuno's ``subagent_depth`` default: the root may delegate, its children may not.
 DEFAULT_SUBAGENT_DEPTH = 1
 #: Groups a reviewer or read-only agent never holds.
 READ_ONLY_REMOVED_GROUPS = frozenset({ToolGroup.WRITE, ToolGroup.EXEC, ToolGroup.CUSTOM})
+#: What a read-only agent keeps of them when the user granted review commands: the shell,
+#: whose writes land in a throwaway layer (never the file tools' writes).
+REVIEW_COMMAND_GROUPS = frozenset({ToolGroup.EXEC})
+#: The note a read-only run's record carries when its mode removed a shell it was given.
+GRANT_NOTE = ("shell removed: read-only; grant `[review] commands = true` or "
+              "--review-commands to let it run commands in a throwaway layer")
 
 
 class DelegationDenied(PolicyError):
@@ -88,6 +103,9 @@ class Capability(BaseModel):
     approval_required: frozenset[str] = frozenset()
     #: Custom and MCP tools the user vouched never change anything (``read_only_tools``).
     read_only_tools: frozenset[str] = frozenset()
+    #: The user granted review commands: a read-only agent keeps the shell it is given,
+    #: and its commands run in a throwaway layer (only the user's config or flag sets it).
+    review_commands: bool = False
 
     @field_serializer("tools", "approval_required", "read_only_tools")
     def _dump_set(self, value: frozenset[str]) -> list[str]:
@@ -106,6 +124,7 @@ class Capability(BaseModel):
         depth: int = DEFAULT_SUBAGENT_DEPTH,
         policy: PermissionPolicy | None = None,
         read_only_tools: Iterable[str] = (),
+        review_commands: bool = False,
     ) -> Capability:
         """The capability of the session's top level: every native tool plus
         the installed custom tools, in the given sandbox mode. (The tools of the
@@ -114,7 +133,7 @@ class Capability(BaseModel):
         tools = set(NATIVE_TOOLS) | {check_tool_name(name) for name in custom_tools}
         read_only = sandbox is SandboxMode.READ_ONLY
         if read_only:
-            tools = {t for t in tools if group_of(t) not in READ_ONLY_REMOVED_GROUPS}
+            tools = {t for t in tools if not _removed_read_only(t, review_commands)}
         return cls(
             tools=frozenset(tools),
             layers=(policy,) if policy is not None else (),
@@ -122,6 +141,7 @@ class Capability(BaseModel):
             sandbox=sandbox,
             read_only=read_only,
             read_only_tools=frozenset(read_only_tools),
+            review_commands=review_commands,
         )
 
     def visible_tools(self) -> list[str]:
@@ -161,8 +181,17 @@ class Capability(BaseModel):
             and (self.read_only or not parent.read_only)
             and self.approval_required >= parent.approval_required
             and self.read_only_tools <= parent.read_only_tools
+            and (parent.review_commands or not self.review_commands)
             and all(layer in self.layers for layer in parent.layers)
         )
+
+
+def _removed_read_only(tool: str, review_commands: bool) -> bool:
+    """Whether a read-only agent loses ``tool`` (before any vouched grant)."""
+    group = group_of(tool)
+    if review_commands and group in REVIEW_COMMAND_GROUPS:
+        return False
+    return group in READ_ONLY_REMOVED_GROUPS
 
 
 def _within(inner: frozenset[str] | None, outer: frozenset[str] | None) -> bool:
@@ -193,7 +222,7 @@ def restrict(parent: Capability, contract: AgentContract) -> Capability:
     if read_only:
         allow_rules = [rule.tool for rule in contract.permission.rules
                        if rule.action is Action.ALLOW and rule.pattern is None]
-        tools = {t for t in tools if group_of(t) not in READ_ONLY_REMOVED_GROUPS or (
+        tools = {t for t in tools if not _removed_read_only(t, parent.review_commands) or (
             t in parent.read_only_tools
             and explicitly_granted(t, contract.tools, allow_rules))}
 
@@ -219,7 +248,21 @@ def restrict(parent: Capability, contract: AgentContract) -> Capability:
         read_only=read_only,
         approval_required=parent.approval_required | contract.approval_required,  # 7.
         read_only_tools=parent.read_only_tools,
+        review_commands=parent.review_commands,
     )
+
+
+def shell_removed(capability: Capability, contract: AgentContract) -> frozenset[str]:
+    """The exec tools (the shell) a read-only agent of ``contract`` running under
+    ``capability`` lost to its mode alone: what the user's review-commands grant would have
+    kept it (its allowlist and deny list still apply). Nothing when it holds them, or
+    when it is not read-only. A run's record says how to grant it (:data:`GRANT_NOTE`)."""
+    if not capability.read_only or capability.review_commands:
+        return frozenset()
+    granted = restrict(Capability.root(sandbox=capability.sandbox, review_commands=True),
+                       contract)
+    return frozenset(t for t in granted.tools
+                     if group_of(t) in REVIEW_COMMAND_GROUPS and t not in capability.tools)
 
 
 def admit_listed(capability: Capability, contract: AgentContract,
@@ -233,7 +276,8 @@ def admit_listed(capability: Capability, contract: AgentContract,
     """
     base = Capability(tools=frozenset(listed), sandbox=capability.sandbox,
                       read_only=capability.read_only,
-                      read_only_tools=capability.read_only_tools)
+                      read_only_tools=capability.read_only_tools,
+                      review_commands=capability.review_commands)
     extra = restrict(base, contract).tools
     return capability.model_copy(update={"tools": capability.tools | extra})
 

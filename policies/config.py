@@ -64,6 +64,27 @@ bubblewrap, the container's limit on docker; default half of this machine's memo
 
     [sandbox]
     memory = "4G"
+
+The hosts ``web_fetch`` may reach (:mod:`policies.network`; nothing without an ``allow``;
+``--allow-net DOMAIN`` adds one for one command; a definition can only narrow it):
+
+.. code-block:: toml
+
+    [network]
+    allow = ["docs.python.org", "*.pypi.org"]
+    deny = ["upload.pypi.org"]
+
+Review commands: a read-only agent (a reviewer, Claude ``permissionMode: plan``, pi
+``sandbox: read-only``) keeps the shell its definition gives it, and its commands run in a
+throwaway copy-on-write layer over your checkout: it sees its own writes (a
+``.pytest_cache``, a build dir), none reach your checkout or its diff (``--review-commands``
+for one command; a definition can never grant it):
+
+.. code-block:: toml
+
+    [review]
+    commands = true
+    scratch_size = "1G"                   # the throwaway layer's size (default 1G)
 """
 
 from __future__ import annotations
@@ -80,10 +101,12 @@ from policies.capability import DEFAULT_SUBAGENT_DEPTH
 from policies.environment import EnvironmentConfig
 from policies.errors import PolicyError
 from policies.mcp import McpServerConfig, check_provided, check_server_name
+from policies.network import NetworkConfig
 from policies.tools import check_tool_name
 
-__all__ = ["McpServerConfig", "ProviderConfig", "SandboxSettings", "SnapshotsConfig",
-           "UserConfig", "config_path", "load_user_config", "parse_memory"]
+__all__ = ["AgentSettings", "McpServerConfig", "ProviderConfig", "ReviewSettings",
+           "SandboxSettings", "SnapshotsConfig", "UserConfig", "check_tool_choice",
+           "config_path", "load_user_config", "parse_memory"]
 
 
 class ProviderConfig(BaseModel):
@@ -98,6 +121,43 @@ class ProviderConfig(BaseModel):
     max_retries: int = Field(default=3, ge=0, le=10)
     #: Named model variants: request fields each sends (an agent's ``variant`` picks one).
     variants: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    #: What every tool request says about calling tools: ``auto``, ``required`` (the usual
+    #: fix for small models that write calls as text; released after a tool result, so
+    #: the model can still answer), ``none``, or one tool's name. ``[agents.NAME]`` wins.
+    tool_choice: str = "auto"
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice(cls, value: str) -> str:
+        return check_tool_choice(value)
+
+
+def check_tool_choice(value: str) -> str:
+    """``auto``, ``required``, ``none`` or a tool name; a :class:`ValueError` naming them."""
+    if value in ("auto", "required", "none"):
+        return value
+    if value in ("any", "tool", "function"):  # a protocol's own spelling, not a tool
+        raise ValueError(f"{value!r} is not a tool_choice: give auto, required, none or the "
+                         "name of one tool (Anthropic's 'any' is required here)")
+    try:
+        return check_tool_name(value)
+    except PolicyError as exc:
+        raise ValueError(f"{value!r} is not a tool_choice: give auto, required, none or the "
+                         f"name of one tool ({exc})") from exc
+
+
+class AgentSettings(BaseModel):
+    """``[agents.NAME]``: how corral drives one agent's model (never what it may do)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: As :attr:`ProviderConfig.tool_choice`, for this agent whichever provider runs it.
+    tool_choice: str | None = None
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice(cls, value: str | None) -> str | None:
+        return None if value is None else check_tool_choice(value)
 
 
 class SnapshotsConfig(BaseModel):
@@ -128,6 +188,22 @@ def parse_memory(value: object) -> int:
     if size < MIN_MEMORY:
         raise ValueError(f"{value!r} is below the smallest memory cap, 16M")
     return size
+
+
+class ReviewSettings(BaseModel):
+    """``[review]``: what read-only agents may do (only the user grants it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: A read-only agent's shell runs in a throwaway layer instead of being removed.
+    commands: bool = False
+    #: The throwaway layer's size (``"1G"``): a write past it fails with ``ENOSPC``.
+    scratch_size: int = 1 << 30
+
+    @field_validator("scratch_size", mode="before")
+    @classmethod
+    def _scratch_size(cls, value: object) -> int:
+        return parse_memory(value)
 
 
 class SandboxSettings(BaseModel):
@@ -167,6 +243,12 @@ class UserConfig(BaseModel):
     snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
     #: What every sandbox is given (``[sandbox]``: its memory).
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    #: How corral drives each agent's model (``[agents.NAME]``: tool_choice).
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    #: The hosts ``web_fetch`` may reach (``[network]``: allow, deny, allow_private).
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    #: What read-only agents may do (``[review]``: commands in a throwaway layer).
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
 
     @field_validator("mcp_servers")
     @classmethod

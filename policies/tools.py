@@ -7,7 +7,9 @@ extension tools) are allowed by exact name and always belong to the ``custom``
 group, which counts as side-effecting.
 
 Some tools are named by definitions but cannot run in corral: ``web_fetch``
-and ``web_search`` (sandboxes have no network), and every custom or MCP tool
+without a network grant from the user (:mod:`policies.network`; it runs on the
+host side, the sandbox keeps no network), ``web_search`` (no search provider
+is supported), and every custom or MCP tool
 no installed MCP server provides (``[mcp_servers.NAME]`` in the user config,
 see :mod:`policies.mcp`). :func:`why_unrunnable` says why; the loader warns
 when a definition grants one, and the model is never offered one.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from policies.errors import ToolNameError
+from policies.network import NO_GRANT
 
 __all__ = [
     "CUSTOM_TOOL_RE",
@@ -174,19 +177,22 @@ def is_side_effecting(name: str) -> bool:
 
 #: Native tools no run can call, and why.
 _UNRUNNABLE = {
-    "web_fetch": "sandboxes have no network, so corral never offers it",
-    "web_search": "sandboxes have no network, so corral never offers it",
+    "web_search": "sandboxes have no network and no search provider is configured, so "
+                  "corral never offers it",
 }
 
 
 def why_unrunnable(name: str, *, servers: frozenset[str] = frozenset(),
-                   provided: frozenset[str] = frozenset()) -> str | None:
+                   provided: frozenset[str] = frozenset(), network: bool = False) -> str | None:
     """Why no run can call tool ``name``, or ``None``.
 
     ``servers`` are the MCP servers installed in the user config, ``provided`` the
-    custom tool names one of them ``provides``. A pattern is runnable when some
+    custom tool names one of them ``provides``; ``network`` whether the user granted
+    any host (``web_fetch`` runs only then). A pattern is runnable when some
     installed server's tools could match it.
     """
+    if name == "web_fetch":
+        return None if network else NO_GRANT
     if name in _UNRUNNABLE:
         return _UNRUNNABLE[name]
     if name in NATIVE_TOOLS:

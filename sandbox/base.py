@@ -37,6 +37,7 @@ from sandbox.workspaces.diff import compute_diff, sweep_for_diff
 from sandbox.workspaces.held import HELD_DIR, hold_created
 from sandbox.workspaces.model import Workspace, WorkspaceKind
 from sandbox.workspaces.overlay import is_mountpoint, unmount
+from sandbox.workspaces.scratch import Discarded, count_discarded, unmount_scratch
 from sandbox.workspaces.snapshot import drop_lease
 from sandbox.workspaces.worktree import remove_tree
 
@@ -84,7 +85,7 @@ class BaseSandbox(ABC):
         self._state = state
         self._meta = meta
         self._limits = limits
-        self._files = ConfinedFiles(workspace.root, writable=workspace.writable,
+        self._files = ConfinedFiles(workspace.files_root, writable=workspace.writable,
                                     owner=files_owner, on_write=self._touched,
                                     protected=[*workspace.read_only_config,
                                                *workspace.protected_config()])
@@ -100,6 +101,8 @@ class BaseSandbox(ABC):
         #: Configuration paths moved out of a workspace-write checkout (see ``_collect``).
         self._held: set[str] = set()
         self._report: TeardownReport | None = None
+        #: What the throwaway layer held when teardown dropped it.
+        self._discarded: Discarded | None = None
         #: Long-lived processes (MCP servers) started in this sandbox: they are the child's
         #: processes, so whatever stops the child's processes stops them too.
         self._streams: list[StreamProcess] = []
@@ -192,6 +195,16 @@ class BaseSandbox(ABC):
         """See :class:`sandbox.protocol.Sandbox`."""
         return self._ws.kind
 
+    def discarded_writes(self) -> Discarded | None:
+        """What a read-only child's commands wrote into its throwaway layer so far (all of
+        it is dropped at teardown); ``None``: it has none (no review commands)."""
+        scratch = self._ws.scratch
+        if scratch is None:
+            return None
+        if self._report is not None:
+            return self._discarded
+        return count_discarded(scratch)
+
     @property
     def workspace_fallback(self) -> str | None:
         """See :class:`sandbox.protocol.Sandbox`."""
@@ -279,8 +292,12 @@ class BaseSandbox(ABC):
         if timeout is not None and timeout <= 0:
             raise SandboxConfigError("timeout must be positive", code="invalid_timeout",
                                      operation="exec")
+        where = self._files.resolve_dir(cwd)
+        scratch = self._ws.scratch
+        if scratch is not None:  # the file API reads the layer; commands see it at the root
+            where = self._ws.root / where.relative_to(scratch.merged)
         return ExecSpec(
-            argv=tuple(argv), cwd=self._files.resolve_dir(cwd), env=merged,
+            argv=tuple(argv), cwd=where, env=merged,
             timeout=self._limits.timeout_seconds if timeout is None else timeout,
             output_cap=self._limits.output_cap_bytes if output_cap is None else output_cap,
         )
@@ -430,6 +447,9 @@ class BaseSandbox(ABC):
             if self._ws.worktree is None:
                 with contextlib.suppress(SandboxError):
                     self._sweep()
+            if self._ws.scratch is not None:  # a throwaway layer never outlives its child
+                with contextlib.suppress(SandboxError, OSError):
+                    unmount_scratch(self._ws.scratch)
             self._meta = self._meta.model_copy(update={"owner_pid": None})
             self._state.write_meta(self._meta)
             raise
@@ -444,6 +464,11 @@ class BaseSandbox(ABC):
         if self._ws.worktree is None:  # the user's checkout stays: sweep it last
             self._sweep()
         removed = [f"state:{self._state.dir}"]
+        scratch = self._ws.scratch
+        if scratch is not None and is_mountpoint(scratch.root):
+            self._discarded = count_discarded(scratch)
+            unmount_scratch(scratch)
+            removed.insert(0, f"scratch:{scratch.root}")
         if self._unmount():
             removed.insert(0, f"overlay:{self._ws.root}")
         if keep is not None:

@@ -60,6 +60,12 @@ from sandbox.workspaces.overlay import (
     unmount,
 )
 from sandbox.workspaces.repo import RepoInfo, inspect_repo
+from sandbox.workspaces.scratch import (
+    ScratchLayer,
+    mount_scratch,
+    scratch_unsupported,
+    unmount_scratch,
+)
 from sandbox.workspaces.snapshot import (
     SnapshotRef,
     acquire_snapshot,
@@ -78,6 +84,7 @@ __all__ = [
     "overlays_unusable",
     "probe",
     "resolve_backend",
+    "scratch_unusable",
 ]
 
 ConcreteConfig = HostConfig | BubblewrapConfig | DockerConfig | FakeConfig
@@ -177,6 +184,17 @@ def overlays_unusable(state_root: Path | None = None) -> str | None:
     return overlay_unsupported(state_root or default_state_root())
 
 
+def scratch_unusable(config: BackendConfig | FakeConfig, repo: Path,
+                     state_root: Path | None = None) -> str | None:
+    """Why a read-only child of ``repo`` could not get a throwaway layer here (review
+    commands, :mod:`sandbox.workspaces.scratch`): ``None`` when it could, unless the kernel
+    refuses the mount."""
+    if config.type == "host":
+        return ("the host backend runs commands on your checkout itself: review commands "
+                "need bubblewrap or docker")
+    return scratch_unsupported(repo, state_root or default_state_root())
+
+
 def open_sandbox(
     config: BackendConfig | FakeConfig,
     *,
@@ -188,6 +206,7 @@ def open_sandbox(
     disposable: bool = False,
     environment: EnvironmentRef | None = None,
     denied: Mapping[str, str] | None = None,
+    scratch_size: int | None = None,
 ) -> BaseSandbox:
     """Create a child's sandbox for ``repo`` in ``mode`` from the parent's current state.
 
@@ -216,6 +235,9 @@ def open_sandbox(
     ``denied`` (program name -> the pattern that denies it,
     :func:`policies.permissions.denied_programs`): programs covered by a stand-in in
     bubblewrap and docker (:mod:`sandbox.denials`; :attr:`BaseSandbox.denials` says where).
+    ``scratch_size`` (read-only mode; review commands): the child's commands write a
+    throwaway layer of that size over the checkout (:mod:`sandbox.workspaces.scratch`),
+    never the checkout; ``scratch_unavailable`` where it cannot be mounted.
     """
     chosen = _with_environment(resolve_backend(config), environment)
     info = inspect_repo(repo)
@@ -247,7 +269,8 @@ def open_sandbox(
     )
     state.write_meta(meta)
     opening = _Opening(chosen, info, mode, state, meta, forced=workspace == "overlay",
-                       environment=environment, denied=denied)
+                       environment=environment, denied=denied,
+                       scratch_size=scratch_size if mode is SandboxMode.READ_ONLY else None)
     own: SnapshotRef | None = None
     try:
         opening.plan_users()
@@ -281,12 +304,15 @@ class _Opening:
     def __init__(self, config: ConcreteConfig, info: RepoInfo, mode: SandboxMode,
                  state: SandboxState, meta: SandboxMeta, *, forced: bool,
                  environment: EnvironmentRef | None = None,
-                 denied: Mapping[str, str] | None = None) -> None:
+                 denied: Mapping[str, str] | None = None,
+                 scratch_size: int | None = None) -> None:
         self.config, self.info, self.mode, self.state, self.meta = (
             config, info, mode, state, meta)
         self.forced = forced
         self.denied = dict(denied or {})
         self.environment = environment
+        self.scratch_size = scratch_size
+        self.scratch: ScratchLayer | None = None
         self.sandbox: BaseSandbox | None = None
         self.layers: OverlayLayers | None = None
         self.user: tuple[int, int] | None = None
@@ -299,7 +325,7 @@ class _Opening:
 
             owner = self.info.top.stat()
             self.user, self.chown = plan_users(self.config, (owner.st_uid, owner.st_gid),
-                                               self.mode)
+                                               self.mode, scratch=self.scratch_size is not None)
 
     def record(self, **fields: object) -> None:
         self.meta = self.meta.model_copy(update=fields)
@@ -324,6 +350,16 @@ class _Opening:
                                                fallback=fallback)
         else:
             workspace = create_workspace(self.info, self.mode, self.state, chown=self.chown)
+        if self.scratch_size is not None:
+            if self.config.type == "host":  # its commands run on the checkout itself
+                raise SandboxConfigError(
+                    "review commands need an isolating backend: on the host backend a "
+                    "read-only agent's commands would write your checkout",
+                    code="scratch_unavailable", operation="open_sandbox",
+                    hint="use --backend bubblewrap or docker, or leave out review commands")
+            self.record(scratch=self.state.worktree)
+            self.scratch = workspace.scratch = mount_scratch(
+                self.info.top, self.state.worktree, size=self.scratch_size)
         return self._start(workspace)
 
     def _overlay(self, ref: SnapshotRef) -> Workspace:
@@ -396,6 +432,9 @@ class _Opening:
         if self.layers is not None:
             with contextlib.suppress(SandboxError):
                 unmount(self.layers.merged)
+        if self.scratch is not None:
+            with contextlib.suppress(SandboxError, OSError):
+                unmount_scratch(self.scratch)
         if self.state.worktree.exists() and not is_mountpoint(self.state.worktree):
             remove_tree(self.state.worktree)
         self.state.remove_private()

@@ -53,6 +53,7 @@ from sandbox.workspaces.overlay import (
     unmount,
 )
 from sandbox.workspaces.repo import RepoInfo
+from sandbox.workspaces.scratch import ScratchLayer, scratch_mounts, unmount_scratch
 from sandbox.workspaces.snapshot import DEFAULT_MAX_IDLE, collect_snapshots, drop_lease
 from sandbox.workspaces.worktree import remove_tree
 
@@ -208,9 +209,19 @@ def _workspace(meta: SandboxMeta, baseline: Path) -> Workspace:
 def _orphan_mounts(root: Path, alive: set[str]) -> list[GcEntry]:
     """Overlay mounts under ``worktrees/`` that no live sandbox owns."""
     entries = []
+    scratch = scratch_mounts(root / "worktrees")
+    for sandbox_id, mountpoints in scratch.items():  # a read-only child's throwaway layer
+        if sandbox_id in alive:
+            continue
+        with contextlib.suppress(SandboxError, OSError):
+            unmount_scratch(ScratchLayer(root=mountpoints[-1], lower=Path("/"), size=0))
+            entries.append(GcEntry(sandbox_id=sandbox_id, action="orphan_removed",
+                                   detail=f"throwaway layer {mountpoints[-1]}"))
     for mountpoint in overlay_mounts(root / "worktrees"):
         if mountpoint.parent == root / "worktrees" and mountpoint.name in alive:
             continue
+        if mountpoint.parent.name in scratch and mountpoint.parent.parent == root / "worktrees":
+            continue  # a live throwaway layer's overlay (a dead one's went above)
         with contextlib.suppress(SandboxError):
             unmount(mountpoint)
             entries.append(GcEntry(sandbox_id=mountpoint.name, action="orphan_removed",

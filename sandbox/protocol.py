@@ -11,6 +11,7 @@ from policies.contract import SandboxMode
 from sandbox.config import BackendName, Limits
 from sandbox.files.confined import ConfinedFiles
 from sandbox.results import DiffResult, ExcludedPath, ExecResult, TeardownReport
+from sandbox.workspaces.scratch import Discarded
 
 __all__ = ["Sandbox"]
 
@@ -103,6 +104,11 @@ class Sandbox(Protocol):
     def cancel(self) -> None:
         """Stop the child for good: kill its processes now, and every later command returns
         ``stopped`` without running (a command that was starting is stopped too)."""
+
+    def discarded_writes(self) -> Discarded | None:
+        """What a read-only child's commands wrote into its throwaway layer so far (review
+        commands: :mod:`sandbox.workspaces.scratch`), all dropped at teardown; ``None``:
+        it has no such layer."""
 
     def collect_diff(self) -> DiffResult:
         """Stop the child's processes, clear setuid/setgid bits in the writable workspace,

@@ -298,6 +298,9 @@ class SandboxMeta(BaseModel):
     overlay_work: Path | None = None
     #: Layers under the snapshot checkout (an environment's); gc mounts those still there.
     overlay_below: tuple[Path, ...] = ()
+    #: A read-only child's throwaway layer (:mod:`sandbox.workspaces.scratch`): its
+    #: tmpfs, at ``worktrees/<id>``; gc unmounts what a crash left.
+    scratch: Path | None = None
     #: The environment this sandbox runs in (:mod:`sandbox.environment`), by key.
     environment: str | None = None
     #: Object dirs the private git borrows from (the snapshot's store).

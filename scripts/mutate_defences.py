@@ -86,6 +86,8 @@ MEM = "tests/sandbox/test_memory_cgroup.py"
 MCP = "tests/executor/test_mcp_tools.py"
 MCP_POLICY = "tests/executor/test_mcp_tools_policy.py"
 MCP_CONF = "tests/sandbox/test_mcp_confine.py"
+FETCH = "tests/executor/test_web_fetch.py"
+GRANTS = "tests/executor/test_network_grants.py"
 D = "tests/executor/test_exec_denials.py::"
 CONFIG = "tests/sandbox/test_config_read_only.py::"
 FS = "tests/sandbox/test_escape_fs.py"
@@ -130,6 +132,8 @@ LIFECYCLE = "tests/executor/test_cli_run_lifecycle.py"
 NODE_PLACE = "tests/executor/test_node_place.py"
 SIBLINGS = "tests/executor/test_remote_siblings.py"
 BRANCH_NAMES = "tests/executor/test_apply_branch_names.py"
+HANDWORK = "tests/executor/test_continue_and_shell.py"
+TRUST = "tests/executor/test_trust.py"
 GLOBS = "tests/test_glob_dialect.py"
 SECCOMP = "tests/sandbox/test_bwrap_seccomp.py"
 
@@ -406,7 +410,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         "tool = self.tools.get(name) if name is not None else None",
         [f"{DISPATCH}::test_deferred_tools_are_uncallable_until_activated"],
         "a deferred tool is callable before tool_search activated it"),
+    mutation(
+        "text-call-widens-contract", "tool names", "executor/run/session.py",
+        "        offered = {schema.name for schema in self.dispatcher.schemas()}\n"
+        "        foreign = ",
+        "        offered = set(NATIVE_TOOLS)\n        foreign = ",
+        ["tests/models/test_text_tool_calls.py::test_a_text_call_to_a_tool_not_given_is_denied_"
+         "and_fails_the_run"],
+        "a tool call the model wrote as text is judged against the catalog, not the agent's "
+        "tools: a text call to a tool it was not given no longer fails the run"),
+    mutation(
+        "text-call-in-prose", "tool names", "executor/models/textcalls.py",
+        "    if not whole:\n        return TextCalls(\"ambiguous\"",
+        "    if False:\n        return TextCalls(\"ambiguous\"",
+        ["tests/models/test_text_tool_calls.py::test_call_like_text_among_other_text_is_"
+         "ambiguous",
+         "tests/models/test_text_tool_calls.py::test_call_like_text_in_an_answer_fails_the_run_"
+         "showing_it"],
+        "a call-shaped JSON object inside a longer answer runs: a file the model quotes "
+        "(prompt injection) becomes a call"),
     # -- narrowing ------------------------------------------------------------------------
+    mutation(
+        "review-commands-only-the-shell", "narrowing", "policies/capability.py",
+        "REVIEW_COMMAND_GROUPS = frozenset({ToolGroup.EXEC})",
+        "REVIEW_COMMAND_GROUPS = frozenset({ToolGroup.EXEC, ToolGroup.WRITE})",
+        ["tests/test_review_commands_policy.py::test_the_shell_stays_only_with_the_users_grant",
+         "tests/executor/test_review_commands.py::test_commands_cannot_write_the_checkout_through_the_layer[bubblewrap]"],
+        "the review-commands grant gives a read-only agent write_file and edit too"),
+    mutation(
+        "review-commands-only-granted", "narrowing", "policies/capability.py",
+        "not _removed_read_only(t, parent.review_commands) or (",
+        "not _removed_read_only(t, True) or (",
+        ["tests/test_review_commands_policy.py::test_the_shell_stays_only_with_the_users_grant",
+         "tests/executor/test_review_commands.py::test_without_the_grant_the_shell_is_removed_and_the_record_says_how"
+         "[planner-bubblewrap]"],
+        "a read-only agent keeps its shell without the user's grant"),
     mutation(
         "narrow-allowlist", "narrowing", "policies/capability.py",
         "        tools = _select(contract.tools, tools)\n",
@@ -645,6 +683,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "entries git must hash are marked assume-valid too: git add never looks at the "
         "changed files and the child's edits vanish from the diff"),
     mutation(
+        "racy-settle-unchecked", "diff", "sandbox/workspaces/racy.py",
+        "                if (st.st_mtime_ns != recorded or st.st_ctime_ns",
+        "                if False and (st.st_mtime_ns != recorded or st.st_ctime_ns",
+        ["tests/sandbox/test_racy_index.py::"
+         "test_settle_racy_re_dates_only_files_as_git_recorded_them"],
+        "a fresh checkout's racy entries are re-dated without checking their files are as git "
+        "recorded them: a file changed since takes the new stat data and git never sees it"),
+    mutation(
         "docker-stand-ins", "docker", "sandbox/backends/standins.py",
         "    return bool(mode & 0o001 or (uid == 0 and mode & 0o100))\n",
         "    return True\n",
@@ -740,6 +786,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{GIT}::test_worktree_creation_runs_no_hooks_or_filters"],
         "corral's own git runs the repository's hooks"),
     # -- overlay workspaces ---------------------------------------------------------------
+    mutation(
+        "scratch-merged-view", "overlay", "sandbox/workspaces/model.py",
+        "mounts = [Mount(self.root, True, self.scratch.merged)]",
+        "mounts = [Mount(self.root, True)]",
+        ["tests/sandbox/test_scratch.py::test_teardown_drops_the_layer_and_counts_it[bubblewrap]",
+         "tests/executor/test_review_commands.py::test_with_the_grant_the_reviewer_runs_the_tests_and_changes_nothing"
+         "[planner-docker]"],
+        "a read-only reviewer's commands write the user's checkout, not a throwaway layer"),
+    mutation(
+        "scratch-size", "overlay", "sandbox/workspaces/scratch.py",
+        'data = f"size={size},nr_inodes={inodes},mode=0700".encode()',
+        'data = b"mode=0700"',
+        ["tests/executor/test_review_commands.py::test_filling_the_layer_stops_at_its_size[bubblewrap]"],
+        "a reviewer's commands fill the machine's memory through an unbounded layer"),
+    mutation(
+        "scratch-gc-live", "overlay", "sandbox/gc.py",
+        "        if sandbox_id in alive:\n            continue\n",
+        "",
+        ["tests/sandbox/test_scratch.py::test_gc_drops_a_crashed_childs_layer_and_never_a_live_one"],
+        "gc unmounts a running reviewer's throwaway layer from under it"),
+    mutation(
+        "scratch-host-refused", "overlay", "sandbox/factory.py",
+        'if self.config.type == "host":  # its commands run on the checkout itself',
+        "if False:",
+        ["tests/sandbox/test_scratch.py::test_the_host_backend_refuses_the_layer"],
+        "on the host backend a reviewer's commands write the user's checkout"),
     mutation(
         "overlay-nosuid-nodev", "overlay", "sandbox/workspaces/overlay.py",
         "_MS_NOSUID | _MS_NODEV, layers.options().encode())", "0, layers.options().encode())",
@@ -849,6 +921,61 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if not _plain(tool.name):\n        return (", "    if False:\n        return (",
         [f"{MCP}::test_hostile_tool_names_never_become_native_or_ambiguous[host]"],
         "a server's tool names with spaces, paths or homoglyphs reach the model"),
+    # -- network grants and web_fetch (issue 35) -----------------------------------------
+    mutation(
+        "fetch-redirect-recheck", "network", "executor/tools/web_fetch.py",
+        "            target = self._check(current, fetch)\n",
+        "            target = self._check(current, fetch) if not hop else parse_url(current)\n",
+        [f"{FETCH}::test_a_redirect_to_anything_not_granted_is_refused"],
+        "a granted host redirects web_fetch to any host, the grant checked only once"),
+    mutation(
+        "fetch-private-address", "network", "policies/network.py",
+        "    if inner.is_multicast or not inner.is_global or not address.is_global:\n",
+        "    if False:\n",
+        [f"{FETCH}::test_a_name_resolving_to_a_private_address_is_refused"],
+        "a granted name that resolves to an internal address reaches it"),
+    mutation(
+        "fetch-dns-pinning", "network", "executor/tools/web_fetch.py",
+        "    del target\n    return checked[0]\n",
+        "    if target.host.literal:\n        return checked[0]\n"
+        "    return str(RESOLVER(target.host.name, target.port)[0])\n",
+        [f"{FETCH}::test_dns_rebinding_between_check_and_connect_cannot_move_the_request"],
+        "the connect resolves the name again: DNS rebinding moves it past the check"),
+    mutation(
+        "fetch-size-bound", "network", "executor/tools/web_fetch.py",
+        "            if len(body) > limit:\n", "            if False:\n",
+        [f"{FETCH}::test_a_huge_body_is_truncated_at_the_bound_and_says_so"],
+        "a huge body is read whole into corral's memory"),
+    mutation(
+        "fetch-redirect-rules", "network", "executor/tools/web_fetch.py",
+        "            if hop and self.rule is not None and not self.rule(current):\n",
+        "            if False:\n",
+        [f"{GRANTS}::test_a_definition_only_narrows_the_grant"],
+        "a redirect leads web_fetch to a URL the agent's own rules deny"),
+    mutation(
+        "network-deny-wins", "network", "policies/network.py",
+        "        for pattern in self.deny:\n", "        for pattern in ():\n",
+        [f"{FETCH}::test_deny_wins_over_allow"],
+        "a [network] deny entry is ignored when an allow pattern also matches"),
+    mutation(
+        "network-wildcard-subdomains", "network", "policies/network.py",
+        '            return not host.literal and host.name.endswith("." + self.host.name)\n',
+        "            return not host.literal and host.name.endswith(self.host.name)\n",
+        [f"{GRANTS}::test_patterns_match_exactly_or_subdomains_only"],
+        "*.pypi.org grants evilpypi.org (a suffix, not a subdomain)"),
+    mutation(
+        "network-numeric-hosts", "network", "policies/network.py",
+        '    if _NUMERIC.fullmatch(encoded.split(".")[-1]):  # 2130706433, 0177.0.0.1, 0x7f.1, '
+        "127.1\n",
+        "    if False:\n",
+        [f"{GRANTS}::test_a_bad_pattern_is_refused_with_what_to_write"],
+        "a decimal, octal or hex host (2130706433) is taken for a name and may be granted"),
+    mutation(
+        "fetch-offered-only-with-a-grant", "network", "executor/agents/offer.py",
+        '        if tool == "web_fetch" and (network is None or network.empty):\n',
+        "        if False:\n",
+        [f"{GRANTS}::test_a_claude_agent_listing_webfetch_gets_it_only_with_a_grant"],
+        "web_fetch is offered to an agent that lists it though the user granted no host"),
     # -- issue 16: MCP, review flags
     mutation(
         "mcp-bearer-prefix", "mcp-server", "executor/mcpserver/server.py",
@@ -1248,6 +1375,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{ENV}::test_the_layer_adds_what_the_snapshot_lacks_and_changes_nothing_of_it"
          "[bubblewrap]"],
         "setup's rewrite of a tracked file replaces the snapshot's in every child"),
+    mutation(
+        "env-key-inputs", "environment", "sandbox/environment.py",
+        '        "inputs": _digest_inputs(repo, spec.inputs),\n',
+        '        "inputs": sorted(spec.inputs),\n',
+        ["tests/executor/test_environment_keys.py::"
+         "test_a_changed_lock_file_builds_again_and_another_file_does_not[bubblewrap]"],
+        "a changed lock file reuses the layer its old content built: every child runs the old "
+        "dependencies"),
+    mutation(
+        "env-key-workspace", "environment", "sandbox/environment.py",
+        '        "workspace": str(alias) if spec.setup and backend != "host" else None,\n',
+        '        "workspace": None,\n',
+        ["tests/executor/test_environment_keys.py::"
+         "test_the_key_holds_the_workspace_path_in_the_sandbox_not_the_checkouts[bubblewrap]"],
+        "a clone under another directory name reuses a layer whose absolute paths name "
+        "/workspaces/<the first name>: its venv's scripts fail in every child"),
+    mutation(
+        "env-setup-cause-network", "environment", "sandbox/setupfailure.py",
+        "    if not network and (_NO_NETWORK.search(text) or _NO_INDEX.search(text)):\n",
+        "    if network and (_NO_NETWORK.search(text) or _NO_INDEX.search(text)):\n",
+        ["tests/executor/test_environment_failures.py::"
+         "test_pip_without_the_network_says_to_grant_it[bubblewrap]"],
+        "a setup that failed for want of network it was not granted says to fix the setup "
+        "instead of granting setup_network"),
     # -- issue 29: a carried venv's interpreter outside /usr -------------------------------
     mutation(
         "carried-interpreter-installation-only", "environment", "sandbox/interpreters.py",
@@ -1647,6 +1798,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if depth == len(parts):\n",
         [CONFIG + "test_a_link_made_on_the_way_is_held_not_followed[bubblewrap]"],
         "holding follows a link the child made and moves files from outside the workspace"),
+    # -- issue 33: a person's shell on a run; what a trust covers ------------------------
+    mutation(
+        "handwork-stale-by-state-only", "shell", "executor/run/handwork.py",
+        "    if (current.diff_sha256, current.state, current.continued_by) != (\n"
+        "            seen.diff_sha256, \"pending\", None):",
+        "    if (current.state, current.continued_by) != (\"pending\", None):",
+        [f"{HANDWORK}::test_a_shell_never_overwrites_a_diff_another_shell_recorded_meanwhile"],
+        "a second `corral shell` records while the run stays pending; the first overwrites it"),
+    mutation(
+        "handwork-earlier-hand-changes", "shell", "executor/run/handwork.py",
+        '"hand_changes": sorted({*current.hand_changes, *changed}),',
+        '"hand_changes": sorted(changed),',
+        [f"{HANDWORK}::test_every_shell_session_keeps_what_earlier_ones_changed_by_hand"],
+        "a second session forgets which paths a person changed before"),
+    mutation(
+        "handwork-failed-session-discarded", "shell", "executor/run/handwork.py",
+        "            sandbox.teardown(discard=kept)", "            sandbox.teardown(discard=True)",
+        [f"{HANDWORK}::test_a_session_that_fails_half_way_keeps_its_diff_for_gc"],
+        "a session that fails half way throws away what the person changed"),
+    mutation(
+        "trust-digest-names", "trust", "executor/agents/trust.py",
+        '        digest.update(display.encode("utf-8", "surrogateescape") + b"\\0")\n', "",
+        [f"{TRUST}::test_a_rename_and_a_change_of_the_ngn_config_alone_lapse_trust"],
+        "a renamed definition keeps the trust given to another name"),
+    mutation(
+        "trust-ngn-config", "trust", "executor/agents/trust.py",
+        '        paths[".ngn/config.json"] = config\n', "",
+        [f"{TRUST}::test_a_rename_and_a_change_of_the_ngn_config_alone_lapse_trust"],
+        "a pull that changes .ngn/config.json (profiles, models) keeps the trust"),
+    mutation(
+        "trust-environment", "trust", "executor/agents/trust.py",
+        '"environment": _environment_files(root)}', '"environment": {}}',
+        [f"{TRUST}::test_trust_covers_the_environment_file_and_a_skip_is_said",
+         f"{TRUST}::test_every_file_of_the_devcontainer_and_its_dockerfile_lapse_trust"],
+        "a pull that changes .corral/environment.toml runs its new setup under the old trust"),
     # -- issue 28: a Ray node's directory, siblings' ids, branch names, one glob dialect --
     mutation(
         "private-dir-unverified", "ray", "sandbox/state.py",
@@ -1772,6 +1958,24 @@ MUTATIONS: tuple[Mutation, ...] = (
          "truncate_and_forgery"],
         "a forged index row (another run's start time) would make `show last` and `apply "
         "last` pick a run the user did not start last"),
+    mutation(
+        "ledger-delete-through-index", "ledger index", "executor/ledger/store.py",
+        "    with indexed(ledger, run=run_id):\n"
+        "        gone = staging_dir(ledger, f\"gone-{run_id}\")\n",
+        "    if True:\n"
+        "        gone = staging_dir(ledger, f\"gone-{run_id}\")\n",
+        ["tests/executor/test_ledger_index.py::test_a_node_removes_the_run_it_handed_back_"
+         "from_its_index_too",
+         "tests/executor/test_ledger_index.py::test_every_mutation_leaves_the_rows_a_rebuild_"
+         "makes"],
+        "a run removed from a ledger (a node's copy, handed back) would keep its index row: "
+        "listed, and picked by `last`, while no record is there"),
+    mutation(
+        "ledger-delete-refuses-fanouts", "ledger index", "executor/ledger/store.py",
+        "    if run_id == FANOUTS:\n", "    if False:\n",
+        ["tests/executor/test_ledger_index.py::test_every_mutation_leaves_the_rows_a_rebuild_"
+         "makes"],
+        "`delete_run(ledger, \"fanouts\")` would remove every fanout record of the ledger"),
     mutation(
         "ledger-crash-repair", "ledger index", "executor/ledger/index.py",
         "    dead = [m for m in markers if not m.alive]\n", "    dead: list[_Marker] = []\n",

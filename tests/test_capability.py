@@ -52,7 +52,8 @@ def contracts(draw: st.DrawFn) -> AgentContract:
 def parents(draw: st.DrawFn) -> Capability:
     root = Capability.root(custom_tools=CUSTOM, sandbox=draw(st.sampled_from(list(SandboxMode))),
                            depth=draw(st.integers(0, 3)),
-                           policy=draw(st.none() | policies_))
+                           policy=draw(st.none() | policies_),
+                           review_commands=draw(st.booleans()))
     # A parent that is itself somebody's child: narrow the root once.
     if draw(st.booleans()):
         root = restrict(root, draw(contracts()))

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 MODULES = {"pydantic": "pydantic", "pyyaml": "yaml", "docker": "docker", "psutil": "psutil",
            "watchdog": "watchdog", "click": "click", "rich": "rich", "httpx": "httpx",
            "mcp": "mcp", "anyio": "anyio", "uvicorn": "uvicorn",
-           "starlette": "starlette", "jinja2": "jinja2", "pygments": "pygments"}
+           "starlette": "starlette", "jinja2": "jinja2", "pygments": "pygments",
+           "idna": "idna", "beautifulsoup4": "bs4", "markdownify": "markdownify"}
 
 
 def _imported() -> set[str]:

@@ -6,8 +6,9 @@ tool is listed as effective exactly when the first request of a run offers
 it. From the capability's visible tools (held, not denied outright) the offer
 removes what no run can call, each with its reason in ``unavailable``:
 
-- tools corral does not implement: ``web_fetch``/``web_search`` (sandboxes
-  have no network), and custom or MCP tools no installed server provides, or
+- ``web_fetch`` without a network grant (``[network] allow``, ``--allow-net``:
+  :mod:`policies.network`), and tools corral does not implement: ``web_search``
+  (no search provider), and custom or MCP tools no installed server provides, or
   whose server did not start or does not list them (a run passes its
   servers' ``listing``; ``agents show`` starts nothing, and names the servers
   a run would start in ``mcp``);
@@ -33,9 +34,10 @@ from policies.config import UserConfig
 from policies.contract import AgentContract, SandboxMode
 from policies.loader import LoadResult
 from policies.mcp import McpServerConfig, could_hold, providers, read_only_ids
+from policies.network import NO_GRANT, NetworkGrant
 from policies.permissions import Action
 from policies.scoping import delegation_targets, local_name
-from policies.tools import in_search_group, why_unrunnable
+from policies.tools import in_search_group, tool_matches, why_unrunnable
 
 if TYPE_CHECKING:
     from executor.mcpclient import McpServers
@@ -61,6 +63,8 @@ class Offer:
     targets: tuple[tuple[str, str], ...] = ()
     #: The MCP servers a run of this agent starts (their tools are listed then).
     mcp_servers: tuple[str, ...] = ()
+    #: The grant ``web_fetch`` fetches under, when it is offered (its rules narrow it).
+    network: Mapping[str, Any] | None = None
 
     def wire(self, tool: str) -> str:
         """The name the model sees for ``tool``."""
@@ -72,17 +76,19 @@ class Offer:
                 "names": dict(sorted(self.names.items())),
                 "unavailable": dict(sorted(self.unavailable.items())),
                 "delegates_to": [name for name, _ in self.targets],
-                "mcp_servers": list(self.mcp_servers)}
+                "mcp_servers": list(self.mcp_servers), "network": self.network}
 
 
 def make_offer(capability: Capability, contract: AgentContract,
                agents: Mapping[str, AgentContract], *,
                servers: Mapping[str, McpServerConfig] | None = None,
-               listing: McpServers | None = None, top: bool = True) -> Offer:
+               listing: McpServers | None = None, top: bool = True,
+               network: NetworkGrant | None = None) -> Offer:
     """What ``contract``'s model is offered when it runs under ``capability``.
 
     ``servers`` are the user's MCP servers; ``listing`` what the run's servers listed
-    (``None``: nothing was started, as for ``agents show``)."""
+    (``None``: nothing was started, as for ``agents show``); ``network`` the user's grant
+    (``None`` or empty: ``web_fetch`` is not offered)."""
     servers = servers or {}
     # The tool implementations (their argument models) only once an offer is made:
     # `corral agents list` imports this module and never needs them.
@@ -93,6 +99,9 @@ def make_offer(capability: Capability, contract: AgentContract,
     owners = providers(servers, held)
     provided = frozenset(c for config in servers.values() for c in config.provides)
     for tool in sorted(held):
+        if tool == "web_fetch" and (network is None or network.empty):
+            unavailable[tool] = NO_GRANT
+            continue
         if tool in IMPLEMENTED:
             continue
         if listing is not None and tool in listing.listed:
@@ -144,7 +153,15 @@ def make_offer(capability: Capability, contract: AgentContract,
     return Offer(tools=tuple(visible), deferred=tuple(deferred), names=names,
                  descriptions=descriptions, unavailable=unavailable,
                  targets=targets if "delegate" in offered else (),
-                 mcp_servers=tuple(servers_to_start(capability, contract, servers, top=top)))
+                 mcp_servers=tuple(servers_to_start(capability, contract, servers, top=top)),
+                 network=_network(network, capability) if "web_fetch" in offered else None)
+
+
+def _network(grant: NetworkGrant | None, capability: Capability) -> dict[str, Any]:
+    """The effective grant: the user's, and the agent's ``web_fetch`` rules that narrow it."""
+    rules = [f"{rule.action.value} {rule.pattern or '*'}" for layer in capability.layers
+             for rule in layer.rules if tool_matches(rule.tool, "web_fetch")]
+    return {**(grant.to_json() if grant is not None else {}), "rules": rules}
 
 
 def servers_to_start(capability: Capability, contract: AgentContract,
@@ -188,4 +205,5 @@ def root_capability(config: UserConfig, registry: LoadResult | None = None, *,
     if registry is not None and registry.subagent_depth is not None:
         depth = min(depth, registry.subagent_depth)
     return Capability.root(custom_tools=config.custom_tools, depth=depth, sandbox=sandbox,
-                           read_only_tools=read_only_ids(config.mcp_servers))
+                           read_only_tools=read_only_ids(config.mcp_servers),
+                           review_commands=config.review.commands)

@@ -26,13 +26,15 @@ __all__ = ["Sources", "find_agent", "load"]
 @dataclass(frozen=True)
 class Sources:
     """Where definitions come from: the repository, whether its own definitions are
-    trusted, an ngn JSON config of imports and profiles, strictness, personal ones."""
+    trusted, an ngn JSON config of imports and profiles, strictness, personal ones;
+    and the hosts ``--allow-net`` grants on top of your config's ``[network] allow``."""
 
     root: Path
     trust_project: bool = False
     config_file: Path | None = None
     strict: bool = False
     personal: bool = True
+    allow_net: tuple[str, ...] = ()
 
 
 def load(sources: Sources) -> LoadResult:
@@ -49,7 +51,8 @@ def load(sources: Sources) -> LoadResult:
                           {name: p.type for name, p in user.providers.items()}),
                       providers=frozenset(user.providers), roles=frozenset(user.roles),
                       provided_tools=frozenset(custom for server in user.mcp_servers.values()
-                                               for custom in server.provides))
+                                               for custom in server.provides),
+                      network=bool(user.network.allow or sources.allow_net))
     root, config_file = sources.root, sources.config_file
     if not root.is_dir():
         raise ExecutorError(f"{root} is not a directory", code="not_a_directory",

@@ -13,6 +13,7 @@ from policies.contract import AgentContract
 from policies.loader import Diagnostic, LoadResult
 from policies.loader.models import foreign_fix
 from policies.mcp import McpServerConfig
+from policies.network import NetworkGrant
 from policies.tools import group_of, tool_matches
 
 __all__ = ["agent_diagnostics", "agent_json", "diagnostics_json", "list_json", "own_tools",
@@ -54,7 +55,8 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
                agents: Mapping[str, AgentContract] | None = None,
                servers: Mapping[str, McpServerConfig] | None = None,
                diagnostics: Sequence[Diagnostic] | None = None,
-               skills: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+               skills: Sequence[Mapping[str, Any]] | None = None,
+               network: NetworkGrant | None = None) -> dict[str, Any]:
     """The ``agents show --json`` object; ``effective`` is the root capability, and the
     ``effective`` tools are exactly what a run's model is offered (:mod:`executor.agents.offer`).
     ``diagnostics`` are the agent's own (:func:`agent_diagnostics`), ``skills`` its
@@ -115,7 +117,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
         data["diagnostics"] = diagnostics_json(list(diagnostics))
     if effective is not None:
         narrowed = restrict(effective, contract)
-        offer = make_offer(narrowed, contract, agents or {}, servers=servers)
+        offer = make_offer(narrowed, contract, agents or {}, servers=servers, network=network)
         data["effective"] = {
             **offer.to_json(),
             "sandbox": narrowed.sandbox.value,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from policies.contract import AgentContract, ModelRoute
     from policies.loader import Diagnostic, Environment, LoadResult
     from policies.mcp import McpServerConfig
+    from policies.network import NetworkGrant
 
 __all__ = ["AgentView", "Agents", "NewAgent", "discover", "new", "runnable", "show",
            "show_all", "skill_views"]
@@ -89,6 +90,8 @@ class AgentView:
     servers: Mapping[str, McpServerConfig]
     diagnostics: list[Diagnostic] = field(default_factory=list)
     skills: list[dict[str, Any]] = field(default_factory=list)
+    #: The hosts ``web_fetch`` may reach (your ``[network]``, ``--allow-net``).
+    network: NetworkGrant | None = None
 
     # Its JSON is its contract's (``view.contract.<key>``), and these, read from it:
 
@@ -125,7 +128,7 @@ class AgentView:
         """The ``corral agents show --json`` object."""
         return agent_json(self.contract, effective=self.effective, agents=self.agents,
                           servers=self.servers, diagnostics=self.diagnostics,
-                          skills=self.skills)
+                          skills=self.skills, network=self.network)
 
 
 def discover(sources: Sources) -> Agents:
@@ -146,7 +149,8 @@ def show(sources: Sources, name: str) -> AgentView:
     return AgentView(contract, root_capability(config, result), result.agents,
                      config.mcp_servers, agent_diagnostics(contract, result.diagnostics),
                      skill_views(contract, root=sources.root, env=Environment.from_env(),
-                                 trust_project=sources.trust_project))
+                                 trust_project=sources.trust_project),
+                     network=config.network.grant(sources.allow_net))
 
 
 def show_all(sources: Sources) -> list[AgentView]:
@@ -160,10 +164,11 @@ def show_all(sources: Sources) -> list[AgentView]:
     config = load_user_config()
     root = root_capability(config, result)
     env = Environment.from_env()
+    network = config.network.grant(sources.allow_net)
     return [AgentView(contract, root, result.agents, config.mcp_servers,
                       agent_diagnostics(contract, result.diagnostics),
                       skill_views(contract, root=sources.root, env=env,
-                                  trust_project=sources.trust_project))
+                                  trust_project=sources.trust_project), network=network)
             for _, contract in sorted(result.agents.items())]
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from executor.agents.registry import find_agent, load
 from executor.api.fanouts import FanoutResult
 from executor.api.inputs import CancelToken, Replay, scripted
+from executor.api.network import with_allow_net
 from executor.api.placement import is_remote, scheduler_for
 from executor.api.results import RunResult
 from executor.errors import ExecutorError
@@ -28,7 +29,7 @@ from executor.models import ScriptedModel
 from executor.run import RunSettings, describe, run_agent, with_environment
 from executor.run.approval import parse_approve, policy_handler
 from executor.scheduling import Cancellation, Deadline, LocalScheduler, Scheduler
-from policies.config import config_path, load_user_config
+from policies.config import UserConfig, config_path, load_user_config
 from policies.contract import SandboxMode
 from policies.loader import Diagnostic, Environment, LoadResult
 from sandbox.backends.limits import memory_warning
@@ -99,6 +100,15 @@ def live_display(progress: object) -> Iterator[None]:
         yield
 
 
+def _with_review(config: UserConfig, *, granted: bool) -> UserConfig:
+    """``config`` with review commands granted when the caller grants them
+    (``--review-commands``); it cannot take back your config's grant."""
+    if not granted or config.review.commands:
+        return config
+    review = config.review.model_copy(update={"commands": True})
+    return config.model_copy(update={"review": review})
+
+
 def settings_for(corral: Corral, registry: LoadResult, ledger: Path, *, environment: bool,
                  setup_network: bool | None, on_setup_output: Callable[[str], None] | None,
                  on_warning: Callable[[str], None] | None,
@@ -111,7 +121,9 @@ def settings_for(corral: Corral, registry: LoadResult, ledger: Path, *, environm
     if on_warning is not None and (memory := memory_warning(backend)) is not None:
         on_warning(memory)  # bubblewrap without a memory cgroup: RLIMIT_AS, and its cost
     settings = RunSettings(
-        root=corral.root.resolve(), backend=backend, config=load_user_config(),
+        root=corral.root.resolve(), backend=backend,
+        config=_with_review(with_allow_net(load_user_config(), corral.allow_net),
+                            granted=corral.review_commands),
         registry=registry, ledger=ledger, env=Environment.from_env(),
         trust_project=corral.trust_project, config_file=config_path(),
         state_root=corral.state_dir, **extra)

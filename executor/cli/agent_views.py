@@ -103,6 +103,8 @@ def render_show(view: AgentView) -> str:
           for tool, why in data["effective"]["unavailable"].items()),
         *(["mcp servers  " + names(data["effective"]["mcp_servers"]) + " (a run starts them "
            "to list their tools)"] if data["effective"]["mcp_servers"] else []),
+        *(network_lines(data["effective"]["network"]) if data["effective"].get("network")
+          else []),
         "delegates    " + ("inherit" if data["delegates"] is None else names(data["delegates"])
                            or "(none)"),
         f"reachable    user: {'yes' if contract.user_invocable else 'no'}, "
@@ -151,6 +153,20 @@ def render_show(view: AgentView) -> str:
     body = contract.instructions.removesuffix("\n")
     lines += ["", "instructions", *("  " + printable(line) for line in body.split("\n") if body)]
     return "\n".join(lines)
+
+
+def network_lines(network: Mapping[str, Any]) -> list[str]:
+    """The hosts web_fetch may reach (the user's grant, the agent's rules narrowing it)."""
+    lines = ["network      web_fetch may reach " + ", ".join(
+        one_line(p) for p in network["allow"]) + " (your grant)"]
+    if network["deny"]:
+        lines.append("  denied     " + ", ".join(one_line(p) for p in network["deny"]))
+    if network["allow_private"]:
+        lines.append("  private    " + ", ".join(one_line(a) for a in network["allow_private"])
+                     + " (allow_private: reachable though not public)")
+    lines += [f"  rule       {one_line(rule)} (this agent's web_fetch rules narrow it)"
+              for rule in network["rules"]]
+    return lines
 
 
 def _skill_line(skill: Mapping[str, Any]) -> str:

@@ -22,7 +22,7 @@ from executor.api import Corral
 from executor.cli.agent_views import LEGEND, list_lines, render_check, render_show
 from executor.cli.app import loading_corral
 from executor.errors import EXIT_FINDINGS
-from executor.options import echo, loader_options
+from executor.options import allow_net_option, echo, loader_options
 from executor.text import one_line
 from policies.contract import AgentFormat
 from policies.loader import Diagnostic, Environment, Severity
@@ -110,11 +110,14 @@ def _trust_line(root: Path, trust_project: bool, diagnostics: list[Diagnostic]) 
 @agents.command("show")
 @loader_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@allow_net_option
 @click.argument("name")
 def agents_show(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
-                no_personal: bool, as_json: bool, name: str) -> None:
-    """Print the effective, resolved contract of agent NAME."""
-    view = loading_corral(root, trust_project, config_file, strict, no_personal).agent(name)
+                no_personal: bool, as_json: bool, allow_net: tuple[str, ...], name: str) -> None:
+    """Print the effective, resolved contract of agent NAME (with --allow-net: as a run
+    given those hosts would see it)."""
+    view = loading_corral(root, trust_project, config_file, strict, no_personal,
+                          allow_net=allow_net).agent(name)
     if as_json:
         click.echo(json.dumps(view.to_json(), indent=2))
     else:

@@ -37,12 +37,13 @@ from executor.cli.progress import Progress
 from executor.cli.run_views import (
     child_lines,
     diff_banner,
+    discarded_lines,
     held_lines,
     lineage_lines,
     outside_lines,
     status_line,
 )
-from executor.options import echo, environment_options, loader_options
+from executor.options import allow_net_option, echo, environment_options, loader_options
 from executor.text import one_line, printable
 
 __all__ = ["print_record", "run_command"]
@@ -90,6 +91,11 @@ def _approval(approve: str | None, progress: Progress) -> str | ApprovalHandler 
               help="Continue run RUN: its agent, its workspace with its changes in place, its "
               "conversation; the new run's diff holds RUN's too.")
 @environment_options
+@allow_net_option
+@click.option("--review-commands", is_flag=True,
+              help="A read-only agent keeps the shell its definition gives it; its commands "
+              "write a throwaway layer over your checkout, never the checkout ([review] "
+              "commands = true in your config).")
 @click.argument("prompt")
 @click.pass_context
 def run_command(ctx: click.Context, root: Path, trust_project: bool, config_file: Path | None,
@@ -97,7 +103,7 @@ def run_command(ctx: click.Context, root: Path, trust_project: bool, config_file
                 script: Path | None,
                 model: str | None, approve: str | None, timeout: float | None, as_json: bool,
                 continues: str | None, no_env: bool, setup_network: bool, memory: str | None,
-                prompt: str) -> None:
+                allow_net: tuple[str, ...], review_commands: bool, prompt: str) -> None:
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff.
 
     With --continue RUN: a new run of RUN's agent, in its mode and backend, on RUN's
@@ -116,7 +122,8 @@ def run_command(ctx: click.Context, root: Path, trust_project: bool, config_file
             raise click.UsageError(f"{' and '.join(given)} cannot be given with --continue: "
                                    "a continuation runs the same agent in the same mode")
     corral = loading_corral(root, trust_project, config_file, strict, no_personal,
-                            backend=backend, memory=memory)
+                            backend=backend, memory=memory, allow_net=allow_net,
+                            review_commands=review_commands)
     progress = Progress(enabled=not as_json and sys.stderr.isatty())
     try:
         with stopped_like_ctrl_c():
@@ -172,6 +179,8 @@ def print_record(result: RunResult, show: Callable[[str], RunResult]) -> None:
              err=True)
     for note in record.notes:
         echo(f"note: {one_line(note)}", err=True)
+    for line in discarded_lines(record):
+        echo(line, err=True)
     for line in child_lines(record, _child(show)):
         echo(line, err=True)
     for review in record.reviews:  # response reviewers' checks of the answer

@@ -26,6 +26,7 @@ __all__ = [
     "child_lines",
     "diff_banner",
     "diff_state",
+    "discarded_lines",
     "hand_note",
     "held_lines",
     "human_bytes",
@@ -132,6 +133,16 @@ def outside_lines(record: RunRecord) -> list[str]:
         lines.append(one_line(f"  {change['status']:12} {change['path']}"
                               f"{f'  [{flags}]' if flags else ''}{detail}"))
     return lines
+
+
+def discarded_lines(record: RunRecord) -> list[str]:
+    """What a read-only run's commands wrote into their throwaway layer, all dropped."""
+    found = record.discarded_writes
+    if found is None:
+        return []
+    return [f"discarded: {found.get('files', 0)} file(s), {human_bytes(found.get('bytes', 0))} "
+            "its commands wrote in their throwaway layer (read-only: your checkout was not "
+            "changed)"]
 
 
 def held_lines(record: RunRecord) -> list[str]:

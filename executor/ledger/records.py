@@ -141,6 +141,10 @@ class RunRecord(BaseModel):
     #: memory cap (``[sandbox] memory``, ``--memory``) was reached. Its check's own OOM is
     #: ``check["oom_killed"]`` (an ``error``, never a failed test).
     oom_killed: bool = False
+    #: What a read-only run's commands wrote into its throwaway layer (review commands,
+    #: ``[review] commands``), all of it dropped: ``{"files": N, "bytes": N}``; ``None``:
+    #: it had no such layer.
+    discarded_writes: dict[str, int] | None = None
     #: The run this one continues (``corral run --continue RUN``): its conversation was
     #: this run's start, its diff is part of this run's (cumulative).
     continues: str | None = None

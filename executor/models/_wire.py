@@ -8,7 +8,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from executor.errors import ModelError
-from executor.models.base import Message, ModelResponse, Sampling, ToolSchema
+from executor.models.base import (
+    Message,
+    ModelResponse,
+    Sampling,
+    ToolSchema,
+    effective_tool_choice,
+)
 from executor.models.http import HttpClient, RetryPolicy, Sleep
 from policies.contract import RESERVED_OPTION_KEYS
 
@@ -26,8 +32,11 @@ class HttpModel:
     def __init__(self, *, model: str, url: str, provider: str, api_key: str | None,
                  headers: Mapping[str, str], timeout: float, max_retries: int,
                  retry: RetryPolicy | None, sleep: Sleep = time.sleep,
-                 defaults: Mapping[str, Any] | None = None) -> None:
+                 defaults: Mapping[str, Any] | None = None,
+                 tool_choice: str | None = None) -> None:
         self._model = model
+        #: The provider's configured ``tool_choice`` (a request's own wins).
+        self._tool_choice = tool_choice
         #: Request fields of the model's variant (below the agent's own options).
         self._defaults = dict(defaults or {})
         self._provider = provider
@@ -46,8 +55,30 @@ class HttpModel:
                  sampling: Sampling) -> ModelResponse:
         """One request in the provider's protocol, with the provider options."""
         body = self._body(messages, tools, sampling)
+        if tools:
+            body["tool_choice"] = self._choice(self.tool_choice(messages, tools, sampling))
         merge_options(body, sampling.options, self._defaults)
         return self._parse(self._http.post_json(self._url, body))
+
+    def tool_choice(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
+                    sampling: Sampling) -> str:
+        """The request's ``tool_choice`` (:func:`~executor.models.base.effective_tool_choice`);
+        a named tool that is not offered in this request is a config error, before the
+        request is sent."""
+        choice = effective_tool_choice(sampling, messages, self._tool_choice)
+        if choice not in ("auto", "none", "required") and choice not in {t.name for t in tools}:
+            offered = ", ".join(sorted(t.name for t in tools))
+            raise ModelError(
+                f"provider {self._provider!r}: tool_choice names {choice!r}, which is not a "
+                f"tool this agent is offered (offered: {offered})", code="config",
+                operation="model_request", context={"provider": self._provider,
+                                                    "tool_choice": choice},
+                hint="set tool_choice to auto, required, none or one of the offered tools")
+        return choice
+
+    def _choice(self, choice: str) -> object:
+        """``tool_choice`` in the provider's protocol."""
+        raise NotImplementedError
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:

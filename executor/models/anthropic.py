@@ -19,7 +19,8 @@ configured) and ``anthropic-version: 2023-06-01``. The conversation maps as:
   list (measured: the model then answers its repr).
 
 Tools are ``{name, description, input_schema}`` with an explicit ``tool_choice``
-(``{type: auto}`` or ``{type: none}``: a translating proxy such as LiteLLM's passes
+(``{type: auto}``, ``{type: any}`` for ``required``, ``{type: none}``, or
+``{type: tool, name}`` for a named tool: a translating proxy such as LiteLLM's passes
 it on, and a local OpenAI-compatible server behind it may offer no tools without
 it); ``max_tokens`` is always
 sent (the API requires it); ``temperature`` and ``top_p`` only when set. The
@@ -74,14 +75,15 @@ class AnthropicModel(HttpModel):
                  api_key: str | None = None, provider: str = "anthropic",
                  timeout: float = 120.0, max_retries: int = 3,
                  retry: RetryPolicy | None = None, sleep: Sleep = time.sleep,
-                 defaults: Mapping[str, Any] | None = None) -> None:
+                 defaults: Mapping[str, Any] | None = None,
+                 tool_choice: str | None = None) -> None:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
         super().__init__(
             model=model, url=base_url.rstrip("/") + "/v1/messages", provider=provider,
             api_key=api_key, headers=headers, timeout=timeout, max_retries=max_retries,
-            retry=retry, sleep=sleep, defaults=defaults)
+            retry=retry, sleep=sleep, defaults=defaults, tool_choice=tool_choice)
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:
@@ -93,15 +95,22 @@ class AnthropicModel(HttpModel):
         if tools:
             body["tools"] = [{"name": t.name, "description": t.description,
                               "input_schema": t.parameters} for t in tools]
-            # Explicit even for auto (the API's default): a proxy that translates to an
-            # OpenAI-compatible server passes it on, and llama-cpp-python's server offers
-            # no tools to the model at all without it (LiteLLM's /v1/messages, measured).
-            body["tool_choice"] = {"type": sampling.tool_choice}
+            # tool_choice is set by HttpModel.complete, explicit even for auto (the API's
+            # default): a proxy that translates to an OpenAI-compatible server passes it
+            # on, and llama-cpp-python's server offers no tools to the model at all
+            # without it (LiteLLM's /v1/messages, measured).
         if sampling.temperature is not None:
             body["temperature"] = sampling.temperature
         if sampling.top_p is not None:
             body["top_p"] = sampling.top_p
         return body
+
+    def _choice(self, choice: str) -> object:
+        if choice == "required":
+            return {"type": "any"}
+        if choice in ("auto", "none"):
+            return {"type": choice}
+        return {"type": "tool", "name": choice}
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
         content = data.get("content")

@@ -24,6 +24,7 @@ __all__ = [
     "ToolCall",
     "ToolSchema",
     "Usage",
+    "effective_tool_choice",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -74,20 +75,35 @@ class Message:
 class Sampling:
     """Per-request settings; ``None`` leaves the provider's default.
 
-    ``tool_choice="none"`` keeps the tool definitions in the request but
-    forbids new calls (a provider feature; the session's finalization request
-    sends no tools at all instead, as zuno's spec says).
+    ``tool_choice`` (see :func:`effective_tool_choice`): ``auto``, ``required`` (some
+    tool must be called), ``none`` (the tool definitions stay in the request but no call
+    may be made: a provider feature; the session's finalization request sends no tools
+    at all instead, as zuno's spec says), or the name of one offered tool (that tool must
+    be called); ``None`` leaves it to the provider's configured ``tool_choice``.
     """
 
     temperature: float | None = None
     top_p: float | None = None
     reasoning: str | None = None
     max_tokens: int = 4096
-    tool_choice: Literal["auto", "none"] = "auto"
+    tool_choice: str | None = None
     #: Provider options (zuno ``options``): request fields sent verbatim, except the ones
     #: corral alone sets (:data:`policies.contract.RESERVED_OPTION_KEYS`); an explicit
     #: setting above (temperature, top_p, reasoning) wins over the same option.
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def effective_tool_choice(sampling: Sampling, messages: Sequence[Message],
+                          default: str | None) -> str:
+    """The ``tool_choice`` one request goes with: the request's own, else the provider's
+    ``default``, else ``auto``. A forcing choice (``required`` or a named tool) is
+    *released* to ``auto`` once the conversation ends in a tool result: it forces the
+    turn's first call, and the model can then still answer in text (a forced model could
+    otherwise never finish)."""
+    choice = sampling.tool_choice or default or "auto"
+    if choice not in ("auto", "none") and messages and messages[-1].role == "tool":
+        return "auto"
+    return choice
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ said nothing (the widest accepted shape: llama-cpp-python's server refuses
 ``null`` and a missing key, measured), and one ``tool`` message per result with its
 ``tool_call_id`` (the chat format has no error flag: a failed tool's content
 says so itself). Tools become ``{type: function, function: {name,
-description, parameters}}`` with ``tool_choice: auto``; without tools
+description, parameters}}`` with ``tool_choice`` (``auto``, ``required``, ``none``, or
+``{type: function, function: {name}}`` for a named tool); without tools
 neither key is sent. ``temperature``, ``top_p`` and the reasoning level are
 sent only when set; ``max_tokens`` always.
 
@@ -59,12 +60,13 @@ class OpenAIChatModel(HttpModel):
     def __init__(self, *, model: str, base_url: str, api_key: str | None = None,
                  provider: str = "openai", timeout: float = 120.0, max_retries: int = 3,
                  retry: RetryPolicy | None = None, sleep: Sleep = time.sleep,
-                 defaults: Mapping[str, Any] | None = None) -> None:
+                 defaults: Mapping[str, Any] | None = None,
+                 tool_choice: str | None = None) -> None:
         super().__init__(
             model=model, url=base_url.rstrip("/") + "/chat/completions", provider=provider,
             api_key=api_key, headers={"authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=timeout, max_retries=max_retries, retry=retry, sleep=sleep,
-            defaults=defaults)
+            defaults=defaults, tool_choice=tool_choice)
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:
@@ -75,7 +77,6 @@ class OpenAIChatModel(HttpModel):
             body["tools"] = [{"type": "function",
                               "function": {"name": t.name, "description": t.description,
                                            "parameters": t.parameters}} for t in tools]
-            body["tool_choice"] = sampling.tool_choice
         if sampling.temperature is not None:
             body["temperature"] = sampling.temperature
         if sampling.top_p is not None:
@@ -84,6 +85,11 @@ class OpenAIChatModel(HttpModel):
             body["reasoning_effort"] = REASONING_EFFORT.get(sampling.reasoning,
                                                             sampling.reasoning)
         return body
+
+    def _choice(self, choice: str) -> object:
+        if choice in ("auto", "none", "required"):
+            return choice
+        return {"type": "function", "function": {"name": choice}}
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
         choices = data.get("choices")

@@ -194,7 +194,7 @@ def build_provider_model(provider: str, config: ProviderConfig, model: str, *,
         OpenAIChatModel if config.type == "openai" else AnthropicModel)
     return cls(model=model, base_url=config.base_url, api_key=api_key, provider=provider,
                timeout=config.timeout_seconds, max_retries=config.max_retries,
-               defaults=defaults)
+               defaults=defaults, tool_choice=config.tool_choice)
 
 
 def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None,

@@ -33,12 +33,18 @@ from executor.run.skills import resolve_skills
 from executor.tools import ToolContext, native_tools, override_note, with_overrides
 from executor.tools.dispatch import Dispatcher, Tool
 from executor.tools.mcptool import mcp_tools
-from policies.capability import admit_listed
+from policies.capability import (
+    GRANT_NOTE,
+    REVIEW_COMMAND_GROUPS,
+    admit_listed,
+    shell_removed,
+)
 from policies.contract import SandboxMode
-from policies.permissions import denied_programs, only_patterns_allow
+from policies.permissions import Action, denied_programs, only_patterns_allow
 from policies.templates import render as render_template
+from policies.tools import group_of
 from sandbox.errors import SandboxError
-from sandbox.factory import open_sandbox, overlays_unusable
+from sandbox.factory import open_sandbox, overlays_unusable, scratch_unusable
 from sandbox.workspaces.snapshot import acquire_snapshot
 
 if TYPE_CHECKING:
@@ -72,18 +78,22 @@ def open_session(run: AgentRun) -> Session:
         # Its reviewers will read its recorded diff over the state it starts from; and an
         # environment's layer goes under an overlay of that state (copy-on-write).
         run.base = snapshot = acquire_snapshot(run.repo, state_root=run.settings.state_root)
+    notes = _review_commands(run)
     run.sandbox = sandbox = open_sandbox(run.settings.backend, repo=run.repo,
                                          mode=run.capability.sandbox,
                                          state_root=run.settings.state_root,
                                          snapshot=snapshot,
                                          environment=run.settings.environment,
+                                         scratch_size=scratch_size(run),
                                          denied=denied_programs(run.capability.layers))
     run.opened = True
     run.record = run.record.model_copy(update={"backend": sandbox.backend,
                                                "sandbox_id": sandbox.id,
                                                "base_commit": sandbox.base_commit})
-    kept = [f"the deny {d.pattern!r} is not enforced where {d.name} runs: {d.kept}"
-            for d in sandbox.denials if d.kept]
+    kept = notes + [f"the deny {d.pattern!r} is not enforced where {d.name} runs: {d.kept}"
+                    for d in sandbox.denials if d.kept]
+    if shell_removed(run.capability, run.contract):  # the user's grant would keep it
+        kept.append(GRANT_NOTE)
     if kept:
         run.record = run.record.model_copy(update={"notes": [*run.record.notes, *kept]})
     write_running(run)
@@ -97,14 +107,24 @@ def open_session(run: AgentRun) -> Session:
         run.forget_cancel = run.settings.cancellation.on_cancel(sandbox.cancel)
     start_mcp(run)
     # One offer for the schemas and for `agents show`: they cannot disagree.
+    network = run.settings.config.network.grant()  # the user's only (--allow-net is in it)
     offer = make_offer(run.capability, run.contract, run.settings.registry.agents,
                        servers=run.settings.config.mcp_servers, listing=run.mcp,
-                       top=run.parent_run is None)
+                       top=run.parent_run is None, network=network)
+    if offer.network is not None:  # what web_fetch may reach, in the record
+        run.record = run.record.model_copy(update={"notes": [
+            *run.record.notes, "web_fetch may reach (your grant): "
+            + ", ".join(offer.network["allow"])
+            + (f"; denied: {', '.join(offer.network['deny'])}" if offer.network["deny"] else "")
+            + (f"; narrowed by this agent's rules: {'; '.join(offer.network['rules'])}"
+               if offer.network["rules"] else "")]})
     descriptions = dict(offer.descriptions)
     implemented: dict[str, Tool[Any, ToolContext]] = {
         **native_tools(use_ripgrep=run.settings.use_ripgrep,
                        delegate_targets=offer.targets,
-                       delegate_description=descriptions.pop("delegate", None)),
+                       delegate_description=descriptions.pop("delegate", None),
+                       network=network, url_rule=lambda url: run.capability.decide(
+                           "web_fetch", url) is Action.ALLOW),
         **mcp_tools(run.mcp, run.settings.config.mcp_servers)}
     overrides = {b.name: b.overrides for b in run.contract.tool_bindings if b.enabled}
     tools = {name: with_overrides(implemented[name], overrides.get(name, {}))
@@ -136,7 +156,8 @@ def open_session(run: AgentRun) -> Session:
         sampling=Sampling(temperature=run.contract.temperature, top_p=run.contract.top_p,
                           reasoning=run.contract.reasoning if settings_apply(
                               run.contract, run.settings.model_override) else None,
-                          options=run.contract.options),
+                          options=run.contract.options,
+                          tool_choice=_agent_tool_choice(run)),
         steps=run.contract.steps, limits=run.settings.limits, deadline=run.deadline,
         progress=run.settings.progress, depth=run.depth, run_id=run.run_id,
         cancellation=run.settings.cancellation,
@@ -151,6 +172,37 @@ def open_session(run: AgentRun) -> Session:
         run.session.journal = dispatcher.journal = run.journal.event
         context.on_output = run.journal.output
     return run.session
+
+
+def _review_commands(run: AgentRun) -> list[str]:
+    """A read-only run's shell where no throwaway layer can be had (a normal user, the
+    host backend): removed, and the record says why (never run on the checkout)."""
+    if scratch_size(run) is None:
+        return []
+    why = scratch_unusable(run.settings.backend, run.repo, run.settings.state_root)
+    if why is None:
+        return []
+    capability = run.capability
+    run.capability = capability.model_copy(update={"tools": frozenset(
+        t for t in capability.tools if group_of(t) not in REVIEW_COMMAND_GROUPS)})
+    return [f"shell removed: read-only, and no throwaway layer here: {why}"]
+
+
+def scratch_size(run: AgentRun) -> int | None:
+    """The size of a read-only run's throwaway layer: when it holds a shell (the user
+    granted review commands, :mod:`sandbox.workspaces.scratch`); else ``None``."""
+    capability = run.capability
+    if not capability.read_only or not any(
+            group_of(tool) in REVIEW_COMMAND_GROUPS for tool in capability.tools):
+        return None
+    return run.settings.config.review.scratch_size
+
+
+def _agent_tool_choice(run: AgentRun) -> str | None:
+    """The user config's ``[agents.NAME] tool_choice`` for this agent (``None``: the
+    provider's own)."""
+    settings = run.settings.config.agents.get(run.contract.name)
+    return settings.tool_choice if settings is not None else None
 
 
 def start_mcp(run: AgentRun) -> None:

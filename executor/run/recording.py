@@ -89,6 +89,10 @@ def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] 
                        "held_dir": str(diff.held_dir) if diff.held_dir else None}
         except SandboxError as exc:
             update |= {"status": RunStatus.FAILED, "error": exc.to_dict()}
+    elif run.sandbox is not None:  # read-only: what its commands wrote, all to be dropped
+        discarded = run.sandbox.discarded_writes()
+        if discarded is not None:
+            update["discarded_writes"] = discarded.to_json()
     if run.session is not None:
         audit = run.session.dispatcher.audit
         update |= {

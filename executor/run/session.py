@@ -16,20 +16,27 @@ itself keeps everything.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from executor.errors import ExecutorError
+from executor.errors import ExecutorError, ModelError
 from executor.models.base import Message, Model, Sampling, ToolCall, Usage
+from executor.models.textcalls import TEXT_CALL_PREFIX, parse_text_calls
 from executor.run.memory import request_view, text_only_view
 from executor.tools.dispatch import Dispatcher, JournalHook, render_arguments
 from policies.contract import MemoryConfig
+from policies.tools import NATIVE_TOOLS
 
 __all__ = ["FINALIZE_PROMPT", "Cancelled", "ProgressEvent", "RunCancelled", "RunTimeout",
-           "Session", "SessionOutcome", "SharedLimits"]
+           "Session", "SessionOutcome", "SharedLimits", "TextToolCall"]
+
+#: A task that asks for a change (conservative: an imperative verb of editing).
+_ASKS_CHANGE = re.compile(r"\b(fix|add|implement|write|edit|change|create|update|refactor|"
+                          r"rename|remove|delete|modify|replace)\b", re.IGNORECASE)
 
 FINALIZE_PROMPT = (
     "You have reached your step limit. Do not call any tool. Reply with a concise account of: "
@@ -42,6 +49,24 @@ class RunTimeout(ExecutorError):
     """The run's wall-clock budget ran out."""
 
     code = "run_timeout"
+
+
+class TextToolCall(ModelError):
+    """The model wrote a tool call as text where it cannot be run as one (among other
+    text, unreadable, or to a tool it does not hold): the run ends failed, never as an
+    answer."""
+
+    code = "text_tool_call"
+
+    @classmethod
+    def of(cls, agent: str, text: str, reason: str, names: tuple[str, ...]) -> TextToolCall:
+        """The error for ``text`` (shown, cut at 2000 characters)."""
+        shown = text if len(text) <= 2000 else text[:2000] + "..."
+        return cls(f"agent {agent!r}: the model wrote a tool call as text ({reason}): "
+                   f"{shown}", operation="session",
+                   context={"text": shown, "reason": reason, "tools": ", ".join(names)},
+                   hint="use a server and chat template that return tool calls as calls (the "
+                   "README's 'A local model'), or set tool_choice for the provider")
 
 
 class RunCancelled(ExecutorError):
@@ -174,10 +199,51 @@ class Session:
         #: journals the calls).
         self.journal: JournalHook | None = None
 
-    def _note_turn(self, step: int, text: str, calls: list[ToolCall]) -> None:
+    def _note_turn(self, step: int, text: str, calls: list[ToolCall], *,
+                   from_text: bool = False) -> None:
         if self.journal is not None:
             self.journal("turn", step=step, text=text,
-                         calls=[{"id": c.id, "name": c.name} for c in calls])
+                         calls=[{"id": c.id, "name": c.name} for c in calls],
+                         **({"calls_from_text": True} if from_text else {}))
+
+    def _text_calls(self, step: int, text: str) -> tuple[ToolCall, ...]:
+        """The calls of an answer that is only tool calls written as text (renamed
+        ``text_call_STEP_N``); ``()`` for a real answer. Call-like text among other text,
+        or unreadable, ends the run (:class:`TextToolCall`): never a silent success."""
+        offered = [schema.name for schema in self.dispatcher.schemas()]
+        parsed = parse_text_calls(text, offered=offered, known=NATIVE_TOOLS)
+        if parsed.kind == "none":
+            return ()
+        if parsed.kind == "ambiguous":
+            raise TextToolCall.of(self.agent, text, parsed.reason, parsed.names)
+        return tuple(replace(call, id=f"{TEXT_CALL_PREFIX}{step}_{index}")
+                     for index, call in enumerate(parsed.calls))
+
+    def _dispatch_text_calls(self, step: int, calls: tuple[ToolCall, ...], text: str) -> None:
+        """A text call to a tool the model was not offered goes to the dispatcher, which
+        denies it like any other call (audited, in the record's denied calls); then the run
+        ends failed, and none of the answer's other calls runs."""
+        offered = {schema.name for schema in self.dispatcher.schemas()}
+        foreign = [call for call in calls if call.name not in offered]
+        if not foreign:
+            return
+        for call in foreign:
+            self.messages.append(self.dispatcher.dispatch(call, step=step))
+        names = tuple(call.name for call in foreign)
+        raise TextToolCall.of(self.agent, text, f"it names {', '.join(map(repr, names))}, "
+                              "which this agent does not hold (denied)", names)
+
+    def _no_change_note(self, prompt: str) -> list[str]:
+        """A conservative note: the task asked for a change, the agent could write, and it
+        ended without a single tool call (so it changed nothing)."""
+        if self.dispatcher.audit or not _ASKS_CHANGE.search(prompt):
+            return []
+        writers = {"write_file", "edit", "apply_patch", "shell"}
+        if not any(self.dispatcher.canonical(s.name) in writers
+                   for s in self.dispatcher.schemas()):
+            return []
+        return ["the task asked for a change, but the model answered without any tool call: "
+                "nothing was changed"]
 
     def _emit(self, kind: Literal["step", "tool", "tool_done", "final"], step: int,
               detail: str = "", paths: tuple[str, ...] = ()) -> None:
@@ -224,14 +290,24 @@ class Session:
             self.total_steps += 1
             self._emit("step", step)
             response = self._request(self.sampling)
-            self._note_turn(step, response.text, response.tool_calls)
-            self.messages.append(Message(role="assistant", content=response.text,
-                                         tool_calls=response.tool_calls))
-            if not response.tool_calls:
+            calls, from_text = response.tool_calls, False
+            if not calls:
+                calls = self._text_calls(step, response.text)
+                from_text = bool(calls)
+            self._note_turn(step, response.text, list(calls), from_text=from_text)
+            self.messages.append(Message(role="assistant",
+                                         content="" if from_text else response.text,
+                                         tool_calls=calls))
+            if not calls:
                 self._emit("final", step)
+                notes += self._no_change_note(prompt)
                 return SessionOutcome(response.text, "answer", step, self.usage, self.requests,
                                       self.model_seconds, notes)
-            for call in response.tool_calls:
+            if from_text:
+                notes.append(f"step {step}: {len(calls)} tool call(s) the model wrote as text "
+                             f"were parsed and dispatched (call ids {TEXT_CALL_PREFIX}*)")
+                self._dispatch_text_calls(step, calls, response.text)
+            for call in calls:
                 self._check_deadline()
                 self._emit("tool", step, f"{call.name} {render_arguments(call.arguments, 80)}")
                 self.messages.append(self.dispatcher.dispatch(call, step=step))

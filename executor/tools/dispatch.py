@@ -61,9 +61,15 @@ ContextT_contra = TypeVar("ContextT_contra", contravariant=True)
 
 
 class ToolFailure(CorralError):
-    """A tool could not do what was asked; the model sees the message as a tool error."""
+    """A tool could not do what was asked; the model sees the message as a tool error.
+    ``data`` goes to the record's audit entry (a refused fetch: its URL and reason)."""
 
     code = "tool_failure"
+
+    def __init__(self, message: str, *, data: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.data: dict[str, Any] = dict(data or {})
 
 
 class ToolDenied(ToolFailure):
@@ -138,6 +144,8 @@ class AuditRecord:
     result: str
     is_error: bool
     duration_ms: float
+    #: What the tool reported for the record (``web_fetch``: url, final url, status...).
+    data: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -146,6 +154,7 @@ class AuditRecord:
             "arguments": dict(self.arguments), "decision": self.decision.value,
             "reason": self.reason, "result": self.result, "is_error": self.is_error,
             "duration_ms": round(self.duration_ms, 3),
+            **({"data": dict(self.data)} if self.data else {}),
         }
 
 
@@ -232,6 +241,7 @@ class Dispatcher(Generic[ContextT]):
             index=len(self.audit), step=step, call_id=call.id, tool=call.name,
             arguments=arguments, decision=decision, reason=safe_text(reason), result=content,
             is_error=output.is_error, duration_ms=(time.perf_counter() - started) * 1000,
+            data=output.data,
         )
         self.audit.append(record)
         if self.journal is not None:
@@ -239,7 +249,8 @@ class Dispatcher(Generic[ContextT]):
                 self._note_decision(call, decision, record.reason)
             self.journal("tool_result", call_id=call.id, tool=call.name,
                          decision=decision.value, reason=record.reason, is_error=record.is_error,
-                         duration_ms=round(record.duration_ms, 3), result=content)
+                         duration_ms=round(record.duration_ms, 3), result=content,
+                         **({"data": dict(record.data)} if record.data else {}))
         return Message(role="tool", content=content, tool_call_id=call.id,
                        name=call.name, is_error=output.is_error)
 
@@ -286,10 +297,10 @@ class Dispatcher(Generic[ContextT]):
             output = tool.run(args, self.context)
         except ToolDenied as exc:
             return Decision.DENIED, exc.message, ToolOutput(f"error: denied: {exc.message}",
-                                                            is_error=True)
+                                                            is_error=True, data=exc.data)
         except ToolFailure as exc:
             return Decision.FAILED, exc.message, ToolOutput(f"error: {exc.message}",
-                                                            is_error=True)
+                                                            is_error=True, data=exc.data)
         return decision, "", output
 
     def _note_decision(self, call: ToolCall, decision: Decision, reason: str) -> None:

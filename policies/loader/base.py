@@ -66,6 +66,9 @@ class Options:
     #: a granted tool none of them runs is a warning (it is never offered).
     mcp_servers: frozenset[str] = frozenset()
     provided_tools: frozenset[str] = frozenset()
+    #: Whether the user granted any host (``[network] allow``, ``--allow-net``): else a
+    #: granted ``web_fetch`` is a warning (it is never offered).
+    network: bool = False
     #: Explicit foreign-name -> native/custom tool names (``agent_imports`` entry).
     tool_map: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Explicit model override for this import (``agent_imports`` entry).

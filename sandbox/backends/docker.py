@@ -320,9 +320,12 @@ def _ids(text: str) -> tuple[int, int]:
 
 
 def plan_users(
-    config: DockerConfig, workspace_owner: tuple[int, int], mode: SandboxMode
+    config: DockerConfig, workspace_owner: tuple[int, int], mode: SandboxMode, *,
+    scratch: bool = False,
 ) -> tuple[tuple[int, int], tuple[int, int] | None]:
-    """(uid:gid commands run as, uid:gid to chown a new worktree to, if any)."""
+    """(uid:gid commands run as, uid:gid to chown a new worktree to, if any). A read-only
+    checkout with a throwaway layer (``scratch``) runs as its owner, as workspace-write
+    does: the commands write the layer's copies of the owner's files."""
     root = os.geteuid() == 0
     if config.user is not None:
         user = _ids(config.user)
@@ -330,7 +333,7 @@ def plan_users(
         user = (_DEFAULT_UID, _DEFAULT_UID) if root else (os.getuid(), os.getgid())
     elif workspace_owner[0] != 0:
         user = workspace_owner
-    elif mode is SandboxMode.READ_ONLY:
+    elif mode is SandboxMode.READ_ONLY and not scratch:
         user = (_DEFAULT_UID, _DEFAULT_UID)
     else:
         user = (0, 0)

@@ -20,6 +20,7 @@ from sandbox.workspaces.changes import TreeRecord
 from sandbox.workspaces.overlay import OverlayLayers
 from sandbox.workspaces.privategit import object_dirs
 from sandbox.workspaces.repo import RepoInfo
+from sandbox.workspaces.scratch import ScratchLayer
 from sandbox.workspaces.setid import clear_setid, clear_setid_paths, find_setid
 
 __all__ = ["Mount", "Workspace", "WorkspaceKind"]
@@ -79,11 +80,20 @@ class Workspace:
     aliases: tuple[Path, ...] = ()
     #: Read-only binds from elsewhere (an environment's carried paths and layer entries).
     extra_mounts: tuple[Mount, ...] = ()
+    #: A read-only checkout's throwaway layer (review commands,
+    #: :mod:`sandbox.workspaces.scratch`): commands write it, never the checkout.
+    scratch: ScratchLayer | None = None
 
     @property
     def writable(self) -> bool:
         """Whether the child may write the workspace."""
         return self.mode is not SandboxMode.READ_ONLY
+
+    @property
+    def files_root(self) -> Path:
+        """Where the host-side file API reads: a throwaway layer's merged view (what the
+        child's commands wrote included), else the root."""
+        return self.scratch.merged if self.scratch is not None else self.root
 
     @property
     def read_only_config(self) -> tuple[str, ...]:
@@ -134,9 +144,13 @@ class Workspace:
         child's own git needs (a worktree's private git dir and the parent's
         object stores; otherwise the parent's git and common dirs) are read-only, and
         so is the agent and editor configuration of a workspace-write checkout
-        (:meth:`protected_config`).
+        (:meth:`protected_config`). A read-only checkout with a throwaway layer is its
+        merged view, writable, at the checkout's path; its ``.git`` is still the real one,
+        read-only.
         """
         mounts = [Mount(self.root, self.writable)]
+        if self.scratch is not None:  # commands write the throwaway layer, seen at the root
+            mounts = [Mount(self.root, True, self.scratch.merged)]
         dot_git = self.root / ".git"
         if os.path.lexists(dot_git):
             mounts.append(Mount(dot_git, False))

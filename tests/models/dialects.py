@@ -129,8 +129,15 @@ class OpenAIDialect(Dialect):
         tools = body["tools"]
         if not isinstance(tools, list) or not tools:
             return ["tools must be a non-empty list (omit it when there are none)"]
-        problems = [] if body.get("tool_choice") in ("auto", "none") else [
-            "tool_choice must be 'auto' or 'none'"]
+        choice = body.get("tool_choice")
+        names = [t.get("function", {}).get("name") for t in tools if isinstance(t, dict)
+                 and isinstance(t.get("function"), dict)]
+        named = (isinstance(choice, dict) and choice.get("type") == "function"
+                 and isinstance(choice.get("function"), dict)
+                 and set(choice["function"]) == {"name"} and choice["function"]["name"] in names)
+        problems = [] if choice in ("auto", "none", "required") or named else [
+            "tool_choice must be 'auto', 'none', 'required' or {type: function, function: "
+            "{name}} naming a defined tool"]
         for n, tool in enumerate(tools):
             if not isinstance(tool, dict) or tool.get("type") != "function":
                 problems.append(f"tools[{n}] must be a function tool")
@@ -280,6 +287,12 @@ class AnthropicDialect(Dialect):
             elif not isinstance(choice, dict) or choice.get("type") not in {
                     "auto", "any", "tool", "none"}:
                 problems.append("tool_choice must be {type: auto|any|tool|none}")
+            elif choice["type"] == "tool" and choice.get("name") not in [
+                    t.get("name") for t in body["tools"] if isinstance(t, dict)]:
+                problems.append("tool_choice {type: tool} must name a defined tool")
+            elif set(choice) - {"type", "name", "disable_parallel_tool_use"} or (
+                    "name" in choice) != (choice["type"] == "tool"):
+                problems.append("tool_choice has unexpected keys")
         if "tools" not in body and _has_tool_blocks(body.get("messages")):
             # The real API: "Requests which include `tool_use` or `tool_result` blocks
             # must define tools."

@@ -162,6 +162,6 @@ def warn_unrunnable(reader: Reader, tools: frozenset[str] | None, key: str = "to
     options = reader.ctx.options
     for tool in sorted(tools or ()):
         reason = why_unrunnable(tool, servers=options.mcp_servers,
-                                provided=options.provided_tools)
+                                provided=options.provided_tools, network=options.network)
         if reason is not None:
             reader.warn(key, f"{tool!r} cannot run: {reason}", code="tool_cannot_run")

@@ -19,7 +19,9 @@ error before a run.
 What the spec says happens at run time is in the contract too: ``name`` is
 kebab-case ("Unique identifier (kebab-case)"); ``sandbox: read-only``
 "Overrides any ``tools`` field" with the read-only allowlist (``read``,
-``grep``, ``find``, ``ls``); the model candidates end with the parent's model
+``grep``, ``find``, ``ls``; a ``bash`` it lists is kept for the mode to remove, so the
+user's review-commands grant can run it in a throwaway layer); the model candidates
+end with the parent's model
 ("Resolution order is legacy ``model``, then each ``models`` entry, then the
 authenticated parent model"); and the whole conversation is kept ("No
 compaction": memory ``full``).
@@ -41,6 +43,7 @@ from policies.loader.base import Context, FieldRules, Reader, Source, check_name
 from policies.loader.formats.common import allowlist, build, markdown
 from policies.loader.models import LEVELS, native_route, parse_ref
 from policies.permissions import PermissionPolicy
+from policies.tools import ToolGroup, group_of
 
 __all__ = ["PiAdapter"]
 
@@ -89,11 +92,17 @@ class PiAdapter:
         if route.candidates and not reader.ctx.options.model:  # then the parent's model
             route = route.model_copy(update={"parent_fallback": True})
         if sandbox == SandboxMode.READ_ONLY.value:
+            # The bash it lists stays in its allowlist: its read-only mode removes it unless
+            # the user granted review commands (then it runs in a throwaway layer).
+            shell = frozenset(t for t in tools or () if group_of(t) is ToolGroup.EXEC)
             if tools is not None and tools != READ_ONLY_TOOLS:
                 reader.ctx.info("tools", "sandbox: read-only overrides tools: the agent gets the "
-                                "read-only allowlist (read, grep, find, ls)",
+                                "read-only allowlist (read, grep, find, ls)"
+                                + ("; the bash it lists runs only where you grant review "
+                                   "commands ([review] commands = true, --review-commands), "
+                                   "in a throwaway layer" if shell else ""),
                                 line=reader.line("sandbox"), code="read_only_override")
-            tools, rules = READ_ONLY_TOOLS, []
+            tools, rules = READ_ONLY_TOOLS | shell, []
         extras = reader.leftovers(RULES)
         return [build(
             reader, source,
