@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from web_support import Names, Site, serve, use_names
+from fetch_support import Names, Site, serve, use_names
 
 from executor.cli import cli
 from policies.config import ConfigError, load_user_config

@@ -1,6 +1,6 @@
 """web_fetch: one GET on the host side, only to what the user granted (issue 35).
 
-Every test runs against real HTTP servers on 127.0.0.x (:mod:`web_support`) and
+Every test runs against real HTTP servers on 127.0.0.x (:mod:`fetch_support`) and
 a test resolver for test names (``docs.test``, ``evil.test``), set as the
 tool's resolver hook; the grant's ``allow_private = ["127.0.0.1"]`` is what
 lets a granted *name* reach those servers at all. Each attack must be refused
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from exec_support import BACKENDS, agent_file, call
-from web_support import Names, Site, certificate, fetch, serve, use_names
+from fetch_support import Names, Site, certificate, fetch, serve, use_names
 
 from executor.ledger import JOURNAL, ledger_dir, read_journal
 from executor.tools import web_fetch
