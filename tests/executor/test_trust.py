@@ -250,3 +250,9 @@ def test_a_rename_and_a_change_of_the_ngn_config_alone_lapse_trust(repo: Path) -
     before = project_digest(repo)
     config.write_text(json.dumps({"agent_imports": [], "profiles": {"p": {}}}))
     assert project_digest(repo) != before
+    # A config whose change the loader reports nothing of (neither names a file) is still
+    # digested by its own bytes.
+    config.write_text("{}")
+    before = project_digest(repo)
+    config.write_text(json.dumps({"agent_imports": []}))
+    assert project_digest(repo) != before
