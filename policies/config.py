@@ -95,7 +95,15 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from policies.capability import DEFAULT_SUBAGENT_DEPTH
 from policies.environment import EnvironmentConfig
@@ -125,11 +133,28 @@ class ProviderConfig(BaseModel):
     #: fix for small models that write calls as text; released after a tool result, so
     #: the model can still answer), ``none``, or one tool's name. ``[agents.NAME]`` wins.
     tool_choice: str = "auto"
+    #: The model's context size in tokens (a local server's ``--n_ctx``): the answer's
+    #: room comes off it, and auto-compacting memory compacts within the rest. ``None``:
+    #: 100k tokens of conversation.
+    context_window: int | None = Field(default=None, ge=256)
+    #: The most tokens one answer may take (each request's ``max_tokens``); ``None``: a
+    #: quarter of ``context_window``, at most 4096.
+    max_tokens: int | None = Field(default=None, ge=1)
 
     @field_validator("tool_choice")
     @classmethod
     def _tool_choice(cls, value: str) -> str:
         return check_tool_choice(value)
+
+    @model_validator(mode="after")
+    def _answer_fits(self) -> ProviderConfig:
+        if (self.context_window is not None and self.max_tokens is not None
+                and self.max_tokens >= self.context_window):
+            raise ValueError(
+                f"max_tokens ({self.max_tokens}) must be below context_window "
+                f"({self.context_window}): the prompt needs room too; lower max_tokens "
+                "or raise context_window to the server's context size")
+        return self
 
 
 def check_tool_choice(value: str) -> str:

@@ -429,6 +429,21 @@ MUTATIONS: tuple[Mutation, ...] = (
          "showing_it"],
         "a call-shaped JSON object inside a longer answer runs: a file the model quotes "
         "(prompt injection) becomes a call"),
+    mutation(
+        "model-limits-answer-room", "model limits", "executor/run/opening.py",
+        "                          max_tokens=limits.output_tokens()),\n",
+        "                          ),\n",
+        ["tests/models/test_model_limits.py::test_a_run_asks_for_what_the_providers_window_"
+         "leaves"],
+        "a provider's context_window and max_tokens never reach the request: a 2048-token "
+        "local model is asked for 4096 answer tokens"),
+    mutation(
+        "model-limits-budget", "model limits", "executor/run/opening.py",
+        "        budget_tokens=limits.input_budget(),\n", "",
+        ["tests/models/test_model_limits.py::test_a_run_asks_for_what_the_providers_window_"
+         "leaves"],
+        "the conversation's budget ignores the provider's context window (auto-compaction "
+        "waits for 100k tokens)"),
     # -- narrowing ------------------------------------------------------------------------
     mutation(
         "review-commands-only-the-shell", "narrowing", "policies/capability.py",

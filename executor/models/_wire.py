@@ -10,6 +10,7 @@ from typing import Any
 from executor.errors import ModelError
 from executor.models.base import (
     Message,
+    ModelLimits,
     ModelResponse,
     Sampling,
     ToolSchema,
@@ -33,8 +34,10 @@ class HttpModel:
                  headers: Mapping[str, str], timeout: float, max_retries: int,
                  retry: RetryPolicy | None, sleep: Sleep = time.sleep,
                  defaults: Mapping[str, Any] | None = None,
-                 tool_choice: str | None = None) -> None:
+                 tool_choice: str | None = None, limits: ModelLimits | None = None) -> None:
         self._model = model
+        #: The provider's token limits (the session sizes its requests by them).
+        self.limits = limits or ModelLimits()
         #: The provider's configured ``tool_choice`` (a request's own wins).
         self._tool_choice = tool_choice
         #: Request fields of the model's variant (below the agent's own options).

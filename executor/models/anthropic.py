@@ -51,7 +51,15 @@ from executor.models._wire import (
     protocol_error,
     too_deep,
 )
-from executor.models.base import Message, ModelResponse, Sampling, ToolCall, ToolSchema, Usage
+from executor.models.base import (
+    Message,
+    ModelLimits,
+    ModelResponse,
+    Sampling,
+    ToolCall,
+    ToolSchema,
+    Usage,
+)
 from executor.models.http import RetryPolicy, Sleep
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicModel"]
@@ -76,14 +84,15 @@ class AnthropicModel(HttpModel):
                  timeout: float = 120.0, max_retries: int = 3,
                  retry: RetryPolicy | None = None, sleep: Sleep = time.sleep,
                  defaults: Mapping[str, Any] | None = None,
-                 tool_choice: str | None = None) -> None:
+                 tool_choice: str | None = None, limits: ModelLimits | None = None,
+                 ) -> None:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
         super().__init__(
             model=model, url=base_url.rstrip("/") + "/v1/messages", provider=provider,
             api_key=api_key, headers=headers, timeout=timeout, max_retries=max_retries,
-            retry=retry, sleep=sleep, defaults=defaults, tool_choice=tool_choice)
+            retry=retry, sleep=sleep, defaults=defaults, tool_choice=tool_choice, limits=limits)
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:

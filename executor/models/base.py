@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "DEFAULT_BUDGET_TOKENS",
+    "DEFAULT_MAX_TOKENS",
     "Message",
     "Model",
+    "ModelLimits",
     "ModelResponse",
     "Role",
     "Sampling",
@@ -25,6 +28,7 @@ __all__ = [
     "ToolSchema",
     "Usage",
     "effective_tool_choice",
+    "model_limits",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -71,6 +75,12 @@ class Message:
     is_error: bool = False
 
 
+#: The answer's token cap when the provider sets none (nor a context window).
+DEFAULT_MAX_TOKENS = 4096
+#: The conversation's token budget when the provider names no context window.
+DEFAULT_BUDGET_TOKENS = 100_000
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Per-request settings; ``None`` leaves the provider's default.
@@ -85,7 +95,7 @@ class Sampling:
     temperature: float | None = None
     top_p: float | None = None
     reasoning: str | None = None
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     tool_choice: str | None = None
     #: Provider options (zuno ``options``): request fields sent verbatim, except the ones
     #: corral alone sets (:data:`policies.contract.RESERVED_OPTION_KEYS`); an explicit
@@ -104,6 +114,41 @@ def effective_tool_choice(sampling: Sampling, messages: Sequence[Message],
     if choice not in ("auto", "none") and messages and messages[-1].role == "tool":
         return "auto"
     return choice
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """A provider's token limits (``[providers.NAME] context_window``, ``max_tokens``).
+
+    ``output_tokens`` is what each request asks for at most: ``max_tokens``, else a
+    quarter of the context window (at most :data:`DEFAULT_MAX_TOKENS`), else that default.
+    ``input_budget`` is what the conversation may fill: the window less the answer's room
+    (auto-compacting memory compacts at its ratio of it), else
+    :data:`DEFAULT_BUDGET_TOKENS`. A model that names none (a replay) has the defaults.
+    """
+
+    context_window: int | None = None
+    max_tokens: int | None = None
+
+    def output_tokens(self) -> int:
+        """The ``max_tokens`` each request sends."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        if self.context_window is not None:
+            return max(1, min(DEFAULT_MAX_TOKENS, self.context_window // 4))
+        return DEFAULT_MAX_TOKENS
+
+    def input_budget(self) -> int:
+        """The tokens the conversation (system prompt, task, turns) may take."""
+        if self.context_window is None:
+            return DEFAULT_BUDGET_TOKENS
+        return max(1, self.context_window - self.output_tokens())
+
+
+def model_limits(model: object) -> ModelLimits:
+    """``model``'s limits (its ``limits`` attribute), the defaults when it has none."""
+    limits = getattr(model, "limits", None)
+    return limits if isinstance(limits, ModelLimits) else ModelLimits()
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from executor.models._wire import HttpModel, decode_arguments, nonneg_int, protocol_error
-from executor.models.base import Message, ModelResponse, Sampling, ToolCall, ToolSchema, Usage
+from executor.models.base import (
+    Message,
+    ModelLimits,
+    ModelResponse,
+    Sampling,
+    ToolCall,
+    ToolSchema,
+    Usage,
+)
 from executor.models.http import RetryPolicy, Sleep
 
 __all__ = ["REASONING_EFFORT", "OpenAIChatModel"]
@@ -61,12 +69,13 @@ class OpenAIChatModel(HttpModel):
                  provider: str = "openai", timeout: float = 120.0, max_retries: int = 3,
                  retry: RetryPolicy | None = None, sleep: Sleep = time.sleep,
                  defaults: Mapping[str, Any] | None = None,
-                 tool_choice: str | None = None) -> None:
+                 tool_choice: str | None = None, limits: ModelLimits | None = None,
+                 ) -> None:
         super().__init__(
             model=model, url=base_url.rstrip("/") + "/chat/completions", provider=provider,
             api_key=api_key, headers={"authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=timeout, max_retries=max_retries, retry=retry, sleep=sleep,
-            defaults=defaults, tool_choice=tool_choice)
+            defaults=defaults, tool_choice=tool_choice, limits=limits)
 
     def _body(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
               sampling: Sampling) -> dict[str, Any]:

@@ -57,7 +57,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from executor.errors import ModelError
-from executor.models.base import Message, Model, ModelResponse, Sampling, ToolSchema
+from executor.models.base import (
+    Message,
+    Model,
+    ModelLimits,
+    ModelResponse,
+    Sampling,
+    ToolSchema,
+    model_limits,
+)
 from policies.config import ProviderConfig, UserConfig
 from policies.contract import ModelRef, ModelRoute
 from policies.loader.models import parse_ref
@@ -101,6 +109,11 @@ class LeveledModel:
     def name(self) -> str:
         """``inner:level``."""
         return f"{self.inner.name}:{self.level}"
+
+    @property
+    def limits(self) -> ModelLimits:
+        """The inner model's."""
+        return model_limits(self.inner)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *,
                  sampling: Sampling) -> ModelResponse:
@@ -194,7 +207,8 @@ def build_provider_model(provider: str, config: ProviderConfig, model: str, *,
         OpenAIChatModel if config.type == "openai" else AnthropicModel)
     return cls(model=model, base_url=config.base_url, api_key=api_key, provider=provider,
                timeout=config.timeout_seconds, max_retries=config.max_retries,
-               defaults=defaults, tool_choice=config.tool_choice)
+               defaults=defaults, tool_choice=config.tool_choice,
+               limits=ModelLimits(config.context_window, config.max_tokens))
 
 
 def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from executor.agents.offer import make_offer, servers_to_start
 from executor.mcpclient import McpServers
 from executor.models import Sampling
+from executor.models.base import model_limits
 from executor.run.prepare import settings_apply
 from executor.run.recording import write_running
 from executor.run.resume import replay_into
@@ -149,6 +150,7 @@ def open_session(run: AgentRun) -> Session:
                         for n in offer.deferred}
     context.activate = dispatcher.activate
     instructions = system_prompt(run, [s.instructions for s in skills])
+    limits = model_limits(run.model)
     run.session = Session(
         agent=run.contract.name, model=run.model, dispatcher=dispatcher,
         system_prompt=instructions,
@@ -157,7 +159,9 @@ def open_session(run: AgentRun) -> Session:
                           reasoning=run.contract.reasoning if settings_apply(
                               run.contract, run.settings.model_override) else None,
                           options=run.contract.options,
-                          tool_choice=_agent_tool_choice(run)),
+                          tool_choice=_agent_tool_choice(run),
+                          max_tokens=limits.output_tokens()),
+        budget_tokens=limits.input_budget(),
         steps=run.contract.steps, limits=run.settings.limits, deadline=run.deadline,
         progress=run.settings.progress, depth=run.depth, run_id=run.run_id,
         cancellation=run.settings.cancellation,
