@@ -157,22 +157,28 @@ def _unescape(field: str) -> str:
     return "".join(out)
 
 
-def overlay_mounts(under: Path) -> list[Path]:
-    """The mountpoints of the overlay mounts at or below ``under`` (deepest first)."""
-    found: list[Path] = []
+def mount_table() -> list[tuple[str, Path]]:
+    """This mount namespace's mounts (``/proc/self/mountinfo``): (filesystem type,
+    mountpoint) each, the mountpoint unescaped; empty when it cannot be read."""
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
-        return found
+        return []
+    table: list[tuple[str, Path]] = []
     for line in lines:
         fields = line.split(" ")
         try:
             fstype = fields[fields.index("-") + 1]
         except (ValueError, IndexError):
             continue
-        mountpoint = Path(_unescape(fields[4]))
-        if fstype == "overlay" and (mountpoint == under or mountpoint.is_relative_to(under)):
-            found.append(mountpoint)
+        table.append((fstype, Path(_unescape(fields[4]))))
+    return table
+
+
+def overlay_mounts(under: Path) -> list[Path]:
+    """The mountpoints of the overlay mounts at or below ``under`` (deepest first)."""
+    found = [mountpoint for fstype, mountpoint in mount_table()
+             if fstype == "overlay" and (mountpoint == under or mountpoint.is_relative_to(under))]
     return sorted(set(found), key=lambda path: len(path.parts), reverse=True)
 
 

@@ -39,6 +39,7 @@ from sandbox.workspaces.overlay import (
     _libc,
     is_mountpoint,
     mount_overlay,
+    mount_table,
     overlay_unsupported,
     unmount,
 )
@@ -164,17 +165,7 @@ def scratch_mounts(worktrees: Path) -> dict[str, list[Path]]:
     """The throwaway layers' mounts under ``worktrees`` (sandbox id -> its mountpoints,
     deepest first): gc drops those of sandboxes no live process owns."""
     found: dict[str, list[Path]] = {}
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        fields = line.split(" ")
-        try:
-            fstype = fields[fields.index("-") + 1]
-        except (ValueError, IndexError):
-            continue
-        mountpoint = Path(fields[4].replace("\\040", " "))
+    for fstype, mountpoint in mount_table():
         if fstype != "tmpfs" or mountpoint.parent != worktrees:
             continue
         found.setdefault(mountpoint.name, []).extend([mountpoint / "merged", mountpoint])

@@ -26,13 +26,10 @@ from executor.models.base import (
     model_limits,
 )
 from executor.models.routing import with_level
-from executor.run import RunSettings, run_agent
+from executor.run import run_agent
 from executor.run import session as session_module
 from executor.run.memory import request_view
-from policies.config import ProviderConfig, UserConfig, load_user_config
-from policies.loader import Environment, discover
-from sandbox.config import HostConfig, Limits
-from tests.backends import git
+from policies.config import ProviderConfig, load_user_config
 
 START = [Message("system", "Be brief."), Message("user", "Say hi")]
 
@@ -89,24 +86,8 @@ def test_each_protocol_sends_the_requests_own_cap(harness: Harness, tokens: int 
 def test_a_run_asks_for_what_the_providers_window_leaves(
         harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         window: int | None, cap: int | None, sent: int) -> None:
-    repo = tmp_path / "repo"
-    (repo / ".ngn/agents").mkdir(parents=True)
-    (repo / ".ngn/agents/a.md").write_text(
-        "---\nname: a\ndescription: test agent\ntools: read_file\n---\nWork.\n")
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
-    monkeypatch.setenv("CORRAL_TEST_KEY", KEY)
-    provider = ProviderConfig(type=harness.protocol, base_url=harness.server.base_url,  # type: ignore[arg-type]
-                              api_key_env="CORRAL_TEST_KEY", max_retries=0,
-                              context_window=window, max_tokens=cap)
-    config = UserConfig(providers={"local": provider}, default_model="local/test-model")
-    env = Environment(home=tmp_path / "home", xdg_config=tmp_path / "home/.config",
-                      pi_dir=tmp_path / "home/.pi/agent")
-    registry = discover(repo, trust_project=True, personal=False, env=env)
-    settings = RunSettings(root=repo, backend=HostConfig(limits=Limits(timeout_seconds=60)),
-                           config=config, registry=registry, ledger=tmp_path / "ledger",
-                           env=env, trust_project=True, state_root=tmp_path / "state")
+    settings = harness.run_settings(tmp_path, monkeypatch, tools="read_file",
+                                    context_window=window, max_tokens=cap)
     budgets: list[int] = []
 
     def spy(messages: Any, memory: Any, *, budget_tokens: int) -> Any:

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from servers import KEY
 
 from executor.errors import ModelError
-from executor.ledger import RunRecord, RunStatus, ledger_dir
+from executor.ledger import RunRecord, RunStatus
 from executor.models import (
     AnthropicModel,
     Message,
@@ -29,11 +29,8 @@ from executor.models import (
     ToolCall,
     ToolSchema,
 )
-from executor.run import RunSettings, run_agent
+from executor.run import run_agent
 from policies.config import AgentSettings, ProviderConfig, UserConfig
-from policies.loader import Environment, discover
-from sandbox.config import HostConfig, Limits
-from tests.backends import git
 
 READ = ToolSchema("read", "Read a file.", {"type": "object", "properties": {
     "path": {"type": "string"}}, "required": ["path"]})
@@ -116,26 +113,8 @@ def test_the_config_file_reads_both_places() -> None:
 
 def _run(harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
          provider_choice: str = "auto", agent_choice: str | None = None) -> RunRecord:
-    repo = tmp_path / "repo"
-    (repo / ".ngn/agents").mkdir(parents=True)
-    (repo / "README.md").write_text("# Project\n")
-    (repo / ".ngn/agents/a.md").write_text(
-        "---\nname: a\ndescription: test agent\ntools: read_file, write_file\n---\nWork.\n")
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "init")
-    monkeypatch.setenv("CORRAL_TEST_KEY", KEY)
-    provider = ProviderConfig(type=harness.protocol, base_url=harness.server.base_url,  # type: ignore[arg-type]
-                              api_key_env="CORRAL_TEST_KEY", max_retries=0,
-                              tool_choice=provider_choice)
-    config = UserConfig(providers={"local": provider}, default_model="local/test-model",
-                        agents={"a": AgentSettings(tool_choice=agent_choice)})
-    env = Environment(home=tmp_path / "home", xdg_config=tmp_path / "home/.config",
-                      pi_dir=tmp_path / "home/.pi/agent")
-    registry = discover(repo, trust_project=True, personal=False, env=env)
-    settings = RunSettings(root=repo, backend=HostConfig(limits=Limits(timeout_seconds=60)),
-                           config=config, registry=registry, ledger=ledger_dir(repo), env=env,
-                           trust_project=True, state_root=tmp_path / "state")
+    settings = harness.run_settings(tmp_path, monkeypatch, tool_choice=provider_choice,
+                                    agents={"a": AgentSettings(tool_choice=agent_choice)})
     return run_agent(settings, "a", "Read the README")
 
 
