@@ -66,6 +66,13 @@ class SetupFailure:
     missing: str | None = None
 
 
+def missing_command(text: str) -> str | None:
+    """The last command a shell said it did not find in ``text`` (``sh: 1: NAME: not
+    found``, bash's ``NAME: command not found``); ``None`` if it says none."""
+    names = _NOT_FOUND.findall(text)
+    return names[-1] if names else None
+
+
 def _size(count: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if count >= size:

@@ -180,8 +180,11 @@ def child_lines(record: RunRecord, child: Callable[[str], RunRecord | None]) -> 
 def summary_lines(record: RunRecord) -> list[str]:
     """Usage, timings and resources in human units (empty parts left out)."""
     usage = record.usage
-    tokens = (f"{usage.get('input_tokens', 0):,} input + {usage.get('output_tokens', 0):,} "
-              f"output tokens in {usage.get('requests', 0)} request(s)") if usage else "none"
+    cached = usage.get("cached_tokens", 0) if usage else 0
+    tokens = (f"{usage.get('input_tokens', 0):,} input"
+              + (f" ({cached:,} cached)" if cached else "")
+              + f" + {usage.get('output_tokens', 0):,} output tokens in "
+              f"{usage.get('requests', 0)} request(s)") if usage else "none"
     timings = record.timings
     spent = "-"
     if timings:
@@ -333,4 +336,6 @@ def check_lines(record: RunRecord) -> list[str]:
     lines = [head + f"{ended} in {human_seconds(float(check.get('duration_seconds', 0.0)))}"
              f"{cut}"]
     lines += [f"      {one_line(line)}" for line in tail.rstrip("\n").split("\n") if tail]
+    if check.get("hint"):
+        lines.append(f"  hint: {one_line(str(check['hint']))}")
     return lines

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from executor.text import one_line
 from sandbox.errors import SandboxError
 from sandbox.protocol import Sandbox
+from sandbox.setupfailure import missing_command
 
-__all__ = ["TAIL_BYTES", "Verdict", "check_verdict", "errored_check", "run_check",
-           "skipped_check"]
+__all__ = ["TAIL_BYTES", "Verdict", "check_verdict", "errored_check", "not_found_hint",
+           "run_check", "skipped_check"]
 
 Verdict = Literal["passed", "failed", "timed out", "skipped", "error"]
 
@@ -86,17 +88,34 @@ def run_check(sandbox: Sandbox, command: str, *, timeout: float) -> dict[str, An
                         output_cap=TAIL_BYTES + 4096)
     size_line = done.stderr.decode("ascii", "replace").strip().splitlines()[:1]
     size = int(size_line[0]) if size_line and size_line[0].isdigit() else len(done.stdout)
+    tail = done.stdout[-TAIL_BYTES:].decode("utf-8", "replace")
+    found = {} if done.exit_code != 127 else not_found_hint(tail)
     return {
         "command": command,
         "exit_code": None if done.timed_out or done.stopped else done.exit_code,
         "duration_seconds": round(done.duration_seconds, 3),
         "timed_out": done.timed_out,
-        "output_tail": done.stdout[-TAIL_BYTES:].decode("utf-8", "replace"),
+        "output_tail": tail,
         "output_bytes": size,
         "skipped": None,
         "error": _oom(sandbox) if done.oom_killed else None,
         "oom_killed": done.oom_killed,
+        **found,
     }
+
+
+def not_found_hint(tail: str) -> dict[str, str]:
+    """``{"hint": ...}`` for a check whose shell did not find a command (exit 127): most
+    often ``python``, which the sandbox does not have (Debian's is ``python3``)."""
+    name = missing_command(tail)
+    if name is None:
+        return {}
+    if name == "python":
+        return {"hint": "the sandbox has no `python`, only `python3`: write the check with "
+                "python3 (`python3 -m pytest`), or name the venv's interpreter "
+                "(`.venv/bin/python -m pytest`) when the project's environment makes one"}
+    return {"hint": f"`{one_line(name)}` is not in the sandbox: install it in the project's "
+                    "environment (setup), or check with a command the sandbox has"}
 
 
 def _oom(sandbox: Sandbox) -> dict[str, str]:
