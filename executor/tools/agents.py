@@ -35,11 +35,9 @@ MAX_PARALLEL_TASKS = 8
 #: How many agents, and how much of each description, the delegate tool's description lists.
 _LISTED_AGENTS = 64
 _DESCRIPTION_CHARS = 200
-_BASE_DESCRIPTION = ("Run another agent on a task in its own sandbox and get back its final "
-                     "answer, status and diff. Pass child=<id> to follow up with a child you "
-                     "started before. To run several at once, pass tasks=[{agent, prompt}, "
-                     f"...] instead of agent and prompt (at most {MAX_PARALLEL_TASKS}): they "
-                     "run concurrently and each task's result comes back, in task order.")
+_BASE_DESCRIPTION = ("Run another agent on a task in its own sandbox; you get back its final "
+                     "answer, status and diff. Call it with agent and prompt. Only to run "
+                     f"several at once (at most {MAX_PARALLEL_TASKS}), pass tasks instead.")
 _AGENT = "Name of the agent to run."
 _PROMPT = "The task for it, self-contained."
 _CHILD = ("A retained child (its run id, or the agent's name when you started it once), to "
@@ -65,8 +63,8 @@ class DelegateArgs(Args):
     instructions: str | None = Field(default=None, description=_INSTRUCTIONS)
     tasks: list[DelegateTask] | None = Field(
         default=None, min_length=1, max_length=MAX_PARALLEL_TASKS,
-        description="Several tasks to run at once, instead of agent and prompt: each "
-        "{agent, prompt} (and instructions, or child for a follow-up).")
+        description="Instead of agent and prompt: several tasks run at once, each "
+        "{agent, prompt}; their results come back in task order.")
 
     @model_validator(mode="after")
     def _one_shape(self) -> DelegateArgs:

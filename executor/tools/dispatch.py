@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from executor.models.base import Message, ToolCall, ToolSchema
 from executor.text import safe_text
+from executor.tools.wire_schema import compact
 from policies.capability import Capability
 from policies.errors import CorralError
 from policies.permissions import PATH_TOOLS, Action
@@ -217,7 +218,7 @@ class Dispatcher(Generic[ContextT]):
                        description=self.descriptions.get(name, tool.description),
                        # A tool that carries its own schema (an MCP server's, exact) shows it.
                        parameters=getattr(tool, "parameters", None)
-                       or tool.args.model_json_schema())
+                       or compact(tool.args.model_json_schema()))
             for name, tool in sorted(self.tools.items()) if name not in self.deferred
         ]
 
