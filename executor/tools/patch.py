@@ -1,4 +1,5 @@
-"""apply_patch(patch): a strict unified-diff applier over the confined file API.
+"""apply_patch(patch): a strict unified-diff (or V4A, :mod:`executor.tools.v4a`) applier
+over the confined file API.
 
 No external ``patch``/``git apply`` runs on the child's tree: the diff is
 parsed here and applied through :class:`sandbox.files.confined.ConfinedFiles`, so every
@@ -24,6 +25,7 @@ from pydantic import Field
 
 from executor.tools.context import Args, ToolContext
 from executor.tools.dispatch import ToolFailure, ToolOutput
+from executor.tools.v4a import apply_op, is_v4a, parse_v4a
 from sandbox.errors import SandboxError
 from sandbox.files.confined import ConfinedFiles
 from sandbox.names import is_git_alias
@@ -177,40 +179,47 @@ def apply_hunks(original: str | None, patch: FilePatch) -> str | None:
     return "".join(out)
 
 
-def _write_all(files: ConfinedFiles,
-               results: list[tuple[FilePatch, str | None, str | None]]) -> None:
+Write = tuple[str, str | None, str | None]  # path, its text before (None: new), after (None: gone)
+
+
+def _write_all(files: ConfinedFiles, results: list[Write]) -> None:
     """Write every file; on a failure, put back what was already written."""
-    done: list[tuple[FilePatch, str | None]] = []
+    done: list[tuple[str, str | None]] = []
     try:
-        for fp, original, content in results:
+        for path, original, content in results:
             if content is None:
-                files.remove(fp.path)
+                files.remove(path)
             else:
-                files.write_text(fp.path, content)
-            done.append((fp, original))
+                files.write_text(path, content)
+            done.append((path, original))
     except SandboxError:
-        for fp, original in reversed(done):
+        for path, original in reversed(done):
             if original is None:
-                files.remove(fp.path)
+                files.remove(path)
             else:
-                files.write_text(fp.old or fp.path, original)
+                files.write_text(path, original)
         raise
 
 
 class PatchArgs(Args):
-    patch: str = Field(min_length=1, description="A unified diff (git diff or diff -u output).")
+    patch: str = Field(min_length=1, description="A unified diff (git diff -u) or a "
+                       "'*** Begin Patch' patch.")
 
 
 class ApplyPatchTool:
-    """apply_patch(patch): all-or-nothing, exact context."""
+    """apply_patch(patch): all-or-nothing, exact context (a unified diff, or V4A)."""
 
     name = "apply_patch"
-    description = ("Apply a unified diff to workspace files. Context lines must match exactly; "
-                   "nothing is written unless every hunk applies.")
+    description = ("Apply a patch to workspace files: a unified diff, or a '*** Begin Patch' "
+                   "patch. Context lines must match; nothing is written unless all of it "
+                   "applies.")
     args = PatchArgs
 
     def subjects(self, args: PatchArgs) -> list[str | None]:
         try:
+            if is_v4a(args.patch):
+                return [p for op in parse_v4a(args.patch)
+                        for p in dict.fromkeys((op.path, op.move_to)) if p is not None]
             patches = parse_patch(args.patch)
         except ToolFailure:
             return [None]
@@ -218,22 +227,56 @@ class ApplyPatchTool:
 
     def run(self, args: PatchArgs, context: ToolContext) -> ToolOutput:
         files = context.sandbox.files
-        results: list[tuple[FilePatch, str | None, str | None]] = []
         try:
-            for fp in parse_patch(args.patch):
-                if fp.old is not None and fp.new is not None and fp.old != fp.new:
-                    raise ToolFailure(f"renames are not supported ({fp.old} -> {fp.new})")
-                if any(is_git_alias(part) for part in files.parts(fp.path)):
-                    raise ToolFailure(f"{fp.path}: .git is never writable")
-                original = None if fp.old is None else files.read_text(fp.old, errors="strict")
-                if fp.old is None and files.exists(fp.path):
-                    raise ToolFailure(f"{fp.path} already exists; the patch creates it")
-                results.append((fp, original, apply_hunks(original, fp)))
+            results = (_v4a_writes(files, args.patch) if is_v4a(args.patch)
+                       else _unified_writes(files, args.patch))
             _write_all(files, results)
         except SandboxError as exc:
             raise ToolFailure(exc.message) from exc
         except UnicodeDecodeError as exc:
             raise ToolFailure("a patched file is not UTF-8 text") from exc
-        summary = ", ".join(("deleted " if c is None else "created " if fp.old is None else
-                             "patched ") + fp.path for fp, _, c in results)
+        summary = ", ".join(("deleted " if after is None else "created " if before is None
+                             else "patched ") + path for path, before, after in results)
         return ToolOutput(summary, data={"files": len(results)})
+
+
+def _writable(files: ConfinedFiles, path: str) -> None:
+    if any(is_git_alias(part) for part in files.parts(path)):
+        raise ToolFailure(f"{path}: .git is never writable")
+
+
+def _unified_writes(files: ConfinedFiles, text: str) -> list[Write]:
+    results: list[Write] = []
+    for fp in parse_patch(text):
+        if fp.old is not None and fp.new is not None and fp.old != fp.new:
+            raise ToolFailure(f"renames are not supported ({fp.old} -> {fp.new})")
+        _writable(files, fp.path)
+        original = None if fp.old is None else files.read_text(fp.old, errors="strict")
+        if fp.old is None and files.exists(fp.path):
+            raise ToolFailure(f"{fp.path} already exists; the patch creates it")
+        results.append((fp.path, original, apply_hunks(original, fp)))
+    return results
+
+
+def _v4a_writes(files: ConfinedFiles, text: str) -> list[Write]:
+    results: list[Write] = []
+    for op in parse_v4a(text):
+        _writable(files, op.path)
+        if op.kind == "add":
+            if files.exists(op.path):
+                raise ToolFailure(f"{op.path} already exists; the patch adds it")
+            results.append((op.path, None, "".join(f"{line}\n" for line in op.added)))
+            continue
+        original = files.read_text(op.path, errors="strict")
+        if op.kind == "delete":
+            results.append((op.path, original, None))
+            continue
+        content = apply_op(original, op)
+        if op.move_to is None or op.move_to == op.path:
+            results.append((op.path, original, content))
+            continue
+        _writable(files, op.move_to)
+        if files.exists(op.move_to):
+            raise ToolFailure(f"{op.move_to} already exists; the patch moves {op.path} there")
+        results += [(op.move_to, None, content), (op.path, original, None)]
+    return results
