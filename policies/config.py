@@ -140,6 +140,12 @@ class ProviderConfig(BaseModel):
     #: The most tokens one answer may take (each request's ``max_tokens``); ``None``: a
     #: quarter of ``context_window``, at most 4096.
     max_tokens: int | None = Field(default=None, ge=1)
+    #: Anthropic: mark the system prompt and the conversation's newest message as prompt
+    #: cache breakpoints (``cache_control``). ``None``: on for ``api.anthropic.com`` only,
+    #: since a translating proxy (LiteLLM) hands the marked blocks to an OpenAI-compatible
+    #: server as content parts, which llama-cpp-python renders as text. OpenAI-compatible
+    #: servers cache a repeated prefix by themselves.
+    prompt_cache: bool | None = None
 
     @field_validator("tool_choice")
     @classmethod

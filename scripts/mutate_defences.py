@@ -136,6 +136,7 @@ HANDWORK = "tests/executor/test_continue_and_shell.py"
 TRUST = "tests/executor/test_trust.py"
 GLOBS = "tests/test_glob_dialect.py"
 SECCOMP = "tests/sandbox/test_bwrap_seccomp.py"
+CACHE = "tests/models/test_prompt_cache.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- bubblewrap options ---------------------------------------------------------------
@@ -1454,6 +1455,48 @@ MUTATIONS: tuple[Mutation, ...] = (
          "the_field"],
         "a request the server refused as invalid is retried four times and blamed on the "
         "server"),
+    # -- issue 31: prompts that cache, one connection per run, checks that say why ------
+    mutation(
+        "prompt-workspace-in-system", "models", "executor/run/opening.py",
+        '    parts += [f"## Skill\\n\\n{text}" for text in skills]\n    return',
+        '    parts += [f"## Skill\\n\\n{text}" for text in skills]\n'
+        '    parts.append(task_context(run))\n    return',
+        [f"{CACHE}::test_two_runs_of_an_agent_send_the_same_prefix_and_only_the_task_names_"
+         "the_workspace[openai]"],
+        "the run's random workspace path sits in the system prompt again: no provider can "
+        "reuse a cached prefix from one run to the next"),
+    mutation(
+        "http-client-per-attempt", "models", "executor/models/http.py",
+        "            if self._client is None:\n",
+        "            if True:\n",
+        [f"{CACHE}::test_one_connection_serves_every_turn_of_a_run[openai]"],
+        "every model turn builds a new client: a new TLS context and handshake each time"),
+    mutation(
+        "anthropic-no-cache-marks", "models", "executor/models/anthropic.py",
+        "        if self.prompt_cache:\n            _mark_cache(body)\n",
+        "",
+        [f"{CACHE}::test_anthropic_marks_the_stable_prefix_and_the_newest_message"],
+        "a configured prompt cache never marks a breakpoint: Anthropic caches nothing"),
+    mutation(
+        "cached-tokens-dropped", "models", "executor/models/openai.py",
+        'nonneg_int(usage.get("completion_tokens")), _cached(usage)),',
+        'nonneg_int(usage.get("completion_tokens"))),',
+        [f"{CACHE}::test_cached_tokens_reach_the_record[openai]"],
+        "the record never says how much of the prompt came from the cache"),
+    mutation(
+        "check-hint-dropped", "fanout", "executor/fanout/check.py",
+        "        **found,\n",
+        "",
+        ["tests/executor/test_check_hints.py::test_a_check_with_python_says_the_sandbox_has_"
+         "python3[bubblewrap]"],
+        "every candidate's `python -m pytest` check fails with 127 and nothing says why"),
+    mutation(
+        "v4a-add-over-existing", "file tools", "executor/tools/patch.py",
+        "            if files.exists(op.path):\n",
+        "            if False:\n",
+        ["tests/executor/test_apply_patch_v4a.py::test_hostile_or_broken_v4a_patches_write_"
+         "nothing"],
+        "a V4A Add File silently replaces a file the model never read"),
     # -- issue 20: the seeds, exactly (zuno, pi, catalog, agents show and new) ------------
     mutation(
         "zuno-exact-allowlist-within-scope", "narrowing", "policies/capability.py",

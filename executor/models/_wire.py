@@ -54,6 +54,10 @@ class HttpModel:
         """``provider/model``."""
         return f"{self._provider}/{self._model}"
 
+    def close(self) -> None:
+        """Close the provider's pooled connections (the run that made the model ends)."""
+        self._http.close()
+
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *,
                  sampling: Sampling) -> ModelResponse:
         """One request in the provider's protocol, with the provider options."""

@@ -33,7 +33,10 @@ tool calls (an ``input`` that is not an object is kept in
 ``raw_arguments``), ``stop_reason`` ``tool_use`` -> ``tool_calls``,
 ``end_turn``/``stop_sequence`` -> ``end``, ``max_tokens`` -> ``length``,
 anything else (``refusal``, ``pause_turn``) -> ``other``; usage is
-``input_tokens``/``output_tokens``.
+``input_tokens`` (plus the cache's written and read tokens, which the API counts apart)
+and ``output_tokens``, and ``cache_read_input_tokens`` as the cached part. With
+``prompt_cache`` the system prompt and the newest message carry ``cache_control``
+(:func:`_mark_cache`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from executor.models._wire import (
     MAX_DEPTH,
@@ -85,8 +89,11 @@ class AnthropicModel(HttpModel):
                  retry: RetryPolicy | None = None, sleep: Sleep = time.sleep,
                  defaults: Mapping[str, Any] | None = None,
                  tool_choice: str | None = None, limits: ModelLimits | None = None,
-                 ) -> None:
+                 prompt_cache: bool | None = None) -> None:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
+        #: Whether requests mark cache breakpoints (``None``: only on Anthropic's own API).
+        self.prompt_cache = (urlsplit(base_url).hostname == "api.anthropic.com"
+                             if prompt_cache is None else prompt_cache)
         if api_key:
             headers["x-api-key"] = api_key
         super().__init__(
@@ -104,6 +111,8 @@ class AnthropicModel(HttpModel):
         if tools:
             body["tools"] = [{"name": t.name, "description": t.description,
                               "input_schema": t.parameters} for t in tools]
+        if self.prompt_cache:
+            _mark_cache(body)
             # tool_choice is set by HttpModel.complete, explicit even for auto (the API's
             # default): a proxy that translates to an OpenAI-compatible server passes it
             # on, and llama-cpp-python's server offers no tools to the model at all
@@ -142,8 +151,11 @@ class AnthropicModel(HttpModel):
         model = data.get("model")
         return ModelResponse(
             text="".join(texts), tool_calls=tuple(calls), stop_reason=stop,
-            usage=Usage(nonneg_int(usage.get("input_tokens")),
-                        nonneg_int(usage.get("output_tokens"))),
+            usage=Usage(nonneg_int(usage.get("input_tokens"))
+                        + nonneg_int(usage.get("cache_creation_input_tokens"))
+                        + nonneg_int(usage.get("cache_read_input_tokens")),
+                        nonneg_int(usage.get("output_tokens")),
+                        nonneg_int(usage.get("cache_read_input_tokens"))),
             model=model if isinstance(model, str) and model else self._model)
 
     def _tool_call(self, index: int, block: dict[str, Any], data: dict[str, Any]) -> ToolCall:
@@ -163,6 +175,24 @@ class AnthropicModel(HttpModel):
         block_id = block.get("id")
         return ToolCall(id=block_id if isinstance(block_id, str) and block_id else
                         f"toolu_{index}", name=name, arguments=arguments, raw_arguments=raw)
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def _mark_cache(body: dict[str, Any]) -> None:
+    """Two cache breakpoints: the end of the stable prefix (the system prompt, or the last
+    tool without one), which later runs of the agent reuse, and the newest message, which
+    this run's next turn reuses."""
+    if "system" in body:
+        body["system"] = [{"type": "text", "text": body["system"], "cache_control": _EPHEMERAL}]
+    elif body.get("tools"):
+        body["tools"][-1]["cache_control"] = _EPHEMERAL
+    if body["messages"]:
+        last = body["messages"][-1]
+        if isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        last["content"][-1]["cache_control"] = _EPHEMERAL
 
 
 def _conversation(messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -157,10 +157,13 @@ class Usage:
 
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Of ``input_tokens``, how many the provider read from its prompt cache.
+    cached_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.input_tokens + other.input_tokens,
-                     self.output_tokens + other.output_tokens)
+                     self.output_tokens + other.output_tokens,
+                     self.cached_tokens + other.cached_tokens)
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ class OpenAIChatModel(HttpModel):
         return ModelResponse(
             text=_text(message.get("content")), tool_calls=calls, stop_reason=stop,
             usage=Usage(nonneg_int(usage.get("prompt_tokens")),
-                        nonneg_int(usage.get("completion_tokens"))),
+                        nonneg_int(usage.get("completion_tokens")), _cached(usage)),
             model=model if isinstance(model, str) and model else self._model)
 
     def _tool_call(self, index: int, call: object, data: dict[str, Any]) -> ToolCall:
@@ -167,3 +167,10 @@ def _text(content: object) -> str:
         return "".join(part.get("text", "") for part in content
                        if isinstance(part, dict) and isinstance(part.get("text"), str))
     return ""
+
+
+def _cached(usage: dict[str, Any]) -> int:
+    """Prompt tokens read from the server's cache: ``prompt_tokens_details.cached_tokens``
+    (OpenAI, llama.cpp's server); 0 where it is not said."""
+    details = usage.get("prompt_tokens_details")
+    return nonneg_int(details.get("cached_tokens")) if isinstance(details, dict) else 0

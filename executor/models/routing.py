@@ -203,12 +203,15 @@ def build_provider_model(provider: str, config: ProviderConfig, model: str, *,
     from executor.models.anthropic import AnthropicModel  # noqa: PLC0415
     from executor.models.openai import OpenAIChatModel  # noqa: PLC0415
 
-    cls: type[OpenAIChatModel | AnthropicModel] = (
-        OpenAIChatModel if config.type == "openai" else AnthropicModel)
-    return cls(model=model, base_url=config.base_url, api_key=api_key, provider=provider,
-               timeout=config.timeout_seconds, max_retries=config.max_retries,
-               defaults=defaults, tool_choice=config.tool_choice,
-               limits=ModelLimits(config.context_window, config.max_tokens))
+    common: dict[str, Any] = {
+        "model": model, "base_url": config.base_url, "api_key": api_key,
+        "provider": provider, "timeout": config.timeout_seconds,
+        "max_retries": config.max_retries, "defaults": defaults,
+        "tool_choice": config.tool_choice,
+        "limits": ModelLimits(config.context_window, config.max_tokens)}
+    if config.type == "openai":
+        return OpenAIChatModel(**common)
+    return AnthropicModel(**common, prompt_cache=config.prompt_cache)
 
 
 def resolve_model(route: ModelRoute, *, config: UserConfig, parent: Model | None,

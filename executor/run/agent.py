@@ -67,6 +67,8 @@ class AgentRun:
         self.contract = contract
         self.capability = capability
         self.model = model
+        #: The model is its parent's (inherited): its connections are the parent's to close.
+        self.shares_model = False
         self.repo = repo
         self.depth = depth
         self.parent_run = parent_run
@@ -120,9 +122,11 @@ class AgentRun:
                   reviewing: bool = False) -> AgentRun:
         """An agent one level below this one (a delegated child, a reviewer); not retained
         and not started."""
-        return AgentRun(settings, contract, capability, model, repo=repo,
-                        depth=self.depth + 1, parent_run=self.run_id, deadline=deadline,
-                        handoff=handoff, reviewing=reviewing)
+        child = AgentRun(settings, contract, capability, model, repo=repo,
+                         depth=self.depth + 1, parent_run=self.run_id, deadline=deadline,
+                         handoff=handoff, reviewing=reviewing)
+        child.shares_model = model is self.model
+        return child
 
     # -- turns -----------------------------------------------------------------------------
 
@@ -230,6 +234,9 @@ class AgentRun:
             self.base = None
         if self.journal is not None:
             self.journal.close()
+        close_model = None if self.shares_model else getattr(self.model, "close", None)
+        if callable(close_model):  # its provider's pooled connections (reopened if asked)
+            close_model()
         if errors:
             raise errors[0]
 

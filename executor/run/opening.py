@@ -12,7 +12,8 @@ and its dispatcher, and its session with the system prompt; the session, the
 dispatcher and the shell's output go to the run's journal. A run that continues
 another (:mod:`executor.run.resume`) gets that run's diff replayed into its
 sandbox before anything else runs there, and that run's conversation after its
-own system prompt.
+own system prompt. The system prompt holds only what the definition wrote (and its
+skills), so it is byte-identical across runs; where the run works goes before the task.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from sandbox.workspaces.snapshot import acquire_snapshot
 if TYPE_CHECKING:
     from executor.run.agent import AgentRun
 
-__all__ = ["open_session", "spellings", "start_mcp", "system_prompt"]
+__all__ = ["open_session", "spellings", "start_mcp", "system_prompt", "task_context"]
 
 
 def open_session(run: AgentRun) -> Session:
@@ -153,7 +154,7 @@ def open_session(run: AgentRun) -> Session:
     limits = model_limits(run.model)
     run.session = Session(
         agent=run.contract.name, model=run.model, dispatcher=dispatcher,
-        system_prompt=instructions,
+        system_prompt=instructions, task_context=task_context(run),
         memory=run.contract.memory,
         sampling=Sampling(temperature=run.contract.temperature, top_p=run.contract.top_p,
                           reasoning=run.contract.reasoning if settings_apply(
@@ -260,17 +261,25 @@ def spellings(run: AgentRun, path: str) -> list[str]:
 
 
 def system_prompt(run: AgentRun, skills: list[str]) -> str:
-    """The agent's instructions (a catalog template filled in), the task contract of the
-    agent that delegated to it, its skills, and where it works."""
-    root = run.sandbox.root if run.sandbox is not None else run.repo
+    """The agent's instructions (a catalog template filled in) and its skills: the same
+    bytes in every run of the agent, so a provider's prompt cache reuses them with the
+    tool definitions. What differs per run is in :func:`task_context`."""
     instructions = run.contract.instructions.strip()
     if run.contract.instructions_template:  # filled in when the session starts
         instructions = render_template(instructions, today=date.today())
     parts = [instructions or f"You are the {run.contract.name} agent."]
+    parts += [f"## Skill\n\n{text}" for text in skills]
+    return "\n\n".join(parts)
+
+
+def task_context(run: AgentRun) -> str:
+    """What this run's first message says before its task: the task contract of the
+    agent that delegated to it, and where it works (a path that differs per run)."""
+    root = run.sandbox.root if run.sandbox is not None else run.repo
+    parts = []
     if run.handoff:
         parts.append(f"## Task contract from the agent that delegated to you\n\n"
                      f"{run.handoff}")
-    parts += [f"## Skill\n\n{text}" for text in skills]
     parts.append(f"You work in {root} ({run.capability.sandbox.value} "
                  "sandbox); tool paths are relative to it.")
     return "\n\n".join(parts)

@@ -102,6 +102,7 @@ def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] 
                              for a in run.session.dispatcher.denied] + _below(run),
             "usage": {"input_tokens": run.session.usage.input_tokens,
                       "output_tokens": run.session.usage.output_tokens,
+                      "cached_tokens": run.session.usage.cached_tokens,
                       "requests": run.session.requests},
             "steps": run.session.total_steps,
             "timings": {"duration_seconds": round(time.monotonic() - run.clock, 3),

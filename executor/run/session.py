@@ -167,6 +167,7 @@ class Session:
         dispatcher: Dispatcher[Any],
         system_prompt: str,
         memory: MemoryConfig,
+        task_context: str = "",
         sampling: Sampling,
         steps: int | None,
         limits: SharedLimits,
@@ -191,6 +192,10 @@ class Session:
         self.run_id = run_id
         self.cancellation = cancellation
         self.messages: list[Message] = [Message(role="system", content=system_prompt)]
+        #: Said before the first task (where the run works): kept out of the system prompt,
+        #: whose bytes then stay the same across runs for the providers' prompt caches.
+        self.task_context = task_context
+        self._said: set[str] = set()
         self.usage = Usage()
         self.requests = 0
         self.model_seconds = 0.0
@@ -275,9 +280,12 @@ class Session:
 
     def run(self, prompt: str) -> SessionOutcome:
         """One turn: the task (or a follow-up) until a text answer or a limit."""
-        self.messages.append(Message(role="user", content=prompt))
+        context = self._context_to_say()
+        self.messages.append(Message(role="user", content=f"{context}\n\n{prompt}"
+                                     if context else prompt))
         if self.journal is not None:
-            self.journal("prompt", role="user", text=prompt)
+            self.journal("prompt", role="user", text=prompt,
+                         **({"context": context} if context else {}))
         notes: list[str] = []
         step = 0
         while True:
@@ -315,6 +323,16 @@ class Session:
                 self._emit("tool_done", step, f"{call.name}: {record.decision}",
                            _written(call, self.dispatcher.canonical(call.name))
                            if not record.is_error else ())
+
+    def _context_to_say(self) -> str:
+        """The task context, before the conversation's first task, and again before a
+        follow-up of a continued run whose conversation said another (its workspace
+        moved); never twice."""
+        said = self.task_context in self._said or any(
+            m.role == "user" and m.content.startswith(self.task_context)
+            for m in self.messages)
+        self._said.add(self.task_context)
+        return "" if said or not self.task_context else self.task_context
 
     def _finalize(self, step: int, why: Literal["steps", "shared_steps"],
                   notes: list[str]) -> SessionOutcome:

@@ -38,6 +38,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: Any
+    #: The client's (address, port): one per TCP connection.
+    peer: tuple[str, int] = ("", 0)
 
 
 Args = Mapping[str, Any] | str  # a str is sent as is: invalid JSON on purpose
@@ -276,8 +278,8 @@ class AnthropicDialect(Dialect):
             problems.append("model must be a non-empty string")
         if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
             problems.append("max_tokens must be a positive integer")
-        if "system" in body and (not isinstance(body["system"], str) or not body["system"]):
-            problems.append("system must be a non-empty string")
+        problems += self._system(body["system"]) if "system" in body else []
+        problems += _breakpoints(body)
         problems += _number(body, "temperature", 1) + _number(body, "top_p", 1)
         problems += self._tools(body.get("tools")) if "tools" in body else []
         if "tool_choice" in body:
@@ -300,6 +302,24 @@ class AnthropicDialect(Dialect):
         return problems + self._messages(body.get("messages"))
 
     @staticmethod
+    def _system(system: object) -> list[str]:
+        """A non-empty string, or a non-empty list of text blocks (which may carry
+        ``cache_control``), as the real API takes."""
+        if isinstance(system, str):
+            return [] if system else ["system must be non-empty"]
+        if not isinstance(system, list) or not system:
+            return ["system must be a non-empty string or list of text blocks"]
+        problems: list[str] = []
+        for n, block in enumerate(system):
+            if not isinstance(block, dict) or block.get("type") != "text":
+                problems.append(f"system[{n}] must be a text block")
+                continue
+            problems += _keys(f"system[{n}]", block, {"type", "text"}, {"cache_control"})
+            if not isinstance(block.get("text"), str) or not block["text"]:
+                problems.append(f"system[{n}]: text blocks must be non-empty")
+        return problems
+
+    @staticmethod
     def _tools(tools: object) -> list[str]:
         if not isinstance(tools, list) or not tools:
             return ["tools must be a non-empty list (omit it when there are none)"]
@@ -308,7 +328,8 @@ class AnthropicDialect(Dialect):
             if not isinstance(tool, dict):
                 problems.append(f"tools[{n}] must be an object")
                 continue
-            problems += _keys(f"tools[{n}]", tool, {"name", "description", "input_schema"})
+            problems += _keys(f"tools[{n}]", tool, {"name", "description", "input_schema"},
+                              {"cache_control"})
             if not TOOL_NAME.match(str(tool.get("name"))):
                 problems.append(f"tools[{n}].name is not a valid name")
             schema = tool.get("input_schema")
@@ -342,7 +363,7 @@ class AnthropicDialect(Dialect):
                 at = f"{where}.content[{b}]"
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind == "text":
-                    problems += _keys(at, block, {"type", "text"})
+                    problems += _keys(at, block, {"type", "text"}, {"cache_control"})
                     if not isinstance(block.get("text"), str) or not block["text"]:
                         problems.append(f"{at}: text blocks must be non-empty")
                     seen_text = True
@@ -353,7 +374,7 @@ class AnthropicDialect(Dialect):
                     used.add(block.get("id"))
                 elif kind == "tool_result" and role == "user":
                     problems += _keys(at, block, {"type", "tool_use_id", "content"},
-                                      {"is_error"})
+                                      {"is_error", "cache_control"})
                     if seen_text:
                         problems.append(f"{at}: tool_result blocks must come before text")
                     if not isinstance(block.get("content"), str):
@@ -399,6 +420,27 @@ class AnthropicDialect(Dialect):
 
 
 DIALECTS: dict[str, Dialect] = {"openai": OpenAIDialect(), "anthropic": AnthropicDialect()}
+
+
+def _breakpoints(body: Mapping[str, Any]) -> list[str]:
+    """The real API's rules for ``cache_control``: ``{type: ephemeral}`` (``ttl`` optional),
+    at most 4 in a request."""
+    marks: list[object] = []
+    for part in ("system", "tools"):
+        if isinstance(body.get(part), list):
+            marks += [b["cache_control"] for b in body[part]
+                      if isinstance(b, dict) and "cache_control" in b]
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            marks += [b["cache_control"] for b in content
+                      if isinstance(b, dict) and "cache_control" in b]
+    problems = [f"cache_control must be {{type: ephemeral}}, not {mark!r}" for mark in marks
+                if not isinstance(mark, dict) or mark.get("type") != "ephemeral"
+                or set(mark) - {"type", "ttl"}]
+    if len(marks) > 4:
+        problems.append(f"at most 4 cache_control breakpoints, not {len(marks)}")
+    return problems
 
 
 def _has_tool_blocks(messages: object) -> bool:

@@ -14,7 +14,9 @@ event that :meth:`ProtocolServer.stop` sets, so shutting down never sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +40,7 @@ class ProtocolServer:
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._release = threading.Event()
+        self._connections: set[socket.socket] = set()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = False
         self._httpd.block_on_close = True  # stop() joins every handler thread
@@ -71,6 +74,11 @@ class ProtocolServer:
     def stop(self) -> None:
         self._release.set()
         self._httpd.shutdown()
+        with self._lock:  # kept-alive connections: their handlers wait for a next request
+            open_now = list(self._connections)
+        for connection in open_now:
+            with contextlib.suppress(OSError):  # closed meanwhile
+                connection.shutdown(socket.SHUT_RDWR)
         self._httpd.server_close()
         self._thread.join()
 
@@ -89,6 +97,18 @@ class ProtocolServer:
 
 def _handler(server: ProtocolServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers: clients may pool
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with server._lock:
+                server._connections.discard(self.connection)
+            super().finish()
+
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
@@ -97,7 +117,8 @@ def _handler(server: ProtocolServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             headers = {key.lower(): value for key, value in self.headers.items()}
-            reply = server._answer(Received(self.command, self.path, headers, body))
+            reply = server._answer(Received(self.command, self.path, headers, body,
+                                            self.client_address[:2]))
             if reply.delay:
                 server._release.wait(reply.delay)
             data = (reply.body if isinstance(reply.body, str)

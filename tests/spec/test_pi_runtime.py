@@ -106,8 +106,9 @@ def test_instructions_task_contract_reaches_the_child(fs) -> None:
     """Spec (pi-subagent-format.md): Children do not automatically load repository
     instructions. Callers may pass an `instructions` task contract, truncated to 16 KB.
 
-    The delegate tool takes ``instructions``; the child's system prompt carries them
-    after its own body.
+    The delegate tool takes ``instructions``; the child's first message carries them
+    before its task. Its system prompt stays its body alone (pi: "the entire system
+    prompt ... only what you write here").
     """
     _pi(fs, "reviewer", "", "Review only what you are asked.\n")
     fs.json(".zuno/zuno.json", {"agents": {"lead": {"description": "leads"}}})
@@ -116,9 +117,11 @@ def test_instructions_task_contract_reaches_the_child(fs) -> None:
     ran = run_in(fs, "lead", [call, {"text": "reviewed"}, {"text": "lead done"}])
     delegate = next(s for s in ran.requests[0].tools if s.name == "delegate")
     assert "instructions" in delegate.parameters["properties"]
-    child_system = ran.transcript(ran.record.children[0])[0]["content"]
-    assert child_system.startswith("Review only what you are asked.")
-    assert "Never approve TODOs." in child_system
+    child = ran.transcript(ran.record.children[0])
+    assert child[0]["content"] == "Review only what you are asked."
+    assert child[1]["role"] == "user"
+    assert "Never approve TODOs." in child[1]["content"]
+    assert child[1]["content"].endswith("\n\nreview src/")
 
 
 def test_instructions_are_cut_at_16_kb(fs) -> None:
@@ -134,10 +137,10 @@ def test_instructions_are_cut_at_16_kb(fs) -> None:
     call = {"tool_calls": [{"name": "delegate", "arguments": {
         "agent": "reviewer", "prompt": "review", "instructions": contract}}]}
     ran = run_in(fs, "lead", [call, {"text": "reviewed"}, {"text": "lead done"}])
-    child_system = ran.transcript(ran.record.children[0])[0]["content"]
-    kept = child_system.split("delegated to you\n\n", 1)[1].split("\n\nYou work in")[0]
+    child_task = ran.transcript(ran.record.children[0])[1]["content"]
+    kept = child_task.split("delegated to you\n\n", 1)[1].split("\n\nYou work in")[0]
     assert len(kept.encode("utf-8")) == 16 * 1024 and set(kept) == {"é"}
-    assert "END" not in child_system
+    assert "END" not in child_task
     result = ran.transcript()[3]["content"]
     assert "cut to 16 KB" in result
     child = find_run(ledger_dir(ran.repo), ran.record.children[0])
