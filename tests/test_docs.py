@@ -73,8 +73,10 @@ def test_the_site_builds_with_strict(tmp_path: Path) -> None:
     # The API reference was rendered from the code, not left as a `:::` line.
     api = (site / "python-api" / "index.html").read_text(encoding="utf-8")
     assert ":::" not in api
-    for name in ("Corral", "fanout", "RunResult", "FanoutResult", "CorralError"):
-        assert f'id="executor.api.' in api and name in api, name
+    for anchor in ("corral.Corral", "corral.Corral.fanout", "corral.Corral.apply",
+                   "aio.AsyncCorral", "results.RunResult", "fanouts.FanoutResult",
+                   "errors.CorralError"):
+        assert f'id="executor.api.{anchor}"' in api, anchor
     assert (site / "screenshots" / "fanout.png").is_file()
 
 
