@@ -75,8 +75,9 @@ def test_the_site_builds_with_strict(tmp_path: Path) -> None:
     assert ":::" not in api
     for anchor in ("corral.Corral", "corral.Corral.fanout", "corral.Corral.apply",
                    "aio.AsyncCorral", "results.RunResult", "fanouts.FanoutResult",
-                   "errors.CorralError"):
+                   "errors.error_json"):
         assert f'id="executor.api.{anchor}"' in api, anchor
+    assert 'id="policies.errors.CorralError"' in api
     assert (site / "screenshots" / "fanout.png").is_file()
 
 
