@@ -84,7 +84,7 @@ def test_the_site_builds_with_strict(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", list(PAGES), ids=lambda fmt: fmt.value)
-def test_a_format_page_lists_the_code_s_tool_names(fmt: AgentFormat) -> None:
+def test_a_format_page_lists_its_tool_names_as_the_code_has_them(fmt: AgentFormat) -> None:
     assert _listed_table(FORMATS / PAGES[fmt]) == tool_table(fmt)
 
 

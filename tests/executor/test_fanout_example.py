@@ -30,7 +30,7 @@ def _block(path: Path, heading: str) -> str:
     return block.group(1)
 
 
-def test_the_docs_fanout_page_shows_the_readme_s_commands() -> None:
+def test_the_docs_fanout_page_shows_the_readme_commands() -> None:
     assert _block(REPO / "docs" / "fanout.md", "# Parallel patch generation") == _block(
         REPO / "README.md", "### Parallel patch generation")
 
