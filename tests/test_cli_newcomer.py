@@ -1,6 +1,6 @@
 """The CLI as a newcomer meets it (issue 11): every error says what, where and how to fix it,
 in text and as JSON; names get "did you mean"; ``agents check`` reads like a linter; exit
-codes follow the README's one table.
+codes follow one table (docs/errors.md).
 
 Each test drives the real entry point (:func:`executor.cli.main`, what the ``corral``
 script runs) in-process, or the ``corral`` command on a pseudo-terminal where the
