@@ -15,7 +15,7 @@ the local pool: ``--with-ray`` runs it after this table; it needs ``corral[ray]`
 
 Usage::
 
-    .venv/bin/python scripts/bench_all.py            # the README's figures
+    .venv/bin/python scripts/bench_all.py            # the figures of docs/benchmarks.md
     .venv/bin/python scripts/bench_all.py --quick    # a minute or two
 """
 
@@ -53,7 +53,7 @@ def main() -> int:
     parser.add_argument("--with-ray", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     parser.add_argument("--markdown", type=Path, default=None,
-                        help="also write the README's table (with the machine) here")
+                        help="also write docs/benchmarks.md's table (with the machine) here")
     args = parser.parse_args()
     quick = args.quick
     backends = args.backends.split(",")

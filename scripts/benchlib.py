@@ -220,7 +220,7 @@ def report(rows: Sequence[Row], json_path: Path | None) -> None:
 
 
 def markdown_rows(rows: Sequence[Row], *, machine_line: str, after: str = "") -> str:
-    """The rows as the README's table (one run, copied whole): operation, the plain
+    """The rows as docs/benchmarks.md's table (one run, copied whole): operation, the plain
     operation it is compared with, both medians with their IQR, the ratio, and the goal
     with met/missed; the machine line (and ``after``, e.g. the load at the end) above it."""
     def cell(side: Cell) -> str:

@@ -22,7 +22,9 @@ pass by skipping. Requirements:
   ``build/local-model/venv``), and LiteLLM's proxy for the Anthropic protocol
   (``$CORRAL_ANTHROPIC_PROXY``, default ``build/local-model/litellm``);
 - ``ray``: Ray is installed (the ``ray`` extra) and bubblewrap works, so a local
-  cluster's nodes can sandbox children (``tests/executor/test_fanout_ray.py``).
+  cluster's nodes can sandbox children (``tests/executor/test_fanout_ray.py``);
+- ``docs``: mkdocs, mkdocs-material and mkdocstrings' Python handler (the ``docs``
+  extra) build the site (``tests/test_docs.py``).
 
 Imported as ``tests.backends`` (the repository root is on ``sys.path``).
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -209,6 +212,18 @@ def _ray_missing() -> str | None:
     return _backend_missing("bubblewrap")  # the cluster's nodes sandbox with bubblewrap
 
 
+def _docs_missing() -> str | None:
+    for module, package in (("mkdocs", "mkdocs"), ("material", "mkdocs-material"),
+                            ("mkdocstrings_handlers.python", "mkdocstrings[python]")):
+        try:
+            found = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            found = None
+        if found is None:
+            return f"{package} is not installed (pip install -e '.[docs]')"
+    return None
+
+
 def _local_model_missing() -> str | None:
     found = local_model()
     return found if isinstance(found, str) else None
@@ -235,6 +250,7 @@ REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "local-model": _local_model_missing,
     "chromium": _chromium_missing,
     "ray": _ray_missing,
+    "docs": _docs_missing,
 }
 
 

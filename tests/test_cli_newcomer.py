@@ -1,6 +1,6 @@
 """The CLI as a newcomer meets it (issue 11): every error says what, where and how to fix it,
 in text and as JSON; names get "did you mean"; ``agents check`` reads like a linter; exit
-codes follow the README's one table.
+codes follow one table (docs/errors.md).
 
 Each test drives the real entry point (:func:`executor.cli.main`, what the ``corral``
 script runs) in-process, or the ``corral`` command on a pseudo-terminal where the
@@ -356,12 +356,12 @@ def test_diff_of_a_run_that_changed_nothing_exits_0_with_a_note(
     assert "changed nothing: its diff is empty" in diff.err
 
 
-# -- 7. the README's commands do what it says ------------------------------------------------
+# -- 7. the quickstart's commands do what it says ---------------------------------------------
 
 
-def test_the_readme_command_that_shows_this_repositorys_agents_shows_them() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("To install and show the agents"):]
+def test_the_quickstart_command_that_shows_this_repositorys_agents_shows_them() -> None:
+    quickstart = (REPO / "docs" / "quickstart.md").read_text()
+    section = quickstart[quickstart.index("To install and show the agents"):]
     command = re.search(r"```sh\n(.+?)\n```", section, re.DOTALL)
     assert command is not None
     lines = [line for line in command.group(1).splitlines() if "corral agents list" in line]

@@ -2,7 +2,7 @@
 
 A declared but unused dependency is installed on every user's machine for
 nothing; ``gitpython`` was one (git runs as a hardened subprocess, see the
-README's "Where corral deliberately differs" notes for why it was dropped).
+"gitpython" notes of docs/deviations.md for why it was dropped).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def test_every_project_place_is_flagged_for_review(place: ProjectPlace) -> None:
 
 
 def test_the_first_review_rules_are_the_places() -> None:
-    """The derived rows name every place, and nothing a place does not (the README lists
+    """The derived rows name every place, and nothing a place does not (docs/security.md lists
     them, a test holds that list equal to REVIEW_RULES)."""
     agents, corral = REVIEW_RULES[0], REVIEW_RULES[1]
     assert agents.flag == "agent_config" and corral.flag == "corral_config"

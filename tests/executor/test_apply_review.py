@@ -10,7 +10,7 @@ import pytest
 from executor.apply import inspect_patch
 from sandbox.names import REVIEW_RULES, git_dir_signature, review_flags
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SECURITY = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
 
 def new_file(path: str, body: str = "x\n", mode: str = "100644") -> str:
@@ -118,10 +118,10 @@ def test_every_pattern_of_the_table_flags_its_paths(pattern: str, flag: str) -> 
 
 
 def test_the_readme_lists_the_table() -> None:
-    """The README's list of review flags is the code's table, row for row."""
+    """The security page's list of review flags is the code's table, row for row."""
     rows = ["| " + ", ".join(f"`{p}`" for p in rule.patterns) + f" | {rule.why} | `{rule.flag}` |"
             for rule in REVIEW_RULES]
-    text = README.read_text(encoding="utf-8")
+    text = SECURITY.read_text(encoding="utf-8")
     start = text.index("| paths (any depth; `/` first: top only) | why a reviewer looks | flag |")
     listed = text[start:].split("\n\n", 1)[0].splitlines()[2:]
     assert listed == rows

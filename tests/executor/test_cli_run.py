@@ -40,7 +40,7 @@ def test_run_json_runs_show_and_diff(repo: Path, tmp_path: Path) -> None:
     code, out, err = corral("run", "--root", str(repo), "--trust-project", "--no-personal",
                             "--agent", "w", "--backend", "host", "--json",
                             "--script", str(script(tmp_path, WRITE_TURNS)), "write a note")
-    assert code == 4, err  # completed, with a denied call (the README's exit codes)
+    assert code == 4, err  # completed, with a denied call (the exit codes of docs/errors.md)
     assert "isolates changes, not processes" in err  # the host backend says so
     data = json.loads(out)
     assert set(data) >= RUN_KEYS

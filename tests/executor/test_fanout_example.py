@@ -3,7 +3,8 @@
 It runs on a copy of this repository's README and examples (the fanout's
 children write ``examples/CHANGELOG.md``; the apply must not touch the real
 checkout): the README's own command lines, then the ``corral apply FANOUT --pick best``
-the fanout's output ends with, which applies the first row whose check passed.
+the fanout's output ends with, which applies the first row whose check passed. The
+fanout page of the docs (docs/fanout.md) shows the same two lines.
 """
 
 from __future__ import annotations
@@ -15,17 +16,29 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.backends import git
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _block(path: Path, heading: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    block = re.search(r"```sh\n(.+?)\n```", text[text.index(heading):], re.DOTALL)
+    assert block is not None, f"{path.name}: no sh block after {heading!r}"
+    return block.group(1)
+
+
+def test_the_docs_fanout_page_shows_the_readme_commands() -> None:
+    assert _block(REPO / "docs" / "fanout.md", "# Parallel patch generation") == _block(
+        REPO / "README.md", "### Parallel patch generation")
+
+
+@pytest.mark.requires("bubblewrap")  # the README's fanout names no backend: auto picks it
 def test_the_readme_fanout_example_runs_checks_and_applies_one(tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### Parallel patch generation"):]
-    block = re.search(r"```sh\n(.+?)\n```", section, re.DOTALL)
-    assert block is not None
-    fanout, apply = (shlex.split(line, comments=True) for line in block.group(1).splitlines())
+    block = _block(REPO / "README.md", "### Parallel patch generation")
+    fanout, apply = (shlex.split(line, comments=True) for line in block.splitlines())
     assert fanout[:2] == [".venv/bin/corral", "fanout"] and apply == [
         ".venv/bin/corral", "apply", "FANOUT", "--pick", "best"]
     copy = tmp_path / "corral"

@@ -1,7 +1,8 @@
-"""The README's format examples are real: the replay-format block is a valid script that
-plays a whole run tree (parallel delegation included), and the ``tool_map`` block maps a
-foreign tool name onto an installed custom tool (issue 19: "README: the replay-script
-format and `tool_map` documented")."""
+"""The docs' format examples are real: the replay-format block (docs/models.md) is a valid
+script that plays a whole run tree (parallel delegation included), and the ``tool_map``
+block (docs/formats/index.md) maps a foreign tool name onto an installed custom tool
+(issue 19: "README: the replay-script format and `tool_map` documented"; the README's
+content moved to the docs site in issue 32)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from executor.models import ScriptedModel
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _block(heading: str, language: str) -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index(heading):]
+def _block(page: str, heading: str, language: str) -> str:
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
+    section = text[text.index(heading):]
     found = re.search(rf"```{language}\n(.+?)\n```", section, re.DOTALL)
     assert found is not None, heading
     return found.group(1)
@@ -31,7 +32,7 @@ def _block(heading: str, language: str) -> str:
 @pytest.mark.parametrize("backend", ["host"], indirect=True)
 def test_the_readme_replay_plays_a_tree_with_parallel_children(repo: Path,
                                                                 backend: str) -> None:
-    text = _block("### The replay format", "yaml")
+    text = _block("models.md", "## The replay format", "yaml")
     script = repo.parent / "replay.yaml"
     script.write_text(text)
     ScriptedModel.from_file(script)  # valid as written
@@ -54,7 +55,7 @@ def test_the_readme_replay_plays_a_tree_with_parallel_children(repo: Path,
 
 
 def test_the_readme_tool_map_maps_onto_an_installed_tool(tmp_path: Path) -> None:
-    config = json.loads(_block("### Mapping a harness's tool names", "json"))
+    config = json.loads(_block("formats/index.md", "## Mapping a harness's tool names", "json"))
     research = tmp_path / ".claude" / "agents" / "research.md"
     research.parent.mkdir(parents=True)
     research.write_text("---\nname: research\ndescription: d\ntools: Read, repo_lookup\n---\n"

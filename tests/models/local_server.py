@@ -30,7 +30,7 @@ from tests.backends import LocalModel
 __all__ = ["PROXY_ENV", "SERVER_FLAGS", "Exchange", "Service", "WireLog", "anthropic_proxy",
            "llama_server"]
 
-#: How the server is started (README "A local model"): chatml-function-calling is the
+#: How the server is started (docs/models.md, "A local model"): chatml-function-calling is the
 #: llama-cpp-python chat format that offers tools to any chatml model; a small context
 #: and one thread per core keep a turn of the 135M model at a second or two.
 SERVER_FLAGS = ("--chat_format", "chatml-function-calling", "--n_ctx", "2048",

