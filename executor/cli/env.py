@@ -48,8 +48,7 @@ def _json(info: EnvironmentInfo) -> dict[str, object]:
 
 @click.group("env")
 def env_group() -> None:
-    """Build, list or remove the project's cached environments (see the README's "Your
-    project's environment")."""
+    """Build, list or remove the project's cached environments (docs/environments.md)."""
 
 
 @env_group.command("build")
@@ -72,7 +71,7 @@ def env_build(root: Path, trust_project: bool, config_file: Path | None, strict:
                                      rebuild=rebuild, on_output=setup_output(as_json),
                                      on_warning=warn)
     if built is None:
-        echo("no environment is described: see the README's \"Your project's environment\" "
+        echo("no environment is described: see docs/environments.md "
              "(your config's [environment], or .corral/environment.toml / "
              ".devcontainer/devcontainer.json under --trust-project)", err=True)
         sys.exit(2)

@@ -231,7 +231,7 @@ _HINTS = {
     "auth": "check the API key variable (api_key_env) of this provider in your corral config",
     "bad_request": "the server refused the request, so a retry cannot help: check the model "
                    "name and the base_url; a local server that refuses a field corral sends: "
-                   "see the README's 'A local model' for the servers and flags that work",
+                   "see docs/models.md, 'A local model', for the servers and flags that work",
     "rate_limited": "the provider is rate limiting; wait, or raise max_retries",
     "server": "the provider failed; retry later or fall back to another model",
     "timeout": "the provider is slow; raise timeout_seconds in your corral config",

@@ -65,8 +65,8 @@ class TextToolCall(ModelError):
         return cls(f"agent {agent!r}: the model wrote a tool call as text ({reason}): "
                    f"{shown}", operation="session",
                    context={"text": shown, "reason": reason, "tools": ", ".join(names)},
-                   hint="use a server and chat template that return tool calls as calls (the "
-                   "README's 'A local model'), or set tool_choice for the provider")
+                   hint="use a server and chat template that return tool calls as calls "
+                   "(docs/models.md, 'A local model'), or set tool_choice for the provider")
 
 
 class RunCancelled(ExecutorError):

@@ -266,10 +266,14 @@ def test_continue_sees_the_previous_changes_and_conversation(
     transcript = [(m["role"], m["content"], [c["name"] for c in m["tool_calls"]])
                   for m in shown["transcript"]]
     assert transcript[0][0] == "system"
-    assert transcript[1:5] == [("user", "write notes", []), ("assistant", "", ["write_file"]),
+    # Each task opens with where its run works (the continuation's workspace is another).
+    tasks = [transcript[1][1], transcript[5][1]]
+    assert [t.split("\n\n")[-1] for t in tasks] == ["write notes", "more"]
+    assert all(t.startswith("You work in ") for t in tasks) and tasks[0] != tasks[1]
+    assert transcript[2:5] == [("assistant", "", ["write_file"]),
                                ("tool", "created notes.txt (6 bytes)", []),
                                ("assistant", "wrote notes", [])]
-    assert transcript[5] == ("user", "more", [])
+    assert transcript[5][0] == "user"
     # The earlier run is superseded: shown as continued, never applied by default.
     earlier = record(w_repo, first)
     assert earlier["state"] == "discarded" and earlier["continued_by"] == second
@@ -286,8 +290,8 @@ def test_continue_sees_the_previous_changes_and_conversation(
     assert code == 0, err
     third = record(w_repo, json.loads(out)["run_id"])
     assert third["continues"] == second and len(third["changed_files"]) == 2
-    assert [m["content"] for m in third["transcript"] if m["role"] == "user"] == [
-        "write notes", "more", "done?"]
+    assert [m["content"].split("\n\n")[-1] for m in third["transcript"]
+            if m["role"] == "user"] == ["write notes", "more", "done?"]
 
 
 def test_continue_refuses_applied_discarded_continued_and_delegated_runs(
