@@ -16,6 +16,7 @@
   :class:`Diff`, :class:`LogEvent`, :class:`ApplyReport`, :class:`Discarded`, :class:`Recovered`,
   :class:`GcReport`, :class:`BuiltEnvironment`, :class:`Agents`, :class:`AgentView`,
   :class:`NewAgent`, :class:`ShellResult` (with :class:`TerminalIO` in),
+  :class:`ImageBuild` (of :func:`build_sandbox_image`, the docker backend's image),
   each wrapping corral's own records (:class:`RunRecord`, :class:`FanoutRecord`);
 - errors: :class:`CorralError` and its families, each with ``code``,
   ``message``, ``context``, ``hint`` and ``exit_code``; :func:`error_json`
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         error_json,
     )
     from executor.api.fanouts import ChildResult, FanoutResult
+    from executor.api.images import ImageBuild, build_sandbox_image
     from executor.api.inputs import CancelToken, Replay
     from executor.api.journal import LogEvent
     from executor.api.records import GcReport
@@ -94,6 +96,7 @@ _WHERE = {
                      "EXIT_OK", "EXIT_USER", "CorralError", "ExecutorError", "ModelError",
                      "PolicyError", "RunError", "error_json"), "executor.api.errors"),
     **dict.fromkeys(("CancelToken", "Replay"), "executor.api.inputs"),
+    **dict.fromkeys(("ImageBuild", "build_sandbox_image"), "executor.api.images"),
     "LogEvent": "executor.api.journal",
     "GcReport": "executor.api.records",
     **dict.fromkeys(("ApplyReport", "BranchReport", "Discarded", "Recovered"),
@@ -155,6 +158,7 @@ __all__ = [
     "FanoutRecord",
     "FanoutResult",
     "GcReport",
+    "ImageBuild",
     "LogEvent",
     "MergeRefused",
     "ModelError",
@@ -178,6 +182,7 @@ __all__ = [
     "ShellResult",
     "TerminalIO",
     "TrustState",
+    "build_sandbox_image",
     "check_verdict",
     "error_json",
     "fanout_status",

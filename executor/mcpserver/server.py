@@ -36,7 +36,6 @@ import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
-from importlib.metadata import version
 from typing import Any
 
 import anyio
@@ -53,6 +52,7 @@ from executor.api.serving import LOOPBACK, loopback_socket
 from executor.mcpserver import handlers
 from executor.mcpserver.arguments import TOOLS, ToolSpec
 from executor.mcpserver.handlers import ServerOptions
+from executor.version import corral_version
 
 __all__ = ["TOKEN_ENV", "build_server", "serve_http", "serve_stdio"]
 
@@ -163,7 +163,7 @@ def build_server(options: ServerOptions) -> Server[Any]:
                 "message": f"internal error in corral (a bug): {type(exc).__name__}: {exc}",
                 "hint": "the traceback is on the server's stderr; please report it"}, 3)
 
-    return Server("corral", version=version("corral"), instructions=_INSTRUCTIONS,
+    return Server("corral", version=corral_version(), instructions=_INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
