@@ -66,6 +66,7 @@ class AgentFormat(StrEnum):
 class Scope(StrEnum):
     """Where a definition came from; decides trust and precedence."""
 
+    BUNDLED = "bundled"
     PERSONAL = "personal"
     PROJECT = "project"
     IMPORT = "import"

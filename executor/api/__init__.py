@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from executor.run.session import ProgressEvent
     from executor.scheduling import DEFAULT_JOBS
     from executor.tools.dispatch import ApprovalHandler, ApprovalRequest
+    from executor.version import corral_version
     from sandbox.config import HOST_WARNING
     from sandbox.environment import EnvironmentInfo
     from sandbox.errors import EnvironmentSetupFailed, SandboxError
@@ -114,6 +115,7 @@ _WHERE = {
     "DEFAULT_JOBS": "executor.scheduling",
     **dict.fromkeys(("ApprovalHandler", "ApprovalRequest"), "executor.tools.dispatch"),
     "HOST_WARNING": "sandbox.config",
+    "corral_version": "executor.version",
     "TrustState": "executor.agents.trust",
     "EnvironmentInfo": "sandbox.environment",
     **dict.fromkeys(("EnvironmentSetupFailed", "SandboxError"), "sandbox.errors"),
@@ -184,6 +186,7 @@ __all__ = [
     "TrustState",
     "build_sandbox_image",
     "check_verdict",
+    "corral_version",
     "error_json",
     "fanout_status",
     "parse_approve",

@@ -126,7 +126,7 @@ class LazyGroup(click.Group):
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        from executor.version import corral_version  # noqa: PLC0415 - only for --version
+        from executor.api import corral_version  # noqa: PLC0415 - only for --version
 
         click.echo(f"corral, version {corral_version()}")
         ctx.exit()

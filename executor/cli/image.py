@@ -21,8 +21,8 @@ def image_group() -> None:
 
 @image_group.command("build")
 @click.option("--tag", "image", default=DEFAULT_DOCKER_IMAGE, show_default=True,
-              metavar="NAME[:TAG]", help="The image to build (a run uses it with "
-              "`[backends.docker] image` of your config).")
+              metavar="NAME[:TAG]", help="The image to build (runs use corral-sandbox:latest, or "
+              "`image = ...` under `[environment]` of your config).")
 @click.option("--base-image", metavar="NAME[:TAG]",
               help="The image to build FROM (default corral-base:bookworm, made with "
               "debootstrap when absent; any other must already be present).")

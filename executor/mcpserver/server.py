@@ -47,12 +47,11 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
-from executor.api import CorralError, error_json
+from executor.api import CorralError, corral_version, error_json
 from executor.api.serving import LOOPBACK, loopback_socket
 from executor.mcpserver import handlers
 from executor.mcpserver.arguments import TOOLS, ToolSpec
 from executor.mcpserver.handlers import ServerOptions
-from executor.version import corral_version
 
 __all__ = ["TOKEN_ENV", "build_server", "serve_http", "serve_stdio"]
 
