@@ -151,6 +151,9 @@ class ModelRoute(BaseModel):
     #: The zuno preset whose agent route this is ("When it is absent, the active preset's
     #: agent route applies"): not the agent's configured model.
     preset: str | None = None
+    #: A model id no provider qualifies runs on the parent's connection (ngn: "provider
+    #: ... omitted inherits the connection"), not on ``default_provider``.
+    inherit_connection: bool = False
 
     @property
     def inherit(self) -> bool:
