@@ -101,6 +101,8 @@ def render_show(view: AgentView) -> str:
           if data["effective"]["names"] else []),
         *(f"  not offered {one_line(tool)}: {one_line(why)}"
           for tool, why in data["effective"]["unavailable"].items()),
+        *(f"{'arguments' if i == 0 else '':12} {one_line(line)}"
+          for i, line in enumerate(data["effective"]["arguments"].values())),
         *(["mcp servers  " + names(data["effective"]["mcp_servers"]) + " (a run starts them "
            "to list their tools)"] if data["effective"]["mcp_servers"] else []),
         *(network_lines(data["effective"]["network"]) if data["effective"].get("network")
