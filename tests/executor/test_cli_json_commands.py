@@ -103,3 +103,30 @@ def test_errors_are_the_one_json_error_object(repo: Path,
         data = json.loads(capsys.readouterr().out)
         assert code == 2, (args, data)
         assert set(data) == {"error"} and data["error"]["exit_code"] == 2, data
+
+
+def test_a_fanouts_diffs_and_discard_print_json(repo: Path, tmp_path: Path) -> None:
+    """A fanout id: every child's diff with its index, agent and check; a discard names the
+    children it discarded."""
+    agent_file(repo, "w", "tools: [read_file, write_file]")
+    one = script(tmp_path, "one", call("write_file", path="a.txt", content="a\n"),
+                 {"text": "a"})
+    two = script(tmp_path, "two", call("write_file", path="b.txt", content="b\n"),
+                 {"text": "b"})
+    code, data, err = corral("fanout", "--root", str(repo), "--trust-project", "--no-personal",
+                             "--agent", "w", "--backend", "host", "--script", one,
+                             "--script", two, "--json", "write")
+    assert code == 0, err
+    fanout_id = data["fanout_id"]
+    root = ("--root", str(repo))
+    code, diffs, _ = corral("diff", fanout_id, *root, "--json")
+    assert code == 0 and diffs["fanout_id"] == fanout_id
+    assert [(c["index"], c["agent"], c["changed_files"][0]["path"]) for c in
+            diffs["children"]] == [(1, "w", "a.txt"), (2, "w", "b.txt")]
+    code, second, _ = corral("diff", fanout_id, *root, "--pick", "2", "--json")
+    assert code == 0 and (second["fanout_id"], second["pick"]) == (fanout_id, 2)
+    assert second["run_id"] == diffs["children"][1]["run_id"]
+    code, discarded, _ = corral("discard", fanout_id, *root, "--json")
+    assert code == 0
+    assert discarded == {"fanout_id": fanout_id,
+                         "discarded": [c["run_id"] for c in diffs["children"]]}
