@@ -73,8 +73,9 @@ def render_show(view: AgentView) -> str:
         model = "inherit (the parent's model)" + (
             f" on provider {route['provider']}" if route["provider"] else "")
     else:
-        model = " -> ".join(route["candidates"]) + (f" via {route['provider']}"
-                                                    if route["provider"] else "")
+        model = " -> ".join(route["candidates"]) + (
+            f" via {route['provider']}" if route["provider"] else
+            " (a bare id on the parent's connection)" if route["inherit_connection"] else "")
     if route["preset"]:
         model += f" (preset {route['preset']})"
 

@@ -317,7 +317,7 @@ def test_provider_without_model_runs_the_inherited_model_on_that_connection(fs) 
         agent_model(lost, config=config, script=None, override=None, parent=None)
 
 
-def test_model_without_provider_runs_on_the_parent_connection(fs) -> None:
+def test_model_without_provider_runs_on_the_parent_connection(fs, cli) -> None:
     """Spec (ngn-agent-definitions.md): provider Existing ngn provider connection ID; omitted
     inherits the connection. ... model ... Applies to delegated children too.
 
@@ -332,6 +332,9 @@ def test_model_without_provider_runs_on_the_parent_connection(fs) -> None:
                       for name, port in (("local", 9), ("cloud", 8), ("spare", 7))}})
     child = fs.agent(fs.md(".ngn/agents/child.md", "description: d\nmodel: m1"), NGN)
     assert child.model.inherit_connection
+    shown = cli("agents", "show", "child", "--root", str(fs.repo), "--trust-project",
+                "--no-personal")
+    assert "model        m1 (a bare id on the parent's connection)" in shown.stdout
     parent = agent_model(fs.agent(fs.md(".ngn/agents/p.md", "description: d\nmodel: big\n"
                                         "provider: cloud"), NGN),
                          config=config, script=None, override=None, parent=None)
