@@ -66,6 +66,7 @@ class AgentFormat(StrEnum):
 class Scope(StrEnum):
     """Where a definition came from; decides trust and precedence."""
 
+    BUNDLED = "bundled"
     PERSONAL = "personal"
     PROJECT = "project"
     IMPORT = "import"
@@ -150,6 +151,9 @@ class ModelRoute(BaseModel):
     #: The zuno preset whose agent route this is ("When it is absent, the active preset's
     #: agent route applies"): not the agent's configured model.
     preset: str | None = None
+    #: A model id no provider qualifies runs on the parent's connection (ngn: "provider
+    #: ... omitted inherits the connection"), not on ``default_provider``.
+    inherit_connection: bool = False
 
     @property
     def inherit(self) -> bool:

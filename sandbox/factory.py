@@ -169,7 +169,7 @@ def resolve_backend(config: BackendConfig | FakeConfig) -> ConcreteConfig:
     raise BackendUnavailable(
         "no isolating backend works here (tried bubblewrap, then docker)",
         code="no_isolation_backend", operation="resolve_backend", context=reasons,
-        hint="install bubblewrap, or start docker and run scripts/build_sandbox_image.sh; "
+        hint="install bubblewrap, or start docker and run `corral image build`; "
         "'--backend host' runs without process isolation",
     )
 

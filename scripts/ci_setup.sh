@@ -213,7 +213,7 @@ fi
 
 # Rebuild when missing, or when it was built by us from a different Dockerfile
 # (label written by build_sandbox_image.sh; foreign images without it are kept).
-want_sum=$(sha256sum "$repo_root/Dockerfile" | cut -d' ' -f1)
+want_sum=$(sha256sum "$repo_root/sandbox/image/Dockerfile" | cut -d' ' -f1)
 if have_sum=$(docker image inspect -f '{{index .Config.Labels "org.corral.dockerfile-sha256"}}' "$image" 2>/dev/null); then
     if [[ $have_sum != "$want_sum" && $have_sum != "<no value>" && -n $have_sum ]]; then
         log "image $image is stale (Dockerfile changed); rebuilding"

@@ -1891,6 +1891,35 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{TRUST}::test_trust_covers_the_environment_file_and_a_skip_is_said",
          f"{TRUST}::test_every_file_of_the_devcontainer_and_its_dockerfile_lapse_trust"],
         "a pull that changes .corral/environment.toml runs its new setup under the old trust"),
+    # -- issue 32 (second half): bundled agents below every source, image tags, ngn connection --
+    Mutation(
+        "bundled-agents-win", "agents",
+        (Edit("policies/loader/registry.py",
+              "    if bundled_wanted() if bundled is None else bundled:\n"
+              "        _load_all(result, bundled_candidates(), Scope.BUNDLED, options)\n", ""),
+         Edit("policies/loader/registry.py",
+              "    if result.zuno_settings:  # only a zuno.json sets these\n",
+              "    if bundled_wanted() if bundled is None else bundled:\n"
+              "        _load_all(result, bundled_candidates(), Scope.BUNDLED, options)\n"
+              "    if result.zuno_settings:  # only a zuno.json sets these\n")),
+        ("tests/test_bundled_agents.py::"
+         "test_personal_project_and_imported_definitions_replace_them",),
+        "corral's own reviewer replaces the user's or the project's agent of the same name: "
+        "a run gets tools and instructions nobody in the repository wrote"),
+    mutation(
+        "image-tag-unchecked", "docker", "sandbox/image/__init__.py",
+        "    if not _REFERENCE.fullmatch(image):\n", "    if False:\n",
+        ["tests/test_image_build.py::test_a_bad_tag_is_refused_before_any_program_runs"],
+        "a tag that is no image reference reaches docker build and the builder (a failure "
+        "after debootstrap, not a usage error naming the tag)"),
+    mutation(
+        "ngn-connection-not-inherited", "models", "executor/models/routing.py",
+        "    provider = explicit or inherited or (None if sep else config.default_provider)\n",
+        "    provider = explicit or (None if sep else config.default_provider)\n",
+        ["tests/spec/test_ngn_spec.py::"
+         "test_model_without_provider_runs_on_the_parent_connection"],
+        "an ngn child with a bare model and no provider goes to default_provider (another "
+        "connection, other credentials) instead of its parent's connection"),
     # -- issue 28: a Ray node's directory, siblings' ids, branch names, one glob dialect --
     mutation(
         "private-dir-unverified", "ray", "sandbox/state.py",

@@ -99,10 +99,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
                    ) -> Path:
-    """No test ever reads the real user's agents or corral config."""
+    """No test ever reads the real user's agents or corral config; nor corral's bundled
+    agents, unless it asks for them (``CORRAL_BUNDLED_AGENTS=1``): tests count agents."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("CORRAL_CONFIG", str(home / ".config" / "corral" / "config.toml"))
     monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
+    monkeypatch.setenv("CORRAL_BUNDLED_AGENTS", "0")
     return home

@@ -58,7 +58,7 @@ SEAMS = (
     ("agents", "apply"),
     ("ledger", "tools"),
     ("models", "mcpclient", "scheduling", "options"),
-    ("errors", "text"),
+    ("errors", "text", "version"),
 )
 FRONT_DOORS = ("cli", "mcpserver", "web")
 #: Files allowed over MAX_LINES, and why (none today).

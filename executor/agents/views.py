@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from executor.agents.offer import make_offer
+from executor.agents.offer import Offer, make_offer
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, refusal, restrict
 from policies.contract import AgentContract
 from policies.loader import Diagnostic, LoadResult
@@ -83,6 +83,7 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
             "foreign": route.foreign,
             "needs_override": route.needs_override,
             "parent_fallback": route.parent_fallback,
+            "inherit_connection": route.inherit_connection,
             "preset": route.preset,
             "roles": {role: list(chain) for role, chain in sorted(route.roles.items())},
         },
@@ -128,8 +129,25 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
             # Those of them every call of which waits (the rest ask on a matching rule).
             "approval_every_call": sorted(tool for tool in (*offer.tools, *offer.deferred)
                                           if tool in narrowed.approval_required),
+            **tool_arguments(offer),
         }
     return data
+
+
+def tool_arguments(offer: Offer) -> dict[str, dict[str, Any]]:
+    """Each offered native tool's argument schema (as its model is sent it) and that in
+    one line (:func:`executor.agents.signatures.signature`), by the name the model sees:
+    what a replay's ``arguments`` must match. MCP tools are listed by their servers only
+    when a run starts them."""
+    # The tool implementations (their argument models) only for `agents show`.
+    from executor.agents.signatures import signature  # noqa: PLC0415
+    from executor.tools import native_tools  # noqa: PLC0415
+
+    tools = native_tools(delegate_targets=offer.targets)
+    schemas = {offer.wire(name): tools[name].args.model_json_schema()
+               for name in (*offer.tools, *offer.deferred) if name in tools}
+    return {"schemas": schemas,
+            "arguments": {wire: signature(wire, schema) for wire, schema in schemas.items()}}
 
 
 #: A diagnostic on one entry of a file that maps names to definitions (zuno.json,

@@ -16,6 +16,7 @@
   :class:`Diff`, :class:`LogEvent`, :class:`ApplyReport`, :class:`Discarded`, :class:`Recovered`,
   :class:`GcReport`, :class:`BuiltEnvironment`, :class:`Agents`, :class:`AgentView`,
   :class:`NewAgent`, :class:`ShellResult` (with :class:`TerminalIO` in),
+  :class:`ImageBuild` (of :func:`build_sandbox_image`, the docker backend's image),
   each wrapping corral's own records (:class:`RunRecord`, :class:`FanoutRecord`);
 - errors: :class:`CorralError` and its families, each with ``code``,
   ``message``, ``context``, ``hint`` and ``exit_code``; :func:`error_json`
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         error_json,
     )
     from executor.api.fanouts import ChildResult, FanoutResult
+    from executor.api.images import ImageBuild, build_sandbox_image
     from executor.api.inputs import CancelToken, Replay
     from executor.api.journal import LogEvent
     from executor.api.records import GcReport
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
     from executor.run.session import ProgressEvent
     from executor.scheduling import DEFAULT_JOBS
     from executor.tools.dispatch import ApprovalHandler, ApprovalRequest
+    from executor.version import corral_version
     from sandbox.config import HOST_WARNING
     from sandbox.environment import EnvironmentInfo
     from sandbox.errors import EnvironmentSetupFailed, SandboxError
@@ -94,6 +97,7 @@ _WHERE = {
                      "EXIT_OK", "EXIT_USER", "CorralError", "ExecutorError", "ModelError",
                      "PolicyError", "RunError", "error_json"), "executor.api.errors"),
     **dict.fromkeys(("CancelToken", "Replay"), "executor.api.inputs"),
+    **dict.fromkeys(("ImageBuild", "build_sandbox_image"), "executor.api.images"),
     "LogEvent": "executor.api.journal",
     "GcReport": "executor.api.records",
     **dict.fromkeys(("ApplyReport", "BranchReport", "Discarded", "Recovered"),
@@ -111,6 +115,7 @@ _WHERE = {
     "DEFAULT_JOBS": "executor.scheduling",
     **dict.fromkeys(("ApprovalHandler", "ApprovalRequest"), "executor.tools.dispatch"),
     "HOST_WARNING": "sandbox.config",
+    "corral_version": "executor.version",
     "TrustState": "executor.agents.trust",
     "EnvironmentInfo": "sandbox.environment",
     **dict.fromkeys(("EnvironmentSetupFailed", "SandboxError"), "sandbox.errors"),
@@ -155,6 +160,7 @@ __all__ = [
     "FanoutRecord",
     "FanoutResult",
     "GcReport",
+    "ImageBuild",
     "LogEvent",
     "MergeRefused",
     "ModelError",
@@ -178,7 +184,9 @@ __all__ = [
     "ShellResult",
     "TerminalIO",
     "TrustState",
+    "build_sandbox_image",
     "check_verdict",
+    "corral_version",
     "error_json",
     "fanout_status",
     "parse_approve",

@@ -24,6 +24,17 @@ class Discarded:
     def run_id(self) -> str:
         return self.run.run_id
 
+    def to_json(self) -> dict[str, Any]:
+        """The discard as JSON (``corral discard --json``, MCP ``discard_run``)."""
+        record = self.run.record
+        data: dict[str, Any] = {"run_id": record.run_id, "state": record.state,
+                                "already_discarded": self.already,
+                                "changed_files": len(record.changed_files)}
+        if record.mode == "workspace-write" and record.diff:
+            data["note"] = ("its changes were made in the checkout (workspace-write) and "
+                            "stay there: `git restore` undoes them")
+        return data
+
 
 @dataclass(frozen=True)
 class Recovered:
@@ -33,6 +44,11 @@ class Recovered:
     run: RunResult
     restored: Path
     saved: Path
+
+    def to_json(self) -> dict[str, Any]:
+        """The recovery as JSON (``corral apply --recover --json``)."""
+        return {"run_id": self.run.run_id, "status": "recovered",
+                "restored": str(self.restored), "saved": str(self.saved)}
 
 
 @dataclass(frozen=True)

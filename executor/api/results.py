@@ -10,6 +10,7 @@ objects ``--json`` prints and MCP tools return.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -248,3 +249,19 @@ class Diff:
     def text(self) -> str:
         """The patch as text, bytes that are not UTF-8 replaced."""
         return self.patch.decode("utf-8", "replace")
+
+    def to_json(self) -> dict[str, Any]:
+        """The diff as JSON (``corral diff --json``, MCP ``diff_run``): ``diff_base64`` holds
+        the exact bytes when they are not UTF-8."""
+        record, patch, text = self.run.record, self.patch, self.text
+        data: dict[str, Any] = {
+            "run_id": record.run_id, "status": self.run.status.value, "state": record.state,
+            "mode": record.mode, "diff": text, "changed_files": record.changed_files,
+            "empty": not patch}
+        if text.encode("utf-8") != patch:
+            data["diff_base64"] = base64.b64encode(patch).decode("ascii")
+            data["note"] = ("the diff is not valid UTF-8: `diff` shows it with replacement "
+                            "characters, `diff_base64` holds its exact bytes")
+        if not patch:
+            data["note"] = f"run {record.run_id} changed nothing: its diff is empty"
+        return data

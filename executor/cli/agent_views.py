@@ -73,8 +73,9 @@ def render_show(view: AgentView) -> str:
         model = "inherit (the parent's model)" + (
             f" on provider {route['provider']}" if route["provider"] else "")
     else:
-        model = " -> ".join(route["candidates"]) + (f" via {route['provider']}"
-                                                    if route["provider"] else "")
+        model = " -> ".join(route["candidates"]) + (
+            f" via {route['provider']}" if route["provider"] else
+            " (a bare id on the parent's connection)" if route["inherit_connection"] else "")
     if route["preset"]:
         model += f" (preset {route['preset']})"
 
@@ -101,6 +102,8 @@ def render_show(view: AgentView) -> str:
           if data["effective"]["names"] else []),
         *(f"  not offered {one_line(tool)}: {one_line(why)}"
           for tool, why in data["effective"]["unavailable"].items()),
+        *(f"{'arguments' if i == 0 else '':12} {one_line(line)}"
+          for i, line in enumerate(data["effective"]["arguments"].values())),
         *(["mcp servers  " + names(data["effective"]["mcp_servers"]) + " (a run starts them "
            "to list their tools)"] if data["effective"]["mcp_servers"] else []),
         *(network_lines(data["effective"]["network"]) if data["effective"].get("network")

@@ -60,6 +60,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
                "once and compare."),
     "gc": ("executor.cli.runs", "gc_command", "Clean up what crashed or (--older-than) "
            "finished runs left."),
+    "image": ("executor.cli.image", "image_group", "Build the docker backend's sandbox image "
+              "from the Dockerfile shipped in corral."),
     "ledger": ("executor.cli.ledger", "ledger_group", "The ledger's index: `ledger "
                "reindex` rebuilds it from the record files."),
     "logs": ("executor.cli.logs", "logs_command", "Print a run's journal so far, or follow "
@@ -122,8 +124,17 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from executor.api import corral_version  # noqa: PLC0415 - only for --version
+
+        click.echo(f"corral, version {corral_version()}")
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="corral")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
 def cli() -> None:
     """corral: run coding-harness sub-agents under contracts that only narrow."""
 

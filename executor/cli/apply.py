@@ -5,7 +5,9 @@ three-way merge left conflict markers (listed), 2 a user error, 3 a step
 failed and the checkout was restored (or could not be: the backup is named),
 4 a refusal (an unsafe patch, a conflict with the checkout, a record that
 does not verify, flagged files without ``--yes``, ``--pick best`` with no
-candidate that passed its check and conflicts with nothing applied).
+candidate that passed its check and conflicts with nothing applied). ``--json`` prints
+:meth:`ApplyReport.to_json` (or the branch's, the recovery's) on stdout, with ``fanout_id``
+and ``pick`` for a fanout's child; the exit codes stay.
 
 With a fanout id, ``--pick N`` applies child N, ``--pick best`` the first child whose
 check passed and whose diff conflicts with nothing already applied
@@ -15,6 +17,7 @@ diffs conflict with it are marked ``superseded`` (listed on stderr).
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -91,14 +94,21 @@ def _confirm(plan: PatchPlan) -> bool:
 @click.option("--pick", "pick", type=PickType(), metavar="N|best",
               help="With a fanout id: apply child N's diff; 'best': the first child whose "
               "check passed and whose diff conflicts with nothing already applied.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print what was checked, applied, branched or recovered as JSON.")
 @click.argument("run_id")
 def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
                   allow_symlinks: bool, allow_binary: bool, allow_git_dirs: bool,
                   allow_unverified: bool, recover: bool, branch: str | None,
-                  pick: int | str | None, run_id: str) -> None:
+                  pick: int | str | None, as_json: bool, run_id: str) -> None:
     """Validate a run's diff and merge it into the checkout, all or nothing. With a
     fanout id, `--pick N` names the child whose diff to apply, `--pick best` the first
     whose check passed and whose diff conflicts with nothing already applied."""
+    picked: dict[str, object] = {}
+
+    def emit(data: dict[str, object]) -> None:
+        click.echo(json.dumps(picked | data, indent=2))
+
     corral = Corral(root)
     corral.ledger()  # refuses a state dir a child could write, before anything
     if run_id.startswith("f-"):
@@ -108,7 +118,8 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
                                    "lists them)")
         fanout_id = run_id
         run_id = corral.pick(fanout_id, pick)
-        if pick == "best":
+        picked = {"fanout_id": fanout_id, "pick": pick}
+        if pick == "best" and not as_json:
             index = next(c.index for c in corral.show_fanout(fanout_id).children
                          if c.run_id == run_id)
             click.echo(one_line(f"best of fanout {fanout_id}: #{index} (run {run_id}), the "
@@ -122,6 +133,9 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
         made = corral.branch(run_id, branch, allow_symlinks=allow_symlinks,
                              allow_binary=allow_binary, allow_git_dirs=allow_git_dirs,
                              allow_unverified=allow_unverified)
+        if as_json:
+            emit(made.to_json())
+            return
         _show(made.run.record, made.plan)
         flagged = (f"; {len(made.plan.flagged)} file(s) flagged for review: read them before "
                    "you merge it" if made.plan.flagged else "")
@@ -134,6 +148,9 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
         if check_only or three_way or allow_symlinks or allow_binary or allow_git_dirs:
             raise click.UsageError("--recover takes no other option")
         recovered = corral.recover(run_id)
+        if as_json:
+            emit(recovered.to_json())
+            return
         click.echo(f"restored the files run {recovered.run.run_id}'s interrupted apply saved "
                    f"({recovered.restored}); what those paths held just before is in "
                    f"{recovered.saved}", err=True)
@@ -141,8 +158,13 @@ def apply_command(root: Path, check_only: bool, three_way: bool, yes: bool,
     report = corral.apply(run_id, check_only=check_only, three_way=three_way, yes=yes,
                           allow_symlinks=allow_symlinks, allow_binary=allow_binary,
                           allow_git_dirs=allow_git_dirs, allow_unverified=allow_unverified,
-                          confirm=_confirm, on_plan=_show)
+                          confirm=_confirm, on_plan=None if as_json else _show)
     record, plan, result = report.run.record, report.plan, report.result
+    if as_json:  # the same exit codes: 1 when conflict markers were left
+        emit(report.to_json())
+        if result.status == "conflicts":
+            sys.exit(1)
+        return
     _superseded(report)
     if result.status == "already_applied":
         click.echo(f"run {record.run_id} is already applied: every file it changes already "

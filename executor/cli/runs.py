@@ -78,6 +78,15 @@ def _fanout_diffs(corral: Corral, fanout_id: str, *, force_escape: bool, pager: 
         click.echo(text, nl=False)
 
 
+def _fanout_diffs_json(corral: Corral, fanout_id: str) -> dict[str, object]:
+    """Every child's diff of a fanout as JSON, each with its index, agent and check."""
+    fanout = corral.show_fanout(fanout_id)
+    children = [{"index": child.index, "agent": child.agent, "check_passed": child.check_passed}
+                | corral.diff(child.run_id).to_json()
+                for child in fanout.children if child.run is not None]
+    return {"fanout_id": fanout.fanout_id, "children": children}
+
+
 @click.command("runs")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -208,22 +217,32 @@ def show_command(root: Path, as_json: bool, full: bool, run_id: str) -> None:
               "($PAGER, else less).")
 @click.option("--pick", "pick", type=click.IntRange(min=1), metavar="N",
               help="With a fanout id: the diff of child N only.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the diff as text, "
+              "with diff_base64 when it is not UTF-8.")
 @click.argument("run_id")
 def diff_command(root: Path, force_escape: bool, no_pager: bool, pick: int | None,
-                 run_id: str) -> None:
+                 as_json: bool, run_id: str) -> None:
     """Print a run's unified diff: escaped on a terminal, the exact bytes through a pipe or
     into a file (merge it with `corral apply RUN`, which checks it). A run that changed
     nothing prints nothing (exit 0). A fanout id prints each child's diff under a header
     (`--pick N`: child N's alone, exactly as for its run id)."""
     corral = Corral(root)
     if is_fanout_id(run_id) and pick is None:
+        if as_json:
+            click.echo(json.dumps(_fanout_diffs_json(corral, run_id), indent=2))
+            return
         _fanout_diffs(corral, run_id, force_escape=force_escape, pager=not no_pager)
         return
+    picked: dict[str, object] = {}
     if pick is not None:
         if not is_fanout_id(run_id):
             raise click.UsageError("--pick takes a fanout id (f-...)")
+        picked = {"fanout_id": run_id, "pick": pick}
         run_id = corral.pick(run_id, pick)
     found = corral.diff(run_id)
+    if as_json:  # ASCII JSON: a diff's control characters arrive escaped
+        click.echo(json.dumps(picked | found.to_json(), indent=2))
+        return
     patch, run_id = found.patch, found.run.run_id
     if found.run.record.hand_changes:  # stderr: stdout stays the exact bytes
         echo(f"note: {hand_note(found.run.record)}", err=True)
@@ -246,8 +265,9 @@ def diff_command(root: Path, force_escape: bool, no_pager: bool, pick: int | Non
 
 @click.command("discard")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.argument("run_id")
-def discard_command(root: Path, run_id: str) -> None:
+def discard_command(root: Path, as_json: bool, run_id: str) -> None:
     """Mark a run's diff as discarded: it stays readable (show, diff) but is no longer
     pending in `corral runs`. Nothing in your checkout changes. A fanout id discards
     every child's diff still pending."""
@@ -258,10 +278,17 @@ def discard_command(root: Path, run_id: str) -> None:
                    if c.run is not None and diff_state(c.run.record) == "pending"]
         for child in pending:
             corral.discard(child)
+        if as_json:
+            click.echo(json.dumps({"fanout_id": fanout.fanout_id, "discarded": pending},
+                                  indent=2))
+            return
         echo(f"discarded {len(pending)} pending diff(s) of fanout "
              f"{one_line(fanout.fanout_id)}", err=True)
         return
     done = corral.discard(run_id)
+    if as_json:
+        click.echo(json.dumps(done.to_json(), indent=2))
+        return
     record = done.run.record
     if done.already:
         echo(f"run {one_line(record.run_id)} was already discarded", err=True)

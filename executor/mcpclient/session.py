@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from executor.errors import ExecutorError
+from executor.version import corral_version
 from sandbox.backends.streams import StreamProcess, StreamTimeout
 from sandbox.errors import SandboxError
 
@@ -37,7 +38,6 @@ MAX_LINE = 8 * 1024 * 1024
 #: The handshake revisions corral speaks, newest first (the one it asks for is the first).
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 _MAX_PAGES = 16
-_CLIENT_INFO = {"name": "corral", "version": "0.1.0"}
 
 
 class McpError(ExecutorError):
@@ -129,7 +129,7 @@ class McpSession:
 
         result = self.request("initialize", {
             "protocolVersion": PROTOCOL_VERSIONS[0], "capabilities": {},
-            "clientInfo": _CLIENT_INFO}, deadline=deadline)
+            "clientInfo": {"name": "corral", "version": corral_version()}}, deadline=deadline)
         try:
             info = InitializeResult.model_validate(result)
         except ValidationError as exc:

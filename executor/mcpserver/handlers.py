@@ -41,7 +41,6 @@ widened by an argument:
 
 from __future__ import annotations
 
-import base64
 import os
 import shlex
 from collections.abc import Awaitable, Callable
@@ -302,19 +301,7 @@ def show_run_tool(options: ServerOptions, args: ShowRunArgs) -> dict[str, Any]:
 
 def diff_run_tool(options: ServerOptions, args: RunRefArgs) -> dict[str, Any]:
     """``diff_run``: the run's exact diff (``diff_base64`` too when it is not UTF-8)."""
-    found = options.corral().diff(args.run_id)
-    record, patch, text = found.run.record, found.patch, found.text
-    result: dict[str, Any] = {
-        "run_id": record.run_id, "status": found.run.status.value, "state": record.state,
-        "mode": record.mode, "diff": text, "changed_files": record.changed_files,
-        "empty": not patch}
-    if text.encode("utf-8") != patch:
-        result["diff_base64"] = base64.b64encode(patch).decode("ascii")
-        result["note"] = ("the diff is not valid UTF-8: `diff` shows it with replacement "
-                          "characters, `diff_base64` holds its exact bytes")
-    if not patch:
-        result["note"] = f"run {record.run_id} changed nothing: its diff is empty"
-    return result
+    return options.corral().diff(args.run_id).to_json()
 
 
 def _apply_command(options: ServerOptions, run_id: str) -> str:
@@ -389,12 +376,4 @@ def apply_run_tool(options: ServerOptions, args: ApplyRunArgs) -> dict[str, Any]
 
 def discard_run_tool(options: ServerOptions, args: DiscardRunArgs) -> dict[str, Any]:
     """``discard_run``: ``corral discard``."""
-    done = options.corral().discard(args.run_id)
-    record = done.run.record
-    data: dict[str, Any] = {"run_id": record.run_id, "state": record.state,
-                            "already_discarded": done.already,
-                            "changed_files": len(record.changed_files)}
-    if record.mode == _WORKSPACE_WRITE and record.diff:
-        data["note"] = ("its changes were made in the checkout (workspace-write) and stay "
-                        "there: `git restore` undoes them")
-    return data
+    return options.corral().discard(args.run_id).to_json()

@@ -36,7 +36,6 @@ import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
-from importlib.metadata import version
 from typing import Any
 
 import anyio
@@ -48,7 +47,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
-from executor.api import CorralError, error_json
+from executor.api import CorralError, corral_version, error_json
 from executor.api.serving import LOOPBACK, loopback_socket
 from executor.mcpserver import handlers
 from executor.mcpserver.arguments import TOOLS, ToolSpec
@@ -163,7 +162,7 @@ def build_server(options: ServerOptions) -> Server[Any]:
                 "message": f"internal error in corral (a bug): {type(exc).__name__}: {exc}",
                 "hint": "the traceback is on the server's stderr; please report it"}, 3)
 
-    return Server("corral", version=version("corral"), instructions=_INSTRUCTIONS,
+    return Server("corral", version=corral_version(), instructions=_INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 

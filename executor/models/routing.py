@@ -17,7 +17,11 @@ available:
   provider: corral never guesses one);
 - a bare model id uses the route's ``provider``, else ``default_provider``
   (an id that came out of a role uses ``default_provider``: the route's
-  provider belongs to the agent's file, the role to the user's config).
+  provider belongs to the agent's file, the role to the user's config); a
+  route with ``inherit_connection`` (ngn: "provider ... omitted inherits the
+  connection") runs it on the parent model's connection first (a top-level
+  agent's parent is ``default_model``), ``default_provider`` only when the
+  parent has none (a replay).
 
 A provider's key is read from ``env[api_key_env]`` and from nothing else: not
 from the agent's files, not from the config file itself. A provider whose key
@@ -296,6 +300,13 @@ def _inherited_on(provider: str, *, config: UserConfig, parent: Model | None,
     return with_level(model, level)
 
 
+def _parent_connection(parent: Model | None, config: UserConfig) -> str | None:
+    """The provider connection ``parent`` runs on (``provider/model``), if it has one."""
+    inner = parent.inner if isinstance(parent, LeveledModel) else parent
+    head, sep, _ = (inner.name if inner is not None else "").partition("/")
+    return head if sep and head in config.providers else None
+
+
 def _connect(candidate: Candidate, *, route: ModelRoute, config: UserConfig,
              parent: Model | None, env: Mapping[str, str], variant: str | None) -> Model:
     if candidate.id == "inherit":
@@ -309,11 +320,17 @@ def _connect(candidate: Candidate, *, route: ModelRoute, config: UserConfig,
         return build_provider_model(head, config.providers[head], tail, env=env,
                                     variant=variant)
     explicit = None if candidate.via else route.provider
-    provider = explicit or (None if sep else config.default_provider)
+    inherited = (_parent_connection(parent, config)
+                 if explicit is None and route.inherit_connection and not candidate.via
+                 else None)
+    provider = explicit or inherited or (None if sep else config.default_provider)
     if provider is None:
         reason = (f"no provider {head!r} in the user config" if sep else
                   "a bare model id needs a provider: write provider/model or set "
                   "default_provider in the user config")
+        if route.inherit_connection:
+            reason += ("; it would run on its parent's connection, but the parent model "
+                       f"({parent.name if parent is not None else 'none'}) has none")
         raise ModelError(reason, code="unavailable")
     if provider not in config.providers:
         raise ModelError(f"no provider {provider!r} in the user config", code="unavailable")

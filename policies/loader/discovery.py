@@ -2,6 +2,8 @@
 
 Precedence follows ``shared/spec/ngn-agent-definitions.md``. Later sources win:
 
+0. the agents corral ships (:mod:`policies.agents`, pi files: pi's bundled agents are
+   below its user and project ones), so any definition of the same name replaces one;
 1. personal files, in the personal format order (Claude, Copilot, Codex,
    Cursor, Gemini, OpenCode, Antigravity, then pi and zuno, then native);
 2. personal JSON imports, then personal JSON profiles;
@@ -385,6 +387,15 @@ def personal_candidates(env: Environment) -> tuple[list[Candidate], list[Diagnos
     return walk.found, walk.notes
 
 
+def bundled_candidates() -> list[Candidate]:
+    """The agents corral ships, pi files shown as ``corral:agents/NAME.md``."""
+    from policies.agents import BUNDLED_DIR  # noqa: PLC0415 - only where they are read
+
+    walk = _Walk(BUNDLED_DIR, lambda p: f"corral:agents/{p.name}")
+    walk.files(AgentFormat.PI, BUNDLED_DIR.parent, BUNDLED_DIR.name)
+    return walk.found
+
+
 def bounded(candidates: list[Candidate], scope_name: str, display: str,
             ) -> tuple[list[Candidate], list[Diagnostic]]:
     """Apply the 256-files-per-scope bound; report what was left out."""
@@ -416,5 +427,6 @@ def directory_candidates(fmt: AgentFormat, directory: Path, show: Callable[[Path
     return walk.found, walk.notes
 
 
-__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded", "directory_candidates",
+__all__ += ["PERSONAL_ORDER", "WORKSPACE_ORDER", "Status", "bounded", "bundled_candidates",
+            "directory_candidates",
             "project_zuno_dirs", "zuno_directories"]

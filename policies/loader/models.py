@@ -37,8 +37,10 @@ def parse_ref(text: str) -> ModelRef:
 
 
 def native_route(reader: Reader, key: str, values: Sequence[str], *,
-                 provider: str | None = None) -> ModelRoute:
-    """A route from corral-native model strings, in order, duplicates dropped."""
+                 provider: str | None = None, ngn: bool = False) -> ModelRoute:
+    """A route from corral-native model strings, in order, duplicates dropped. ``ngn``: the
+    format's "provider ... omitted inherits the connection" (so does an import's override
+    without a provider)."""
     refs: list[ModelRef] = []
     for value in values:
         if not value.strip():
@@ -53,14 +55,17 @@ def native_route(reader: Reader, key: str, values: Sequence[str], *,
     if options.model:
         refs = [parse_ref(options.model)]
         provider = options.provider or provider
-    return ModelRoute(candidates=tuple(refs), provider=provider)
+        ngn = True  # an ngn JSON import's override: ngn's rule
+    return ModelRoute(candidates=tuple(refs), provider=provider,
+                      inherit_connection=ngn and provider is None)
 
 
 def foreign_route(reader: Reader, key: str, value: str | None, fmt: AgentFormat) -> ModelRoute:
     """A route for a foreign harness's model selection (see module docstring)."""
     options = reader.ctx.options
-    if options.model:
-        return ModelRoute(candidates=(parse_ref(options.model),), provider=options.provider)
+    if options.model:  # an ngn JSON import's override: a connection omitted is inherited
+        return ModelRoute(candidates=(parse_ref(options.model),), provider=options.provider,
+                          inherit_connection=options.provider is None)
     if value is None or value.strip() in {"inherit", ""}:
         return ModelRoute()
     value = value.strip()

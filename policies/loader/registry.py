@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from policies.contract import AgentContract, AgentFormat, Scope
+from policies.errors import PolicyError
 from policies.loader.base import Options
 from policies.loader.diagnostics import Diagnostic, Severity
 from policies.loader.discovery import (
     Candidate,
     Environment,
     bounded,
+    bundled_candidates,
     personal_candidates,
     project_candidates,
 )
@@ -22,7 +26,7 @@ from policies.loader.single import FileOutcome, Status
 if TYPE_CHECKING:
     from policies.loader.zuno_layers import ZunoSettings
 
-__all__ = ["LoadResult", "discover"]
+__all__ = ["BUNDLED_SWITCH", "LoadResult", "bundled_wanted", "discover"]
 
 
 @dataclass
@@ -116,11 +120,14 @@ def discover(
     *,
     trust_project: bool = False,
     personal: bool = True,
+    bundled: bool | None = None,
     config_file: Path | None = None,
     options: Options | None = None,
     env: Environment | None = None,
 ) -> LoadResult:
-    """Load every definition visible from ``root`` (see :mod:`policies.loader.discovery`)."""
+    """Load every definition visible from ``root`` (see :mod:`policies.loader.discovery`):
+    corral's bundled agents first, every later source replacing one of the same name.
+    ``bundled=None`` reads ``CORRAL_BUNDLED_AGENTS`` (``0`` leaves them out)."""
     options = options or Options()
     env = env or Environment.from_env()
     root = root.resolve()
@@ -133,6 +140,8 @@ def discover(
     else:
         pi_notes = []
     result = LoadResult(options=options, diagnostics=list(pi_notes))
+    if bundled_wanted() if bundled is None else bundled:
+        _load_all(result, bundled_candidates(), Scope.BUNDLED, options)
     if personal:
         found, notes = personal_candidates(env)
         found, over = bounded(found, "personal", env.display(env.home))
@@ -173,6 +182,23 @@ def discover(
         result.agents.update(routed)
         result.diagnostics += notes + preset_notes
     return result
+
+
+#: ``CORRAL_BUNDLED_AGENTS``: whether discovery reads the agents corral ships.
+BUNDLED_SWITCH = "CORRAL_BUNDLED_AGENTS"
+
+
+def bundled_wanted(env: Mapping[str, str] | None = None) -> bool:
+    """``CORRAL_BUNDLED_AGENTS`` as a switch: unset or ``1`` reads the bundled agents,
+    ``0`` leaves them out; any other value is a :class:`PolicyError` naming it."""
+    value = (os.environ if env is None else env).get(BUNDLED_SWITCH, "1").strip()
+    if value not in ("0", "1"):
+        raise PolicyError(f"{BUNDLED_SWITCH}={value!r} is neither 0 nor 1",
+                          code="bad_environment_variable", operation="load_agents",
+                          context={BUNDLED_SWITCH: value},
+                          hint=f"set {BUNDLED_SWITCH}=0 to leave corral's bundled agents "
+                          "out of discovery, or unset it")
+    return value == "1"
 
 
 def _relative(path: Path, root: Path) -> str:

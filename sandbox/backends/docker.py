@@ -2,7 +2,7 @@
 
 The only module that imports ``docker``; every docker or connection error is
 translated here. The container (``corral-sandbox:latest`` by default, built by
-``scripts/build_sandbox_image.sh``, never pulled) runs ``sleep infinity``
+``corral image build``, never pulled) runs ``sleep infinity``
 under ``--init`` for the child's life, with ``--network none``, ``--cap-drop
 ALL``, ``no-new-privileges``, ``--pids-limit``, ``--memory`` (= swap),
 ``RLIMIT_FSIZE``, a read-only root with size-capped tmpfs ``/tmp``,
@@ -64,7 +64,7 @@ from sandbox.backends.standins import ImageModes, closed_ancestors, make_stand_i
 from sandbox.backends.streams import SocketStream
 from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
 from sandbox.base import SANDBOX_PATH, BaseSandbox, ExecSpec
-from sandbox.config import BackendName, DockerConfig
+from sandbox.config import DEFAULT_DOCKER_IMAGE, BackendName, DockerConfig
 from sandbox.denials import denial_covers, image_denials
 from sandbox.errors import (
     BackendUnavailable,
@@ -118,7 +118,12 @@ _KEEPALIVE_UID = 65534
 _HOST_CERTS = "/etc/ssl/certs"
 _DEFAULT_UID = 1000
 _ENGINE_ERRORS = (docker.errors.DockerException, OSError)
-_BUILD_HINT = "build it with scripts/build_sandbox_image.sh (corral never pulls images)"
+
+
+def _build_hint(image: str) -> str:
+    """How to make a missing image: the packaged builder (:mod:`sandbox.image`)."""
+    tag = "" if image == DEFAULT_DOCKER_IMAGE else f" --tag {image}"
+    return f"build it with `corral image build{tag}` (corral never pulls images)"
 
 
 def _check_socket(config: DockerConfig) -> None:
@@ -176,7 +181,7 @@ def probe_docker(config: DockerConfig) -> None:
         except docker.errors.ImageNotFound as exc:
             raise BackendUnavailable(
                 f"the sandbox image {config.image} is not present", code="image_missing",
-                operation="probe", hint=_BUILD_HINT,
+                operation="probe", hint=_build_hint(config.image),
             ) from exc
 
 
@@ -507,7 +512,7 @@ class DockerSandbox(BaseSandbox):
         except docker.errors.ImageNotFound as exc:
             raise BackendUnavailable(f"the sandbox image {self.config.image} is not present",
                                      code="image_missing", operation="start",
-                                     hint=_BUILD_HINT) from exc
+                                     hint=_build_hint(self.config.image)) from exc
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "inspect") from exc
 
@@ -517,7 +522,7 @@ class DockerSandbox(BaseSandbox):
         except docker.errors.ImageNotFound as exc:
             raise BackendUnavailable(f"the sandbox image {self.config.image} is not present",
                                      code="image_missing", operation="start",
-                                     hint=_BUILD_HINT) from exc
+                                     hint=_build_hint(self.config.image)) from exc
         except _ENGINE_ERRORS as exc:
             raise self._translate(exc, "create") from exc
 

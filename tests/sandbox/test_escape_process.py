@@ -384,13 +384,14 @@ def test_backend_unavailable_refuses_to_run(repo: Path, state_root: Path) -> Non
 
 
 @pytest.mark.parametrize("backend", backends(only=("docker",)), indirect=True)
-def test_missing_image_names_the_build_script(backend: str, repo: Path, state_root: Path) -> None:
-    """Never pull: a missing image is an error that says how to build it."""
+def test_missing_image_names_the_build_command(backend: str, repo: Path, state_root: Path) -> None:
+    """Never pull: a missing image is an error that says how to build it, with its tag
+    (the command an installed corral has, not a checkout's script)."""
     config = DockerConfig(image="corral-sandbox:does-not-exist")
     with pytest.raises(BackendUnavailable) as raised:
         open_sandbox(config, repo=repo, mode=SandboxMode.WORKTREE, state_root=state_root)
     assert raised.value.code == "image_missing"
-    assert "scripts/build_sandbox_image.sh" in (raised.value.hint or "")
+    assert "`corral image build --tag corral-sandbox:does-not-exist`" in (raised.value.hint or "")
 
 
 @pytest.mark.parametrize(

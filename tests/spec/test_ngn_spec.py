@@ -317,6 +317,67 @@ def test_provider_without_model_runs_the_inherited_model_on_that_connection(fs) 
         agent_model(lost, config=config, script=None, override=None, parent=None)
 
 
+def test_model_without_provider_runs_on_the_parent_connection(fs, cli) -> None:
+    """Spec (ngn-agent-definitions.md): provider Existing ngn provider connection ID; omitted
+    inherits the connection. ... model ... Applies to delegated children too.
+
+    A bare ``model`` and no ``provider``: a delegated child runs that id on its parent's
+    connection, a top-level agent on the selected model's (``default_model``), never on
+    ``default_provider`` while a connection is there to inherit; a parent without one (a
+    replay) leaves ``default_provider``, else an error saying what was looked for.
+    """
+    config = UserConfig.model_validate({
+        "default_model": "local/qwen", "default_provider": "spare",
+        "providers": {name: {"type": "openai", "base_url": f"http://127.0.0.1:{port}/v1"}
+                      for name, port in (("local", 9), ("cloud", 8), ("spare", 7))}})
+    child = fs.agent(fs.md(".ngn/agents/child.md", "description: d\nmodel: m1"), NGN)
+    assert child.model.inherit_connection
+    shown = cli("agents", "show", "child", "--root", str(fs.repo), "--trust-project",
+                "--no-personal")
+    assert "model        m1 (a bare id on the parent's connection)" in shown.stdout
+    parent = agent_model(fs.agent(fs.md(".ngn/agents/p.md", "description: d\nmodel: big\n"
+                                        "provider: cloud"), NGN),
+                         config=config, script=None, override=None, parent=None)
+    assert parent.name == "cloud/big"
+    assert agent_model(child, config=config, script=None, override=None,
+                       parent=parent).name == "cloud/m1"
+    assert agent_model(child, config=config, script=None, override=None,
+                       parent=None).name == "local/m1"
+    slashed = fs.agent(fs.md(".ngn/agents/s.md", "description: d\nmodel: org/m2"), NGN)
+    assert agent_model(slashed, config=config, script=None, override=None,
+                       parent=parent).name == "cloud/org/m2"
+    named = fs.agent(fs.md(".ngn/agents/n.md", "description: d\nmodel: m1\nprovider: spare"),
+                     NGN)
+    assert not named.model.inherit_connection
+    assert agent_model(named, config=config, script=None, override=None,
+                       parent=parent).name == "spare/m1"
+    bare = config.model_copy(update={"default_model": None, "default_provider": None})
+    with pytest.raises(ModelError, match="parent's connection, but the parent model"):
+        agent_model(child, config=bare, script=None, override=None, parent=None)
+    assert agent_model(child, config=bare.model_copy(update={"default_provider": "spare"}),
+                       script=None, override=None, parent=None).name == "spare/m1"
+
+
+def test_an_imports_model_without_provider_inherits_the_connection(fs) -> None:
+    """Spec (ngn-agent-definitions.md): Any other foreign model requires an explicit override
+    using an exact model ID and, when needed, a named provider connection.
+
+    The override without ``provider`` runs on the parent's connection.
+    """
+    fs.md(".claude/agents/research.md", "name: research\ndescription: d\nmodel: sonnet")
+    config_file = fs.json(fs.tmp / "imports.json", {"agent_imports": [
+        {"path": "repo/.claude/agents/research.md", "format": "claude", "model": "m3"}]})
+    imported = fs.discover(config_file=config_file).agents["research"]
+    assert imported.model.inherit_connection
+    config = UserConfig.model_validate({"providers": {
+        "cloud": {"type": "openai", "base_url": "http://127.0.0.1:8/v1"}}})
+    parent = agent_model(fs.agent(fs.md(".ngn/agents/p.md", "description: d\nmodel: big\n"
+                                        "provider: cloud"), NGN),
+                         config=config, script=None, override=None, parent=None)
+    assert agent_model(imported, config=config, script=None, override=None,
+                       parent=parent).name == "cloud/m3"
+
+
 def test_tools_list_or_comma_string(fs) -> None:
     """Spec (ngn-agent-definitions.md): Allowlist of ngn tool names, as a YAML list or
     comma-separated string. Omitted inherits; [] permits no tools."""
