@@ -9,7 +9,25 @@ jobs bound), with jobs whose ``there`` waits on files this test creates.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from executor.errors import ExecutorError
+from executor.scheduling import Job
+from executor.scheduling.cluster import RayScheduler
+from executor.scheduling.node import RESOURCE
 from executor.scheduling.raytask import MAX_PENDING, Flag, _Relay
+from tests.backends import require
+from tests.procs import wait_for
+from tests.ray_jobs import FileJob, never_here
+
+# Read when Ray is imported: without it a driver's 127.0.0.1 becomes the machine's own
+# address and ray.init waits forever (DESIGN.md). Set before anything imports ray.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 
 def test_the_flag_keeps_at_most_max_pending_events_of_a_job() -> None:
@@ -26,3 +44,85 @@ def test_the_flag_keeps_at_most_max_pending_events_of_a_job() -> None:
     for n in range(MAX_PENDING + 10):
         relay.report(n)
     assert relay.events == list(range(MAX_PENDING))
+
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT = 120.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A head with no sandbox resource and one worker offering 6 units (more than the jobs
+    bound below), bound to 127.0.0.1; the driver connected to the head."""
+    require("ray")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    places = tmp_path_factory.mktemp("ray-places")
+    small = {"num_cpus": 1, "object_store_memory": 80 << 20, "node_ip_address": "127.0.0.1"}
+    made = Cluster(initialize_head=True, head_node_args={**small, "include_dashboard": False})
+    try:
+        ray.init(address=made.address, log_to_driver=False, runtime_env={"env_vars": {
+            "PYTHONPATH": str(REPO), "CORRAL_RAY_DIR": str(places)}})
+        made.add_node(**small, resources={RESOURCE: 6})
+        made.wait_for_nodes()
+        yield made
+    finally:
+        ray.shutdown()
+        made.shutdown()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    for name in ("running", "seen", "release", "attempts"):
+        (tmp_path / name).mkdir()
+    return tmp_path
+
+
+def _job(files: Path, key: str, mode: str) -> Job[Any]:
+    return Job(key=key, run=never_here, remote=FileJob(files, key, mode))
+
+
+def _running(files: Path) -> set[str]:
+    return {p.name for p in (files / "running").iterdir()}
+
+
+@pytest.mark.requires("ray")
+@pytest.mark.timeout(600)
+def test_jobs_bounds_the_whole_cluster_and_the_rest_wait_in_order(
+        cluster: Any, files: Path) -> None:
+    """``--jobs 2`` on a node that could run 6: two run, the third starts only when one
+    ended, and so on, in order; none ever saw more than two running."""
+    keys = [f"j{n}" for n in range(5)]
+    scheduler = RayScheduler(jobs=2)
+    try:
+        handles = [scheduler.submit(_job(files, key, "hold")) for key in keys]
+        for n, key in enumerate(keys):
+            expected = set(keys[n:n + 2])
+            assert wait_for(lambda e=expected: _running(files) == e, WAIT), (
+                key, _running(files))
+            (files / "release" / key).touch()
+            assert handles[n].result(timeout=WAIT) == key
+    finally:
+        for key in keys:
+            (files / "release" / key).touch()
+        scheduler.close()
+    seen = {key: int((files / "seen" / key).read_text()) for key in keys}
+    assert max(seen.values()) <= 2, seen
+
+
+@pytest.mark.requires("ray")
+@pytest.mark.timeout(600)
+def test_a_job_lost_twice_is_failed_never_tried_a_third_time(
+        cluster: Any, files: Path) -> None:
+    """A job whose worker dies under it is tried once more; lost again, it fails, saying
+    so: two attempts, never three."""
+    scheduler = RayScheduler(jobs=1)
+    try:
+        handle = scheduler.submit(_job(files, "lost", "die"))
+        with pytest.raises(ExecutorError, match="after a retry") as caught:
+            handle.result(timeout=WAIT)
+        assert caught.value.code == "node_lost"
+    finally:
+        scheduler.close()
+    assert len(list((files / "attempts").iterdir())) == 2
