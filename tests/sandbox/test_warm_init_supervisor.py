@@ -1,7 +1,7 @@
 """The warm supervisor itself (``sandbox/backends/warm_init.py``), spoken to directly.
 
-The supervisor runs as it runs in a sandbox, from its own file under the system's
-``python3 -I -S``, but in a PID namespace of its own made by ``unshare`` (so its
+The supervisor runs as it runs in a sandbox, its source sent to :data:`BOOTSTRAP` under
+the system's ``python3 -I -S``, but in a PID namespace of its own made by ``unshare`` (so its
 ``kill(-1)`` reaches nothing of this machine): as the namespace's PID 1 (bubblewrap's
 ``pid1`` mode) or, under a root ``sh`` as PID 1, as uid 1000 (docker's ``uid`` mode,
 where it is not PID 1 and must be the child subreaper). Each test sends it frames and
@@ -76,15 +76,20 @@ class Channel:
 
 @contextlib.contextmanager
 def supervisor(mode: str) -> Iterator[Channel]:
-    """A supervisor in a PID namespace of its own; gone (and waited for) on the way out."""
+    """A supervisor in a PID namespace of its own, started as the backends start it (its
+    source sent down the channel to :data:`BOOTSTRAP`); gone (and waited for) after."""
+    python = [PYTHON, "-I", "-S", "-c", warm_init.BOOTSTRAP, mode]
     if mode == "pid1":
-        argv = ["unshare", "--pid", "--fork", "--mount-proc", PYTHON, "-I", "-S",
-                str(SUPERVISOR), "pid1"]
+        argv = ["unshare", "--pid", "--fork", "--mount-proc", *python]
     else:  # PID 1 a root shell that only waits; the supervisor as uid 1000 below it
         argv = ["unshare", "--pid", "--fork", "--mount-proc", "/bin/sh", "-c",
-                f'setpriv --reuid 1000 --regid 1000 --clear-groups {PYTHON} -I -S '
-                f'"$0" uid; exit $?', str(SUPERVISOR)]
+                'setpriv --reuid 1000 --regid 1000 --clear-groups "$@"; exit $?', "sh",
+                *python]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    source = SUPERVISOR.read_bytes()
+    assert proc.stdin is not None
+    proc.stdin.write(len(source).to_bytes(4, "big") + source)
+    proc.stdin.flush()
     try:
         yield Channel(proc)
     finally:
