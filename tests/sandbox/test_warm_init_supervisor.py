@@ -136,11 +136,13 @@ def test_a_survivor_that_will_not_die_is_reported_unclean(freezer: Path) -> None
               ' && until grep -qx FROZEN "$FZ/freezer.state"; do :; done')
     with supervisor("pid1") as channel:
         channel.hello()
-        _, result = channel.run(["/bin/sh", "-c", script], env={"FZ": str(freezer)})
+        try:
+            _, result = channel.run(["/bin/sh", "-c", script], env={"FZ": str(freezer)})
+        finally:  # thawed, it dies with the supervisor (a frozen one would hold its exit)
+            (freezer / "freezer.state").write_text("THAWED\n")
         assert result["exit"] == 0
         assert [s.split()[1] for s in result["survivors"]] == ["sleep"], result
         assert result["clean"] is False, result
-        (freezer / "freezer.state").write_text("THAWED\n")  # now it dies with the supervisor
 
 
 def test_output_past_the_cap_is_cut_and_the_report_says_how_much(
