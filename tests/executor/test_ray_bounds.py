@@ -91,12 +91,18 @@ def _running(files: Path) -> set[str]:
 @pytest.mark.timeout(600)
 def test_jobs_bounds_the_whole_cluster_and_the_rest_wait_in_order(
         cluster: Any, files: Path) -> None:
-    """``--jobs 2`` on a node that could run 6: two run, the third starts only when one
-    ended, and so on, in order; none ever saw more than two running."""
+    """The node runs 6 jobs at once when the scheduler allows 6 (so its workers are up);
+    under ``--jobs 2`` two run, the third starts only when one ended, and so on, in order;
+    none ever saw more than two running."""
+    _hold_all(files, [f"w{n}" for n in range(6)], jobs=6)
     keys = [f"j{n}" for n in range(5)]
     scheduler = RayScheduler(jobs=2)
     try:
         handles = [scheduler.submit(_job(files, key, "hold")) for key in keys]
+        assert wait_for(lambda: _running(files) == {"j0", "j1"}, WAIT), _running(files)
+        # A negative, so a window, not a state: an unbounded scheduler has 5 tasks on warm
+        # workers and starts a third within it; a bounded one never does, however long.
+        assert not wait_for(lambda: len(_running(files)) > 2, 5.0), _running(files)
         for n, key in enumerate(keys):
             expected = set(keys[n:n + 2])
             assert wait_for(lambda e=expected: _running(files) == e, WAIT), (
@@ -109,6 +115,21 @@ def test_jobs_bounds_the_whole_cluster_and_the_rest_wait_in_order(
         scheduler.close()
     seen = {key: int((files / "seen" / key).read_text()) for key in keys}
     assert max(seen.values()) <= 2, seen
+
+
+def _hold_all(files: Path, keys: list[str], *, jobs: int) -> None:
+    """Run ``keys`` at once (``jobs`` of them), all running together before any ends."""
+    scheduler = RayScheduler(jobs=jobs)
+    try:
+        handles = [scheduler.submit(_job(files, key, "hold")) for key in keys]
+        assert wait_for(lambda: _running(files) == set(keys), WAIT), _running(files)
+        for key in keys:
+            (files / "release" / key).touch()
+        assert [h.result(timeout=WAIT) for h in handles] == keys
+    finally:
+        for key in keys:
+            (files / "release" / key).touch()
+        scheduler.close()
 
 
 @pytest.mark.requires("ray")
