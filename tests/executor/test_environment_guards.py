@@ -76,49 +76,55 @@ def test_builds_for_two_uids_never_share_a_key(project: Path) -> None:
         assert env_module._owner(DockerConfig()) == (1000, 1000)
 
 
-def _open(project: Path, ref: env_module.EnvironmentRef, kind: str) -> BaseSandbox:
-    snapshot = acquire_snapshot(project)
+def _open(project: Path, ref: env_module.EnvironmentRef, kind: str, state: Path
+          ) -> BaseSandbox:
+    snapshot = acquire_snapshot(project, state_root=state)
     try:
         return factory.open_sandbox(BubblewrapConfig(), repo=project, mode=SandboxMode.WORKTREE,
-                                    snapshot=snapshot, environment=ref, workspace=kind)
+                                    snapshot=snapshot, environment=ref, workspace=kind,
+                                    state_root=state)
     finally:
         release_snapshot(snapshot)
 
 
 @pytest.mark.bubblewrap
 def test_an_environment_in_use_is_neither_rebuilt_nor_pruned_under_its_child(
-        project: Path) -> None:
+        project: Path, tmp_path: Path) -> None:
     require_backend("bubblewrap")
+    state = tmp_path / "state"
     spec = EnvironmentSpec(setup=(SETUP,))
-    ref = prepare_environment(spec, repo=project, config=BubblewrapConfig())
+    ref = prepare_environment(spec, repo=project, config=BubblewrapConfig(), state_root=state)
     assert ref.layer is not None
-    sandbox = _open(project, ref, "worktree")
+    sandbox = _open(project, ref, "worktree", state)
     try:
         with pytest.raises(SandboxConfigError, match="in use by a running sandbox"):
-            prepare_environment(spec, repo=project, config=BubblewrapConfig(), rebuild=True)
-        assert prune_environments() == []
+            prepare_environment(spec, repo=project, config=BubblewrapConfig(), rebuild=True,
+                                state_root=state)
+        assert prune_environments(state) == []
         assert (ref.layer / "deps" / "m").read_text() == "built\n"
         done = sandbox.exec(["cat", "deps/m"])
         assert done.ok and done.stdout == b"built\n", done.stderr
     finally:
         sandbox.teardown(discard=True)
-    assert [info.key for info in prune_environments()] == [ref.key]  # unused now: it goes
+    assert [info.key for info in prune_environments(state)] == [ref.key]  # unused: it goes
     assert not ref.layer.exists()
 
 
 @pytest.mark.bubblewrap
 @pytest.mark.parametrize("kind", ["worktree", "overlay"])
-def test_a_path_only_the_layer_holds_never_changes_the_layer(project: Path, kind: str) -> None:
+def test_a_path_only_the_layer_holds_never_changes_the_layer(project: Path, kind: str,
+                                                            tmp_path: Path) -> None:
     """``deps/`` is the layer's alone. A worktree child cannot write it (it is bound
     read-only from the layer all children share); an overlay child writes on top of it, so
     only its own view changes. Either way the layer stays as setup made it."""
     require_backend("bubblewrap")
     if kind == "overlay" and factory.overlays_unusable(None) is not None:
         pytest.skip(f"overlays are unusable here: {factory.overlays_unusable(None)}")
+    state = tmp_path / "state"
     ref = prepare_environment(EnvironmentSpec(setup=(SETUP,)), repo=project,
-                              config=BubblewrapConfig())
+                              config=BubblewrapConfig(), state_root=state)
     assert ref.layer is not None
-    sandbox = _open(project, ref, kind)
+    sandbox = _open(project, ref, kind, state)
     try:
         done = sandbox.exec(["sh", "-c", "echo child > deps/m; touch deps/new; cat deps/m"])
         if kind == "worktree":
