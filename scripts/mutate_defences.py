@@ -1997,7 +1997,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        pending += events[: max(MAX_PENDING - len(pending), 0)]\n",
         "        pending += events\n",
         ["tests/executor/test_ray_bounds.py::"
-         "test_the_flag_keeps_at_most_max_pending_events_of_a_job"],
+         "test_the_flag_keeps_at_most_max_pending_events_of_a_job",
+         "tests/executor/test_ray_bounds.py::"
+         "test_the_drivers_flag_actor_holds_at_most_max_pending_events_of_a_job"],
         "a job that reports without end fills the driver's flag actor"),
     mutation(
         "ray-relay-events-unbounded", "ray", "executor/scheduling/raytask.py",

@@ -147,3 +147,20 @@ def test_a_job_lost_twice_is_failed_never_tried_a_third_time(
     finally:
         scheduler.close()
     assert len(list((files / "attempts").iterdir())) == 2
+
+
+@pytest.mark.requires("ray")
+def test_the_drivers_flag_actor_holds_at_most_max_pending_events_of_a_job(
+        cluster: Any) -> None:
+    """The same bound in the real actor a scheduler posts to, across posts."""
+    import ray
+
+    from executor.scheduling.raytask import driver_flag
+
+    flag = driver_flag(ray)
+    scope = "bounds-test"
+    ray.get(flag.post.remote(scope, "a", list(range(MAX_PENDING - 1))))
+    ray.get(flag.post.remote(scope, "a", ["last", "one too many"]))
+    taken = ray.get(flag.take.remote(scope))
+    assert len(taken["a"]) == MAX_PENDING and taken["a"][-1] == "last"
+    ray.get(flag.forget.remote(scope))
