@@ -1985,6 +1985,12 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_a_host_sending_past_the_input_bound_is_no_host"],
         "whatever writes the supervisor's stdin makes it hold any amount in memory"),
     mutation(
+        "warm-frame-bound-larger", "warm", "sandbox/backends/warm.py",
+        "_MAX_FRAME = 64 << 20\n", "_MAX_FRAME = 128 << 20\n",
+        [f"{SURVIVE}::test_a_frame_one_byte_over_the_bound_is_a_lost_supervisor[bubblewrap]",
+         f"{SURVIVE}::test_a_frame_one_byte_over_the_bound_is_a_lost_supervisor[docker]"],
+        "the host takes (and waits for) frames past the 64 MiB it documents"),
+    mutation(
         "node-place-any-id", "ray", "executor/scheduling/node.py",
         '    if not re.fullmatch(r"[0-9a-fA-F]{8,64}", node_id):\n', "    if False:\n",
         ["tests/executor/test_node_place.py::"
