@@ -1920,6 +1920,236 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_model_without_provider_runs_on_the_parent_connection"],
         "an ngn child with a bare model and no provider goes to default_provider (another "
         "connection, other credentials) instead of its parent's connection"),
+    # -- issue 33: the audit's gaps (gc, leftovers, environments, supervisor, Ray, branch,
+    # remote packs, the shell reader); tests spelled out here so merges stay clean --------
+    mutation(
+        "gc-kept-not-alive", "gc", "sandbox/gc.py",
+        '        if entry.action == "kept":\n            alive.add(state.id)\n', "",
+        ["tests/sandbox/test_gc_kept.py::"
+         "test_a_sandbox_gc_cannot_stop_stays_whole_and_a_stale_one_beside_it_goes"],
+        "gc keeps a sandbox it cannot stop, then removes its running container as an orphan"),
+    mutation(
+        "gc-not-stopped-cleaned", "gc", "sandbox/gc.py",
+        '    if why is not None:\n        return GcEntry(sandbox_id=state.id, action="kept", '
+        'detail=f"{why}; run gc again")\n', "",
+        ["tests/sandbox/test_gc_kept.py::"
+         "test_a_sandbox_gc_cannot_stop_stays_whole_and_a_stale_one_beside_it_goes"],
+        "gc diffs and removes the worktree of a sandbox whose container may still run"),
+    mutation(
+        "gc-orphan-containers-any", "gc", "sandbox/gc.py",
+        "        if sandbox_id not in alive:\n", "        if True:\n",
+        ["tests/sandbox/test_gc_kept.py::"
+         "test_a_sandbox_gc_cannot_stop_stays_whole_and_a_stale_one_beside_it_goes"],
+        "gc's orphan sweep removes the containers of sandboxes it keeps"),
+    mutation(
+        "leftovers-cgroup-ignored", "warm", "sandbox/backends/leftovers.py",
+        "    if cgroup is not None and namespace is not None:\n", "    if False:\n",
+        ["tests/sandbox/test_leftovers_kernel.py::"
+         "test_the_namespace_holds_every_descendant_of_the_supervisor_and_nothing_else"],
+        "a grandchild the children file misses (being reparented) is not a leftover"),
+    mutation(
+        "leftovers-supervisor-counted", "warm", "sandbox/backends/leftovers.py",
+        "            if pid != supervisor and pid_namespace(pid) == namespace:\n",
+        "            if pid_namespace(pid) == namespace:\n",
+        ["tests/sandbox/test_leftovers_kernel.py::"
+         "test_the_namespace_holds_every_descendant_of_the_supervisor_and_nothing_else"],
+        "the supervisor counts as its own leftover: every sandbox is stopped after a command"),
+    mutation(
+        "leftovers-other-namespace", "warm", "sandbox/backends/leftovers.py",
+        "            if pid != supervisor and pid_namespace(pid) == namespace:\n",
+        "            if pid != supervisor:\n",
+        ["tests/sandbox/test_leftovers_kernel.py::"
+         "test_the_namespace_holds_every_descendant_of_the_supervisor_and_nothing_else"],
+        "a cgroup member outside the namespace (bwrap itself) counts as a leftover"),
+    mutation(
+        "leftovers-cgroup-dir", "warm", "sandbox/backends/leftovers.py",
+        '        return mounts["pids"] / paths["pids"].lstrip("/")\n',
+        '        return mounts["pids"]\n',
+        ["tests/sandbox/test_leftovers_kernel.py::"
+         "test_the_namespace_holds_every_descendant_of_the_supervisor_and_nothing_else"],
+        "a container's cgroup is read as the whole hierarchy: every process of the machine"),
+    mutation(
+        "leftovers-effective-uid-only", "warm", "sandbox/backends/leftovers.py",
+        "        if uids is not None and uid in uids:\n",
+        "        if uids is not None and uid == uids[1]:\n",
+        ["tests/sandbox/test_leftovers_kernel.py::"
+         "test_a_uid_counts_as_real_or_effective_and_the_excluded_never"],
+        "a leftover that changed its effective uid (real uid still the command's) is missed"),
+    mutation(
+        "leftovers-exclude-ignored", "warm", "sandbox/backends/leftovers.py",
+        "        if pid in exclude:\n            continue\n", "",
+        ["tests/sandbox/test_leftovers_kernel.py::"
+         "test_a_uid_counts_as_real_or_effective_and_the_excluded_never"],
+        "the docker supervisor counts as a leftover of its own container"),
+    mutation(
+        "env-inputs-content", "environment", "sandbox/environment.py",
+        "            found[name] = hashlib.sha256(path.read_bytes()).hexdigest()\n",
+        '            found[name] = "present"\n',
+        ["tests/executor/test_environment_guards.py::"
+         "test_the_key_follows_a_lock_files_content_never_what_a_symlink_names",
+         "tests/executor/test_environment_keys.py::"
+         "test_a_changed_lock_file_builds_again_and_another_file_does_not[bubblewrap]"],
+        "a lock file changed between runs reuses the layer its old content built"),
+    mutation(
+        "env-input-symlink", "environment", "sandbox/environment.py",
+        "            if path.is_symlink() or not path.is_file():\n",
+        "            if not path.is_file():\n",
+        ["tests/executor/test_environment_guards.py::"
+         "test_the_key_follows_a_lock_files_content_never_what_a_symlink_names"],
+        "a repository's input symlinked to a file of yours is read into the key"),
+    mutation(
+        "env-key-owner", "environment", "sandbox/environment.py",
+        '"format": _FORMAT, "backend": backend, "owner": list(owner),',
+        '"format": _FORMAT, "backend": backend,',
+        ["tests/executor/test_environment_guards.py::test_builds_for_two_uids_never_share_a_key"],
+        "a layer built as root is handed to children that run as uid 1000"),
+    mutation(
+        "env-rebuild-in-use", "environment", "sandbox/environment.py",
+        "        if rebuild and key in _in_use(state_root):\n", "        if False:\n",
+        ["tests/executor/test_environment_guards.py::"
+         "test_an_environment_in_use_is_neither_rebuilt_nor_pruned_under_its_child"],
+        "`corral env build --rebuild` replaces the layer under a running child"),
+    mutation(
+        "env-prune-in-use", "environment", "sandbox/environment.py",
+        '        if info.key in busy or info.status == "building":\n',
+        '        if info.status == "building":\n',
+        ["tests/executor/test_environment_guards.py::"
+         "test_an_environment_in_use_is_neither_rebuilt_nor_pruned_under_its_child"],
+        "`corral env prune` removes the layer a running child uses"),
+    mutation(
+        "env-layer-binds-writable", "environment", "sandbox/environment.py",
+        "        mounts += [Mount(root / rel, False, ref.layer / rel)\n",
+        "        mounts += [Mount(root / rel, True, ref.layer / rel)\n",
+        ["tests/executor/test_environment_guards.py::"
+         "test_a_path_only_the_layer_holds_never_changes_the_layer[worktree]"],
+        "a worktree child writes the layer every sibling and later run shares"),
+    mutation(
+        "warm-init-unclean-reported-clean", "warm", "sandbox/backends/warm_init.py",
+        "            if time.monotonic() > limit:\n                return survivors, False\n",
+        "            if time.monotonic() > limit:\n                return survivors, True\n",
+        ["tests/sandbox/test_warm_init_supervisor.py::"
+         "test_a_survivor_that_will_not_die_is_reported_unclean"],
+        "a survivor the supervisor could not kill is reported clean: the sandbox goes on"),
+    mutation(
+        "warm-init-cap-not-cut", "warm", "sandbox/backends/warm_init.py",
+        "                            self.send(kind, chunk[:room])\n",
+        "                            self.send(kind, chunk)\n",
+        ["tests/sandbox/test_warm_init_supervisor.py::"
+         "test_output_past_the_cap_is_cut_and_the_report_says_how_much"],
+        "a command's output past its cap reaches the host whole"),
+    mutation(
+        "warm-init-cap-not-said", "warm", "sandbox/backends/warm_init.py",
+        '"cpu": max(0.0, cpu), "out_bytes": total[b"o"], "err_bytes": total[b"e"],',
+        '"cpu": max(0.0, cpu), "out_bytes": kept[b"o"], "err_bytes": kept[b"e"],',
+        ["tests/sandbox/test_warm_init_supervisor.py::"
+         "test_output_past_the_cap_is_cut_and_the_report_says_how_much"],
+        "output cut at the cap is reported as all there was"),
+    mutation(
+        "warm-init-subreaper", "warm", "sandbox/backends/warm_init.py",
+        '        if self.mode == "uid":\n            _prctl(_PR_SET_CHILD_SUBREAPER, 1)\n', "",
+        ["tests/sandbox/test_warm_init_supervisor.py::"
+         "test_an_orphan_is_reparented_to_the_uid_supervisor_and_reaped"],
+        "a docker command's orphans go to the container's init, not to the supervisor"),
+    mutation(
+        "warm-init-input-bound", "warm", "sandbox/backends/warm_init.py",
+        "        if len(self.inbox) > _MAX_INPUT:\n", "        if False:\n",
+        ["tests/sandbox/test_warm_init_supervisor.py::"
+         "test_a_host_sending_past_the_input_bound_is_no_host"],
+        "whatever writes the supervisor's stdin makes it hold any amount in memory"),
+    mutation(
+        "warm-frame-bound-larger", "warm", "sandbox/backends/warm.py",
+        "_MAX_FRAME = 64 << 20\n", "_MAX_FRAME = 128 << 20\n",
+        [f"{SURVIVE}::test_a_frame_one_byte_over_the_bound_is_a_lost_supervisor[bubblewrap]",
+         f"{SURVIVE}::test_a_frame_one_byte_over_the_bound_is_a_lost_supervisor[docker]"],
+        "the host takes (and waits for) frames past the 64 MiB it documents"),
+    mutation(
+        "node-place-any-id", "ray", "executor/scheduling/node.py",
+        '    if not re.fullmatch(r"[0-9a-fA-F]{8,64}", node_id):\n', "    if False:\n",
+        ["tests/executor/test_node_place.py::"
+         "test_a_node_id_that_is_no_hex_id_names_no_directory[../x]",
+         "tests/executor/test_node_place.py::test_a_node_id_that_is_no_hex_id_names_no_directory"
+         "[0123456789abcdef/../../x]"],
+        "a node id of '../x' puts the node's place (its state, its ledger) beside the base"),
+    mutation(
+        "ray-flag-events-unbounded", "ray", "executor/scheduling/raytask.py",
+        "        pending += events[: max(MAX_PENDING - len(pending), 0)]\n",
+        "        pending += events\n",
+        ["tests/executor/test_ray_bounds.py::"
+         "test_the_flag_keeps_at_most_max_pending_events_of_a_job",
+         "tests/executor/test_ray_bounds.py::"
+         "test_the_drivers_flag_actor_holds_at_most_max_pending_events_of_a_job"],
+        "a job that reports without end fills the driver's flag actor"),
+    mutation(
+        "ray-relay-events-unbounded", "ray", "executor/scheduling/raytask.py",
+        "            if len(self.events) < MAX_PENDING:\n", "            if True:\n",
+        ["tests/executor/test_ray_bounds.py::"
+         "test_the_flag_keeps_at_most_max_pending_events_of_a_job"],
+        "a job that reports without end fills its node's memory between two posts"),
+    mutation(
+        "ray-jobs-unbounded", "ray", "executor/scheduling/cluster.py",
+        "                while self._queue and len(self._inflight) < self._jobs:\n",
+        "                while self._queue:\n",
+        ["tests/executor/test_ray_bounds.py::"
+         "test_jobs_bounds_the_whole_cluster_and_the_rest_wait_in_order"],
+        "--jobs bounds nothing on a cluster: every child starts at once"),
+    mutation(
+        "ray-third-retry", "ray", "executor/scheduling/cluster.py",
+        "        if handle.attempts >= 2 or self._cancellation.cancelled",
+        "        if handle.attempts >= 3 or self._cancellation.cancelled",
+        ["tests/executor/test_ray_bounds.py::"
+         "test_a_job_lost_twice_is_failed_never_tried_a_third_time"],
+        "a job that kills its node is tried again and again"),
+    mutation(
+        "branch-unsafe-diff", "apply", "executor/apply/branch.py",
+        "    if plan.problems:\n        raise MergeRefused(\"the diff is not safe to keep",
+        "    if False:\n        raise MergeRefused(\"the diff is not safe to keep",
+        ["tests/executor/test_apply_branch.py::"
+         "test_a_diff_apply_would_refuse_is_no_branch_either"],
+        "a symlink to /etc/passwd is committed on a branch someone checks out later"),
+    mutation(
+        "branch-running-run", "apply", "executor/apply/branch.py",
+        "    if record.status is RunStatus.RUNNING:\n", "    if False:\n",
+        ["tests/executor/test_apply_branch.py::"
+         "test_a_running_run_an_empty_one_and_a_tampered_one_make_no_branch"],
+        "a branch is made from a diff that is not final yet"),
+    mutation(
+        "branch-empty-diff", "apply", "executor/apply/branch.py",
+        "    if not patch:\n        raise ExecutorError(f\"run {record.run_id} changed nothing\", "
+        "code=\"empty_diff\")\n", "",
+        ["tests/executor/test_apply_branch.py::"
+         "test_a_running_run_an_empty_one_and_a_tampered_one_make_no_branch"],
+        "a run that changed nothing is blamed on HEAD having moved"),
+    mutation(
+        "branch-unverified", "apply", "executor/apply/branch.py",
+        "    patch = verified_patch(ledger, record, allow_unverified=options.allow_unverified)\n",
+        "    patch = (ledger / record.run_id / \"diff.patch\").read_bytes()\n",
+        ["tests/executor/test_apply_branch.py::"
+         "test_a_running_run_an_empty_one_and_a_tampered_one_make_no_branch"],
+        "a diff.patch changed in the ledger after the run is committed as the run's"),
+    mutation(
+        "imports-max-below", "remote records", "executor/ledger/imports.py",
+        "    if not isinstance(below, list) or len(below) > MAX_BELOW:\n",
+        "    if not isinstance(below, list):\n",
+        [f"{REMOTE}::test_more_runs_below_than_the_bound_are_refused_whole"],
+        "a node fills the parent's ledger with any number of runs below one child"),
+    mutation(
+        "imports-pack-symlink", "remote records", "executor/ledger/imports.py",
+        '        return path.read_bytes() if path.is_file() and not path.is_symlink() else b""\n',
+        '        return path.read_bytes() if path.is_file() else b""\n',
+        [f"{REMOTE}::test_a_symlinked_file_in_a_nodes_run_dir_is_never_packed"],
+        "a node packs what a symlink in a run's directory names (a file of the node's user)"),
+    mutation(
+        "imports-pack-preimage-symlink", "remote records", "executor/ledger/imports.py",
+        "                     if item.is_file() and not item.is_symlink()}",
+        "                     if item.is_file()}",
+        [f"{REMOTE}::test_a_symlinked_file_in_a_nodes_run_dir_is_never_packed"],
+        "a node packs what a symlinked preimage names"),
+    mutation(
+        "shell-arith-substitution", "shell patterns", "policies/shellsyntax.py",
+        ' or not _ARITH_OK.fullmatch(body) or "$(" in body:',
+        " or not _ARITH_OK.fullmatch(body):",
+        [f"{SHELL}::test_an_arithmetic_expansion_hides_no_substitution"],
+        "`echo $(( $(rm -rf x) ))` passes a deny of rm: the substitution is not read"),
     # -- issue 28: a Ray node's directory, siblings' ids, branch names, one glob dialect --
     mutation(
         "private-dir-unverified", "ray", "sandbox/state.py",

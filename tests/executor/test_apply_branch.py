@@ -11,11 +11,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from apply_support import corral as apply_corral
+from apply_support import record_patch
 from click.testing import CliRunner
 from exec_support import agent_file, git, tree_digest
 
 from executor.cli import cli
+from executor.ledger import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
+from executor.ledger.records import running_owner
 
 
 def corral(*args: str) -> tuple[int, str, str]:
@@ -113,3 +118,42 @@ def test_branch_takes_no_checkout_options(repo: Path, tmp_path: Path) -> None:
     code, _, err = entry("apply", ran["run_id"], "--root", str(repo), "--branch", "b",
                          "--3way")
     assert code == 2 and "--branch takes no" in err
+
+
+LINK_PATCH = (b"diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n"
+              b"@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n")
+NOTE_PATCH = b"diff --git a/n.txt b/n.txt\nnew file mode 100644\n--- /dev/null\n+++ b/n.txt\n" \
+             b"@@ -0,0 +1 @@\n+n\n"
+
+
+def _branch_refused(capsys: pytest.CaptureFixture[str], repo: Path, run_id: str,
+                    said: str) -> None:
+    before = _state(repo)
+    code, out = apply_corral(capsys, "apply", run_id, "--root", str(repo), "--branch", "b")
+    assert code != 0 and said in out, (code, out)
+    assert _state(repo) == before and git(repo, "branch", "--list", "b") == ""
+
+
+def test_a_diff_apply_would_refuse_is_no_branch_either(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A symlink to /etc/passwd (what `corral apply` refuses without --allow-symlinks) is
+    not committed on a branch that someone checks out later."""
+    run_id = record_patch(repo, LINK_PATCH)
+    _branch_refused(capsys, repo, run_id, "not safe to keep as a branch")
+
+
+def test_a_running_run_an_empty_one_and_a_tampered_one_make_no_branch(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run still running (its diff is not final), one that changed nothing, and one whose
+    diff.patch no longer has the digest its record states: each refused with its reason."""
+    running = new_run_id()
+    write_run(ledger_dir(repo), RunRecord(
+        run_id=running, agent="a", agent_format="ngn", agent_source="a.md",
+        contract_digest="d", prompt="p", backend="host", mode="worktree",
+        status=RunStatus.RUNNING, owner=running_owner(), diff=NOTE_PATCH.decode()), [],
+        patch=NOTE_PATCH)
+    _branch_refused(capsys, repo, running, "is still running")
+    _branch_refused(capsys, repo, record_patch(repo, b""), "changed nothing")
+    tampered = record_patch(repo, NOTE_PATCH)
+    (ledger_dir(repo) / tampered / "diff.patch").write_bytes(NOTE_PATCH.replace(b"+n", b"+m"))
+    _branch_refused(capsys, repo, tampered, "not the one the run wrote")

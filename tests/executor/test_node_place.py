@@ -163,3 +163,13 @@ def test_an_override_of_another_user_is_refused(tmp: Path, tmp_path: Path,
     monkeypatch.setenv("CORRAL_RAY_DIR", str(theirs))
     with refused(f"it is owned by uid {OTHER_UID}"):
         node_place(NODE)
+
+
+@pytest.mark.parametrize("node", ["../x", "../../x", "0123456789abcdef/../../x", "", "x" * 8])
+def test_a_node_id_that_is_no_hex_id_names_no_directory(tmp: Path, node: str) -> None:
+    """What Ray says is the node id names the directory: ``../x`` (or anything but 8 to 64
+    hex digits) is refused before anything is made, so no place lands beside the base."""
+    with pytest.raises(ValueError, match="not a Ray node id"):
+        node_place(node)
+    assert [p.name for p in tmp.rglob("*") if p.name == "x"] == []
+    assert not (tmp.parent / "x").exists()

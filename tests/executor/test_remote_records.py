@@ -146,3 +146,39 @@ def test_a_remote_child_that_failed_is_recorded_over_its_running_record(
     assert _recorded(ledger, RUN) and not (ledger / RUN / PROVISIONAL).exists()
     assert find_run(ledger, RUN).status.value == "failed"
     assert (ledger / RUN / "journal.jsonl").read_bytes() == line  # what it journaled stays
+
+
+def test_more_runs_below_than_the_bound_are_refused_whole(tmp_path: Path) -> None:
+    """A node returns MAX_BELOW + 1 runs below its child, each one the child names: the
+    pack is refused before anything is written (a node cannot fill this ledger)."""
+    from executor.ledger.imports import MAX_BELOW
+
+    ids = [f"20260101-000001-{n:06x}" for n in range(MAX_BELOW + 1)]
+    pack = packed(children=ids) | {"below": [below(run_id=i) for i in ids]}
+    ledger = tmp_path / "ledger"
+    with pytest.raises(RemoteRecordRefused, match="runs below it are not a list"):
+        land_run(ledger, pack, run_id=RUN, fanout=FANOUT)
+    assert not ledger.exists() or list(ledger.iterdir()) == []
+    honest = packed(children=ids[:2]) | {"below": [below(run_id=i) for i in ids[:2]]}
+    land_run(ledger, honest, run_id=RUN, fanout=FANOUT)  # the same shape, in bounds: lands
+    assert find_run(ledger, ids[1]).parent_run == RUN
+
+
+def test_a_symlinked_file_in_a_nodes_run_dir_is_never_packed(tmp_path: Path) -> None:
+    """On the node, a run's ``diff.patch`` and a preimage replaced by symlinks to a file
+    outside the ledger (the child's own doing, or another user's): packing reads neither
+    link, so the file never travels, and the pack no longer matches its record."""
+    ledger = tmp_path / "ledger"
+    blob = b"old\n"
+    blob_id = hashlib.sha1(b"blob 4\0" + blob, usedforsecurity=False).hexdigest()
+    land_run(ledger, packed() | {"preimages": {blob_id: blob}}, run_id=RUN, fanout=FANOUT)
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"the node's secret\n")
+    for link in (ledger / RUN / "diff.patch", ledger / RUN / "preimages" / blob_id):
+        link.unlink()
+        link.symlink_to(secret)
+    pack = pack_run(ledger, RUN)
+    assert pack["patch"] == b"" and pack["preimages"] == {}
+    assert b"secret" not in json.dumps(pack, default=lambda b: b.decode()).encode()
+    with pytest.raises(RemoteRecordRefused, match="is not the one its record states"):
+        land_run(tmp_path / "parent", pack, run_id=RUN, fanout=FANOUT)

@@ -228,6 +228,23 @@ def test_an_oversized_frame_is_a_lost_supervisor(open_sb: OpenSandbox,
 
 
 @pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
+def test_a_frame_one_byte_over_the_bound_is_a_lost_supervisor(
+        open_sb: OpenSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is 64 MiB (``_MAX_FRAME``), not some larger size: a supervisor that sends a
+    whole output frame of 64 MiB + 1 bytes is lost at once (the host neither takes the
+    frame nor waits for the command's deadline)."""
+    monkeypatch.setattr(warm, "_SOURCE", _patched(
+        warm._SOURCE, b"    def run(self, command: dict[str, object]) -> None:\n",
+        b"    def run(self, command: dict[str, object]) -> None:\n"
+        b"        self.send(b'o', bytes(%d))\n"
+        b"        time.sleep(3600)\n" % ((64 << 20) + 1)))
+    sb = open_sb()
+    result = sb.exec(["true"], timeout=60)
+    assert not result.timed_out and result.duration_seconds < 60
+    assert not result.ok and result.stdout == b""
+
+
+@pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
 def test_freeze_before_a_diff_empties_the_sandbox(open_sb: OpenSandbox, survivor_name: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Before a diff is read, nothing of the child may run, even when no command is running
