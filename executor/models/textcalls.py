@@ -117,7 +117,9 @@ def _only_calls(body: str, found: list[_Found]) -> bool:
         rest.append(body[last:item.start])
         last = item.end
     rest.append(body[last:])
-    return not _FENCE.sub("", "".join(rest)).strip()
+    # Stray braces around the calls are not text: Qwen2.5's own chat template shows the call
+    # format as {{"name": ...}}, and its models write the doubled braces back (measured).
+    return not _FENCE.sub("", "".join(rest)).strip().strip("{} \t\r\n")
 
 
 def _call_object(value: object) -> tuple[str | None, dict[str, Any] | None] | None:
