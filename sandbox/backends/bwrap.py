@@ -66,6 +66,8 @@ from sandbox.backends.limits import (
 )
 from sandbox.backends.seccomp import filter_program, program_fd
 from sandbox.backends.slirp import SLIRP_DNS, Slirp
+from sandbox.egress.netns import listen_in_namespace
+from sandbox.egress.proxy import Listening
 from sandbox.backends.streams import PipeStream
 from sandbox.backends.warm import PipeChannel, Warm, supervisor_argv
 from sandbox.base import BaseSandbox, ExecSpec
@@ -292,12 +294,14 @@ class BubblewrapSandbox(BaseSandbox):
         supervisor = _first_child(process.popen.pid)
         live = _Live(process, warm, supervisor,
                      pid_namespace(supervisor) if supervisor is not None else None)
-        if self._resolv is not None:
-            try:
+        try:
+            if self._resolv is not None:
                 live.network = Slirp.start(self._slirp or "slirp4netns", supervisor)
-            except BaseException:
-                self._discard(live)
-                raise
+            if self.egress is not None:  # the proxy's port on this namespace's loopback
+                live.egress = self.egress.serve(listen_in_namespace(supervisor))
+        except BaseException:
+            self._discard(live)
+            raise
         self._warm = live
         return warm
 
@@ -313,6 +317,8 @@ class BubblewrapSandbox(BaseSandbox):
         live.warm.close()
         if live.network is not None:
             live.network.stop()
+        if live.egress is not None:
+            live.egress.close()
         return live.process.release()
 
     def _run(self, spec: ExecSpec) -> ExecResult:
@@ -417,6 +423,8 @@ class _Live:
     namespace: str | None = None
     #: The user-mode network of a setup granted network (``None``: only loopback).
     network: Slirp | None = None
+    #: The egress proxy's port in its namespace (``--net allow``; ``None``: no route out).
+    egress: Listening | None = None
 
 
 def _first_child(pid: int) -> int | None:
