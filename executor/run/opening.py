@@ -26,6 +26,7 @@ from executor.agents.offer import make_offer, servers_to_start
 from executor.mcpclient import McpServers
 from executor.models import Sampling
 from executor.models.base import model_limits
+from executor.run.egress import open_egress
 from executor.run.prepare import settings_apply
 from executor.run.recording import write_running
 from executor.run.resume import replay_into
@@ -80,13 +81,16 @@ def open_session(run: AgentRun) -> Session:
         # environment's layer goes under an overlay of that state (copy-on-write).
         run.base = snapshot = acquire_snapshot(run.repo, state_root=run.settings.state_root)
     notes = _review_commands(run)
+    run.egress, egress_note = open_egress(run)
+    notes += [egress_note] if egress_note else []
     run.sandbox = sandbox = open_sandbox(run.settings.backend, repo=run.repo,
                                          mode=run.capability.sandbox,
                                          state_root=run.settings.state_root,
                                          snapshot=snapshot,
                                          environment=run.settings.environment,
                                          scratch_size=scratch_size(run),
-                                         denied=denied_programs(run.capability.layers))
+                                         denied=denied_programs(run.capability.layers),
+                                         egress=run.egress)
     run.opened = True
     run.record = run.record.model_copy(update={"backend": sandbox.backend,
                                                "sandbox_id": sandbox.id,
