@@ -74,7 +74,8 @@ if mode.startswith("socks"):
     s.sendall(req + port.to_bytes(2, "big"))
     reply = s.recv(10)
     if reply[1] == 0:
-        s.sendall(b"GET /secret HTTP/1.0\r\nHost: docs.test\r\n\r\n"); out(("tunnel", s.recv(4096)[-40:]))
+        s.sendall(b"GET /secret HTTP/1.0\r\nHost: docs.test\r\n\r\n")
+        out(("tunnel", s.recv(4096)[-40:]))
     out(("refused", reply[1]))
 """
 

@@ -239,7 +239,7 @@ def test_udp_and_dns_exfiltration_get_nothing(egress_sb: Opener, names: Names,
     udp.setblocking(False)
     try:
         for address in ("127.0.0.1", *host_ipv4_addresses().values()):
-            kind, sent, dns = client(sb, "udp", address, str(udp.getsockname()[1]))
+            _, sent, dns = client(sb, "udp", address, str(udp.getsockname()[1]))
             assert dns == "gaierror"
             assert sent != "sent" or address == "127.0.0.1"  # its own loopback: nobody there
         with pytest.raises(BlockingIOError):
