@@ -18,7 +18,6 @@ from typing import Literal
 
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
-from sandbox.egress.proxy import EgressProxy
 from sandbox.config import (
     AutoConfig,
     BackendConfig,
@@ -27,6 +26,7 @@ from sandbox.config import (
     FakeConfig,
     HostConfig,
 )
+from sandbox.egress.proxy import EgressProxy
 from sandbox.environment import (
     EnvironmentRef,
     environment_mounts,

@@ -66,13 +66,13 @@ from sandbox.backends.limits import (
 )
 from sandbox.backends.seccomp import filter_program, program_fd
 from sandbox.backends.slirp import SLIRP_DNS, Slirp
-from sandbox.egress.netns import listen_in_namespace
-from sandbox.egress.proxy import Listening
 from sandbox.backends.streams import PipeStream
 from sandbox.backends.warm import PipeChannel, Warm, supervisor_argv
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, BubblewrapConfig
 from sandbox.denials import denial_covers, host_denials
+from sandbox.egress.netns import listen_in_namespace
+from sandbox.egress.proxy import Listening
 from sandbox.errors import BackendUnavailable, SandboxError
 from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState

@@ -60,14 +60,14 @@ from policies.contract import SandboxMode
 from sandbox.backends.leftovers import cgroup_dir_of, describe, uid_members
 from sandbox.backends.limits import MemoryCgroup, memory_cgroup_of
 from sandbox.backends.slirp import SLIRP_DNS, Slirp
-from sandbox.egress.netns import listen_in_namespace
-from sandbox.egress.proxy import Listening
 from sandbox.backends.standins import ImageModes, closed_ancestors, make_stand_ins
 from sandbox.backends.streams import SocketStream
 from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
 from sandbox.base import SANDBOX_PATH, BaseSandbox, ExecSpec
 from sandbox.config import BackendName, DockerConfig
 from sandbox.denials import denial_covers, image_denials
+from sandbox.egress.netns import listen_in_namespace
+from sandbox.egress.proxy import Listening
 from sandbox.errors import (
     BackendUnavailable,
     OverlayUnavailable,

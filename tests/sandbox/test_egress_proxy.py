@@ -143,7 +143,7 @@ def test_allow_private_never_opens_this_machines_loopback(monkeypatch: pytest.Mo
     verdict = check_target(user, "docs.test", 8080)
     assert not verdict.allowed and "loopback" in (verdict.refusal or "")
     assert not check_target(user, "[::1]", 8080).allowed
-    assert not check_target(user, "0.0.0.0", 8080).allowed
+    assert not check_target(user, "0.0.0.0", 8080).allowed  # noqa: S104 - a target, refused
     intranet = NetworkConfig(allow=("wiki.test",), allow_private=("10.1.2.3",)).grant()
     names["wiki.test"] = ["10.1.2.3"]
     assert check_target(intranet, "wiki.test", 443).address == "10.1.2.3"
