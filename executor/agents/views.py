@@ -123,8 +123,8 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
             "sandbox": narrowed.sandbox.value,
             # What --net allow would open to its commands (the same grant), or why not.
             "egress": (network.to_json()["allow"] if network is not None
-                       and egress_refusal(narrowed, network) is None else None),
-            "egress_refusal": egress_refusal(narrowed, network),
+                       and egress_refusal(narrowed, contract, network) is None else None),
+            "egress_refusal": egress_refusal(narrowed, contract, network),
             "read_only": narrowed.read_only,
             # Every tool some call of which waits for a human: needsApproval, or an ask rule.
             "approval_required": sorted(tool for tool in (*offer.tools, *offer.deferred)

@@ -26,7 +26,7 @@ def open_egress(run: AgentRun) -> tuple[EgressProxy | None, str | None]:
     if not run.settings.egress:
         return None, None
     grant = run.settings.config.network.grant()  # the user's only (--allow-net is in it)
-    refusal = egress_refusal(run.capability, grant)
+    refusal = egress_refusal(run.capability, run.contract, grant)
     if refusal is not None:
         return None, f"--net allow: {refusal}"
 

@@ -1,0 +1,169 @@
+"""``--net allow`` end to end: a run's commands reach the user's grant through the proxy.
+
+A scripted agent's shell command fetches a granted test host and an unlisted one
+through the proxy variables, in a real bubblewrap or docker sandbox; the record's
+``network`` and the run's journal hold both decisions, ``run --json`` (what the MCP
+``run_agent`` tool returns) and the web view list the denied request; a definition
+narrows it (no shell, or ``WebFetch`` disallowed: no proxy); without ``--net allow``
+nothing changes. Servers on 127.0.0.1 only, reached through the proxy's test-only
+resolver and loopback hook (``tests/sandbox/egress_support.py``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from exec_support import Runner, agent_file, call, script
+from fetch_support import Names, Site, serve
+
+from executor.api import Corral, CorralError
+from executor.api.results import RunResult
+from executor.cli import cli
+from executor.ledger import JOURNAL, ledger_dir, read_journal
+from policies.config import UserConfig
+from policies.network import NetworkConfig
+from sandbox.egress import checks
+from tests.backends import require_backend
+from tests.web.web_support import serve as serve_web
+
+ISOLATING = [pytest.param("bubblewrap", marks=pytest.mark.bubblewrap, id="bubblewrap"),
+             pytest.param("docker", marks=pytest.mark.docker, id="docker")]
+#: GET each URL through the proxy variables; print "status body" per URL.
+FETCH = ("python3 -c \"import sys, urllib.request as u, urllib.error as e\n"
+         "for url in sys.argv[1:]:\n"
+         "    try: r = u.urlopen(url, timeout=20); print(r.status, r.read().decode())\n"
+         "    except e.HTTPError as x: print(x.code, x.read().decode()[:80])\n\"")
+
+
+@pytest.fixture
+def site(monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    names = Names()
+    monkeypatch.setattr(checks, "RESOLVER", names)
+    monkeypatch.setattr(checks, "TEST_LOOPBACK", frozenset({ipaddress.ip_address("127.0.0.1")}))
+    with serve() as served:
+        names["docs.test"] = names["evil.test"] = ["127.0.0.1"]
+        yield served
+
+
+def _config(site: Site) -> UserConfig:
+    return UserConfig(network=NetworkConfig(allow=(f"docs.test:{site.port}",)))
+
+
+@pytest.mark.parametrize("backend", ISOLATING, indirect=True)
+def test_commands_reach_the_grant_and_the_record_keeps_every_request(
+        run: Runner, repo: Path, site: Site, backend: str) -> None:
+    agent_file(repo, "builder", "tools: [shell]")
+    urls = f"http://docs.test:{site.port}/secret http://evil.test:{site.port}/secret"
+    record = run("builder", [call("shell", command=f"{FETCH} {urls}"), {"text": "done"}],
+                 config=_config(site), egress=True)
+    output = record.audit[0]["result"]
+    assert "200 PUBLIC-PAGE" in output and "403 corral egress refused" in output
+    assert site.paths() == ["/secret"]
+    network = record.network
+    assert network is not None and network["grant"]["allow"] == [f"docs.test:{site.port}"]
+    assert [(c["host"], c["allowed"]) for c in network["connections"]] == [
+        ("docs.test", True), ("evil.test", False)]
+    assert network["denied"] == 1
+    assert any(note.startswith("--net allow: commands reach") for note in record.notes)
+    view = RunResult(record).to_json()["network"]
+    assert view["denied"] == [{"protocol": "http", "host": "evil.test", "port": site.port,
+                               "reason": network["connections"][1]["reason"]}]
+    journal = next(p for p in ledger_dir(repo).rglob(JOURNAL) if record.run_id in str(p))
+    events, _ = read_journal(journal)
+    assert [(e["host"], e["allowed"]) for e in events if e["kind"] == "egress"] == [
+        ("docs.test", True), ("evil.test", False)]
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap"], indirect=True)
+def test_without_net_allow_nothing_changes(run: Runner, repo: Path, site: Site) -> None:
+    agent_file(repo, "builder", "tools: [shell]")
+    record = run("builder", [call("shell", command=f"env; {FETCH} http://docs.test:"
+                                  f"{site.port}/secret"), {"text": "done"}],
+                 config=_config(site))
+    assert "PROXY" not in record.audit[0]["result"].upper().split("TRACEBACK")[0]
+    assert record.network is None and site.seen == []
+    assert RunResult(record).to_json()["network"] is None
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap"], indirect=True)
+@pytest.mark.parametrize(("name", "header", "why"), [
+    ("reader", "tools: [read_file]", "no shell"),
+])
+def test_a_definition_without_the_shell_gets_no_proxy(run: Runner, repo: Path, site: Site,
+                                                      name: str, header: str, why: str
+                                                      ) -> None:
+    agent_file(repo, name, header)
+    record = run(name, [{"text": "done"}], config=_config(site), egress=True)
+    assert record.network is None
+    assert any(why in note for note in record.notes)
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap"], indirect=True)
+def test_a_definition_denying_web_fetch_keeps_its_commands_offline(
+        run: Runner, repo: Path, site: Site) -> None:
+    path = repo / ".claude/agents/offline.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("---\nname: offline\ndescription: d\ntools: Bash\n"
+                    "disallowedTools: WebFetch\n---\nx\n")
+    record = run("offline", [call("shell", command=f"{FETCH} http://docs.test:{site.port}/x"),
+                             {"text": "done"}], config=_config(site), egress=True)
+    assert record.network is None and site.seen == []
+    assert any("deny web_fetch outright" in note for note in record.notes)
+
+
+def test_net_allow_with_nothing_granted_is_a_usage_error(repo: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    monkeypatch.setenv("CORRAL_CONFIG", str(config))
+    with pytest.raises(CorralError) as caught:
+        Corral(repo, net="allow", state_dir=tmp_path / "state").run(
+            "go", script=script(tmp_path, "s", {"text": "done"}))
+    assert caught.value.code == "usage_error" and "granted no host" in caught.value.message
+    with pytest.raises(CorralError) as bad:
+        Corral(repo, net="everything")
+    assert bad.value.code == "usage_error"
+
+
+def _corral(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.bubblewrap
+def test_cli_run_net_allow_and_agents_show(repo: Path, tmp_path: Path, site: Site) -> None:
+    """``corral run --net allow --allow-net HOST``: the command's request reaches it, the
+    JSON names the denied one; ``agents show`` prints what --net allow would open."""
+    require_backend("bubblewrap")
+    agent_file(repo, "builder", "tools: [shell]")
+    urls = f"http://docs.test:{site.port}/secret http://evil.test:{site.port}/x"
+    turns = script(tmp_path, "t", call("shell", command=f"{FETCH} {urls}"), {"text": "done"})
+    flags = ("--root", str(repo), "--trust-project", "--no-personal")
+    code, out, err = _corral("run", *flags, "--agent", "builder", "--backend", "bubblewrap",
+                             "--json", "--script", turns, "--net", "allow", "--allow-net",
+                             f"docs.test:{site.port}", "go")
+    assert code == 0, err
+    shown = json.loads(out)["network"]
+    assert shown["allow"] == [f"docs.test:{site.port}"]
+    assert [(d["host"], d["port"]) for d in shown["denied"]] == [("evil.test", site.port)]
+    assert site.paths() == ["/secret"]
+    for served in serve_web(Corral(repo, trust_project=True, personal=False)):  # the web view
+        page = httpx.get(f"{served.url}/runs/{json.loads(out)['run_id']}", timeout=60).text
+        assert 'id="denied-requests"' in page and "evil.test" in page
+        assert f"docs.test:{site.port}" in page.split('id="network-grant"')[1][:400]
+    code, text, err = _corral("agents", "show", "builder", *flags, "--allow-net",
+                              f"docs.test:{site.port}")
+    assert code == 0, err
+    assert f"egress       with --net allow its commands reach docs.test:{site.port}" in text
+    agent_file(repo, "reader", "tools: [read_file]")
+    text = _corral("agents", "show", "reader", *flags, "--allow-net", "docs.test")[1]
+    assert "egress       --net allow opens nothing: this agent has no shell" in text
+    code, _, err = _corral("run", *flags, "--net", "sideways", "go")
+    assert code == 2 and "sideways" in err
