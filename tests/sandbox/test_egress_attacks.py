@@ -142,24 +142,27 @@ def test_pip_through_the_proxy_and_not_without_the_grant(egress_sb: Opener, name
         assert any(not e["allowed"] and e["host"] == "index.test" for e in proxy.events)
 
 
-@pytest.mark.parametrize("target", [
-    "docs.test.evil:{port}",          # a listed name with a suffix
-    "docs.test@evil.test:{port}",     # userinfo
-    "evil.test@docs.test:{port}",
-    "docs.test\\0.evil.test:{port}",  # a NUL in the host
-    "docs.test%00.evil.test:{port}",
-    "127.0.0.1:{port}",               # an IP literal, not granted
-    "2130706433:{port}",              # 127.0.0.1 in decimal
-    "0177.0.0.1:{port}",              # ... octal
-    "0x7f.1:{port}",
-    "[::1]:{port}",                   # IPv6 loopback
-    "[::ffff:127.0.0.1]:{port}",      # 127.0.0.1, IPv4-mapped
-    "2852039166:80",                  # 169.254.169.254 in decimal
-    "169.254.169.254:80",
-    "[::ffff:169.254.169.254]:80",
-    "[fd00:ec2::254]:80",
-    "docs.test:{other}",              # the listed name on another port
-])
+TRICKS = {
+    "suffix": "docs.test.evil:{port}",             # a listed name with a suffix
+    "userinfo": "docs.test@evil.test:{port}",
+    "userinfo-listed-last": "evil.test@docs.test:{port}",
+    "nul": "docs.test\\0.evil.test:{port}",        # a NUL in the host
+    "percent-nul": "docs.test%00.evil.test:{port}",
+    "ip-literal": "127.0.0.1:{port}",              # an IP literal, not granted
+    "loopback-decimal": "2130706433:{port}",       # 127.0.0.1 in decimal
+    "loopback-octal": "0177.0.0.1:{port}",
+    "loopback-hex-short": "0x7f.1:{port}",
+    "loopback-v6": "[::1]:{port}",
+    "loopback-v4-mapped": "[::ffff:127.0.0.1]:{port}",
+    "metadata-decimal": "2852039166:80",           # 169.254.169.254 in decimal
+    "metadata": "169.254.169.254:80",
+    "metadata-v4-mapped": "[::ffff:169.254.169.254]:80",
+    "metadata-v6": "[fd00:ec2::254]:80",
+    "other-port": "docs.test:{other}",             # the listed name on another port
+}
+
+
+@pytest.mark.parametrize("target", list(TRICKS.values()), ids=list(TRICKS))
 def test_connect_tricks_refused(egress_sb: Opener, names: Names, site: Site, other: Site,
                                 target: str) -> None:
     for name in ("docs.test", "docs.test.evil", "evil.test", "docs.test.evil.test"):
@@ -172,9 +175,12 @@ def test_connect_tricks_refused(egress_sb: Opener, names: Names, site: Site, oth
 
 
 @pytest.mark.parametrize(("how", "host"), [
-    ("socks-name", "docs.test\\0.evil.test"), ("socks-name", "docs.test.evil"),
-    ("socks-name", "evil.test@docs.test"), ("socks-name", "2130706433"),
-    ("socks-ip", "127.0.0.1"), ("socks-ip", "169.254.169.254"),
+    pytest.param("socks-name", "docs.test\\0.evil.test", id="nul"),
+    pytest.param("socks-name", "docs.test.evil", id="suffix"),
+    pytest.param("socks-name", "evil.test@docs.test", id="userinfo"),
+    pytest.param("socks-name", "2130706433", id="loopback-decimal"),
+    pytest.param("socks-ip", "127.0.0.1", id="ip-literal"),
+    pytest.param("socks-ip", "169.254.169.254", id="metadata"),
 ])
 def test_socks_tricks_refused(egress_sb: Opener, names: Names, site: Site, how: str,
                               host: str) -> None:
