@@ -88,9 +88,8 @@ def open_session(run: AgentRun) -> Session:
                                          state_root=run.settings.state_root,
                                          snapshot=snapshot,
                                          environment=run.settings.environment,
-                                         scratch_size=scratch_size(run),
-                                         denied=denied_programs(run.capability.layers),
-                                         egress=run.egress)
+                                         scratch_size=scratch_size(run), egress=run.egress,
+                                         denied=denied_programs(run.capability.layers))
     run.opened = True
     run.record = run.record.model_copy(update={"backend": sandbox.backend,
                                                "sandbox_id": sandbox.id,
