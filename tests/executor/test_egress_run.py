@@ -11,6 +11,7 @@ resolver and loopback hook (``tests/sandbox/egress_support.py``).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from click.testing import CliRunner
 from exec_support import Runner, agent_file, call, script
 from fetch_support import Names, Site, serve
@@ -26,6 +28,8 @@ from executor.api import Corral, CorralError
 from executor.api.results import RunResult
 from executor.cli import cli
 from executor.ledger import JOURNAL, ledger_dir, read_journal
+from executor.mcpserver.arguments import RunAgentArgs, ShowRunArgs
+from executor.mcpserver.handlers import ServerOptions, run_agent_tool, show_run_tool
 from policies.config import UserConfig
 from policies.network import NetworkConfig
 from sandbox.egress import checks
@@ -167,3 +171,30 @@ def test_cli_run_net_allow_and_agents_show(repo: Path, tmp_path: Path, site: Sit
     assert "egress       --net allow opens nothing: this agent has no shell" in text
     code, _, err = _corral("run", *flags, "--net", "sideways", "go")
     assert code == 2 and "sideways" in err
+
+
+@pytest.mark.bubblewrap
+def test_mcp_run_agent_net_allow_shows_the_grant_and_the_denied_request(
+        repo: Path, tmp_path: Path, site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MCP ``run_agent`` tool, in process (the test hooks reach its proxy): ``net:
+    allow`` opens the user's grant and its answer lists the denied request; ``show_run``
+    has every connection."""
+    require_backend("bubblewrap")
+    config = tmp_path / "corral.toml"
+    config.write_text(f'[network]\nallow = ["docs.test:{site.port}"]\n')
+    monkeypatch.setenv("CORRAL_CONFIG", str(config))
+    agent_file(repo, "builder", "tools: [shell]")
+    urls = f"http://docs.test:{site.port}/secret http://evil.test:{site.port}/x"
+    turns = [call("shell", command=f"{FETCH} {urls}"), {"text": "done"}]
+    options = ServerOptions(root=repo, trust_project=True, no_personal=True,
+                            backend="bubblewrap")
+    answer = asyncio.run(run_agent_tool(options, RunAgentArgs(
+        prompt="go", agent="builder", script_text=yaml.safe_dump(turns), net="allow")))
+    assert answer["exit_code"] == 0, answer
+    assert answer["network"]["allow"] == [f"docs.test:{site.port}"]
+    assert [d["host"] for d in answer["network"]["denied"]] == ["evil.test"]
+    shown = show_run_tool(options, ShowRunArgs(run_id=answer["run_id"]))
+    assert [c["allowed"] for c in shown["network"]["connections"]] == [True, False]
+    offline = asyncio.run(run_agent_tool(options, RunAgentArgs(
+        prompt="go", agent="builder", script_text=yaml.safe_dump(turns))))
+    assert offline["network"] is None and site.paths() == ["/secret"]
