@@ -1929,6 +1929,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False and any(",
         [f"{EGRESS_RUN}::test_a_definition_denying_web_fetch_keeps_its_commands_offline"],
         "a definition that disallows WebFetch still gets the user's hosts for its commands"),
+    mutation(
+        "egress-setup-no-slirp", "egress", "sandbox/environment.py",
+        '            "limits": limits, "network": spec.setup_network,',
+        '            "limits": limits, "network": spec.setup_network or bool(spec.setup_allow),',
+        [f"{EGRESS_RUN}::test_setup_with_a_domain_list_goes_through_the_proxy[bubblewrap]"],
+        "a setup granted a domain list also gets the whole network through slirp"),
+    mutation(
+        "egress-setup-proxy", "egress", "sandbox/environment.py",
+        '    if not spec.setup_allow or spec.setup_network or backend == "host":\n'
+        '        return None\n', "    return None\n",
+        [f"{EGRESS_RUN}::test_setup_with_a_domain_list_goes_through_the_proxy[docker]"],
+        "setup_allow opens nothing: the setup's pip finds no index"),
     # -- issue 28: a Ray node's directory, siblings' ids, branch names, one glob dialect --
     mutation(
         "private-dir-unverified", "ray", "sandbox/state.py",

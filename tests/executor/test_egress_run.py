@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import shlex
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +35,8 @@ from executor.mcpserver.handlers import ServerOptions, run_agent_tool, show_run_
 from policies.config import UserConfig
 from policies.network import NetworkConfig
 from sandbox.egress import checks
-from tests.backends import require_backend
+from tests.backends import host_ipv4_addresses, require_backend
+from tests.sandbox.egress_support import pip_argv, serve_index
 from tests.web.web_support import serve as serve_web
 
 ISOLATING = [pytest.param("bubblewrap", marks=pytest.mark.bubblewrap, id="bubblewrap"),
@@ -198,3 +201,43 @@ def test_mcp_run_agent_net_allow_shows_the_grant_and_the_denied_request(
     offline = asyncio.run(run_agent_tool(options, RunAgentArgs(
         prompt="go", agent="builder", script_text=yaml.safe_dump(turns))))
     assert offline["network"] is None and site.paths() == ["/secret"]
+
+
+@pytest.mark.parametrize("backend", ISOLATING, indirect=True)
+def test_setup_with_a_domain_list_goes_through_the_proxy(
+        repo: Path, tmp_path: Path, site: Site, backend: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[environment] setup_allow``: setup reaches those hosts through the same proxy (pip
+    from a local index), an unlisted one is refused and said in the setup's log; the
+    setup gets no other network (no slirp: a raw socket reaches nothing)."""
+    checks.RESOLVER["index.test"] = ["127.0.0.1"]  # type: ignore[index]
+    with serve_index() as index:
+        pip = " ".join(shlex.quote(a) for a in pip_argv(
+            backend, "download", "--index-url", f"http://index.test:{index.port}/simple/",
+            "--trusted-host", "index.test", "--no-deps", "-d", "deps", index.name))
+        outside = socket.socket()
+        outside.bind(("0.0.0.0", 0))  # noqa: S104 - where a leak would land
+        outside.listen(4)
+        address = next(a for a in host_ipv4_addresses().values() if not a.startswith("127."))
+        raw = (f"python3 -c \"import socket; s = socket.socket(); s.settimeout(3); print("
+               f"'raw', s.connect_ex(('{address}', {outside.getsockname()[1]})) == 0)\"")
+        config = tmp_path / "corral.toml"
+        config.write_text(
+            "[environment]\n"
+            f"setup = [{json.dumps(pip)}, {json.dumps(f'{FETCH} http://evil.test:{site.port}/x')},"
+            f" {json.dumps(raw)}]\n"
+            f'setup_allow = ["index.test:{index.port}"]\n')
+        monkeypatch.setenv("CORRAL_CONFIG", str(config))
+        lines: list[str] = []
+        built = Corral(repo, personal=False, backend=backend).build_environment(
+            on_output=lines.append)
+        assert built is not None
+        log = "".join(lines)
+        assert f"/files/{index.filename}" in index.seen, log
+        assert "403 corral egress refused" in log and "egress refused: evil.test" in log
+        assert "raw False" in log
+        assert site.seen == []
+        outside.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            outside.accept()
+        outside.close()
