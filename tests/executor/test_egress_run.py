@@ -33,6 +33,7 @@ from executor.ledger import JOURNAL, ledger_dir, read_journal
 from executor.mcpserver.arguments import RunAgentArgs, ShowRunArgs
 from executor.mcpserver.handlers import ServerOptions, run_agent_tool, show_run_tool
 from policies.config import UserConfig
+from policies.environment import EnvironmentConfig, load_environment
 from policies.network import NetworkConfig
 from sandbox.egress import checks
 from tests.backends import host_ipv4_addresses, require_backend
@@ -241,3 +242,17 @@ def test_setup_with_a_domain_list_goes_through_the_proxy(
         with pytest.raises(BlockingIOError):
             outside.accept()
         outside.close()
+
+
+def test_a_repository_cannot_grant_its_setup_hosts(repo: Path) -> None:
+    """``setup_allow`` is the user's only: a repository's file asking for it is ignored,
+    with a diagnostic naming the file and the key; a bad pattern in the user's is refused."""
+    (repo / ".corral").mkdir()
+    (repo / ".corral" / "environment.toml").write_text(
+        'setup = ["true"]\nsetup_allow = ["evil.test"]\n')
+    spec, diagnostics = load_environment(repo, None, trust_project=True)
+    assert spec is not None and spec.setup_allow == ()
+    assert any("setup_allow" in d.render() and ".corral/environment.toml" in d.render()
+               for d in diagnostics)
+    with pytest.raises(ValueError, match="setup_allow"):
+        EnvironmentConfig(setup_allow=("https://pypi.org/simple",))
