@@ -148,6 +148,7 @@ TRICKS = {
     "userinfo-listed-last": "evil.test@docs.test:{port}",
     "nul": "docs.test\\0.evil.test:{port}",        # a NUL in the host
     "percent-nul": "docs.test%00.evil.test:{port}",
+    "idna-homograph": "d\u043ecs.test:{port}",       # a Cyrillic o
     "ip-literal": "127.0.0.1:{port}",              # an IP literal, not granted
     "loopback-decimal": "2130706433:{port}",       # 127.0.0.1 in decimal
     "loopback-octal": "0177.0.0.1:{port}",
@@ -177,6 +178,7 @@ def test_connect_tricks_refused(egress_sb: Opener, names: Names, site: Site, oth
 @pytest.mark.parametrize(("how", "host"), [
     pytest.param("socks-name", "docs.test\\0.evil.test", id="nul"),
     pytest.param("socks-name", "docs.test.evil", id="suffix"),
+    pytest.param("socks-name", "d\u043ecs.test", id="idna-homograph"),
     pytest.param("socks-name", "evil.test@docs.test", id="userinfo"),
     pytest.param("socks-name", "2130706433", id="loopback-decimal"),
     pytest.param("socks-ip", "127.0.0.1", id="ip-literal"),
