@@ -181,6 +181,10 @@ def print_record(result: RunResult, show: Callable[[str], RunResult]) -> None:
              err=True)
     for note in record.notes:
         echo(f"note: {one_line(note)}", err=True)
+    for event in (record.network or {}).get("connections", []):  # --net allow: refusals
+        if not event.get("allowed"):
+            echo(f"egress denied: {one_line(str(event.get('host')))}:{event.get('port')} "
+                 f"({event.get('protocol')}): {one_line(str(event.get('reason')))}", err=True)
     for line in discarded_lines(record):
         echo(line, err=True)
     for line in child_lines(record, _child(show)):
