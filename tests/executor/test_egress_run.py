@@ -258,3 +258,24 @@ def test_a_repository_cannot_grant_its_setup_hosts(repo: Path) -> None:
                for d in diagnostics)
     with pytest.raises(ValueError, match="setup_allow"):
         EnvironmentConfig(setup_allow=("https://pypi.org/simple",))
+
+
+@pytest.mark.bubblewrap
+def test_fanout_children_each_get_the_proxy(repo: Path, tmp_path: Path, site: Site,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``corral fanout --net allow``: every child's commands reach the grant (a proxy of its
+    own), and each child's JSON lists its own denied request."""
+    require_backend("bubblewrap")
+    config = tmp_path / "corral.toml"
+    config.write_text(f'[network]\nallow = ["docs.test:{site.port}"]\n')
+    monkeypatch.setenv("CORRAL_CONFIG", str(config))
+    agent_file(repo, "builder", "tools: [shell]")
+    urls = f"http://docs.test:{site.port}/secret http://evil.test:{site.port}/x"
+    turns = script(tmp_path, "t", call("shell", command=f"{FETCH} {urls}"), {"text": "done"})
+    result = Corral(repo, trust_project=True, personal=False, backend="bubblewrap",
+                    net="allow").fanout("go", agents=["builder"], n=2, scripts=[turns])
+    children = result.to_json()["runs"]
+    assert len(children) == 2
+    for child in children:
+        assert [d["host"] for d in child["network"]["denied"]] == ["evil.test"]
+    assert site.paths() == ["/secret", "/secret"]
