@@ -162,11 +162,16 @@ def test_cli_run_net_allow_and_agents_show(repo: Path, tmp_path: Path, site: Sit
     assert shown["allow"] == [f"docs.test:{site.port}"]
     assert [(d["host"], d["port"]) for d in shown["denied"]] == [("evil.test", site.port)]
     assert site.paths() == ["/secret"]
-    shown_text = _corral("show", json.loads(out)["run_id"], "--root", str(repo))[2]
+    run_id = json.loads(out)["run_id"]
+    shown_text = _corral("show", run_id, "--root", str(repo))[2]
+    logs = _corral("logs", run_id, "--root", str(repo))[1]
+    assert f"egress allowed docs.test:{site.port} (http)" in logs
+    assert f"egress denied evil.test:{site.port} (http): the host evil.test" in logs
     assert f"egress denied: evil.test:{site.port} (http): the host evil.test" in shown_text
     for served in serve_web(Corral(repo, trust_project=True, personal=False)):  # the web view
         page = httpx.get(f"{served.url}/runs/{json.loads(out)['run_id']}", timeout=60).text
         assert 'id="denied-requests"' in page and "evil.test" in page
+        assert f"egress denied evil.test:{site.port} (http)" in page  # the journal's event
         assert f"docs.test:{site.port}" in page.split('id="network-grant"')[1][:400]
     code, text, err = _corral("agents", "show", "builder", *flags, "--allow-net",
                               f"docs.test:{site.port}")
