@@ -1930,6 +1930,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{EGRESS_RUN}::test_a_definition_denying_web_fetch_keeps_its_commands_offline"],
         "a definition that disallows WebFetch still gets the user's hosts for its commands"),
     mutation(
+        "egress-socket-read-only", "egress", "sandbox/backends/bwrap.py",
+        '            args += ["--ro-bind", str(self._egress_dir), SANDBOX_DIR]',
+        '            args += ["--bind", str(self._egress_dir), SANDBOX_DIR]',
+        [f"{EGRESS}::test_the_socket_route_without_root[bubblewrap]"],
+        "without root, a command replaces the proxy's socket with one of its own"),
+    mutation(
         "egress-setup-no-slirp", "egress", "sandbox/environment.py",
         '            "limits": limits, "network": spec.setup_network,',
         '            "limits": limits, "network": spec.setup_network or bool(spec.setup_allow),',

@@ -3,7 +3,9 @@
 The sandbox keeps its own network namespace with nothing but loopback. corral
 opens one listening socket on ``127.0.0.1:3128`` *inside* that namespace
 (:func:`listen_in_namespace`: a host thread joins the namespace, binds, and ends;
-the socket stays there) and serves it from the host with a filtering proxy
+the socket stays there; without root, bubblewrap's supervisor relays that port to
+the proxy's Unix socket instead, :func:`~sandbox.egress.netns.listen_on_socket`)
+and serves it from the host with a filtering proxy
 (:class:`EgressProxy`: HTTP CONNECT, plain-HTTP GET forwarding, SOCKS5) that
 checks every target against the user's grant (:mod:`policies.network`, the check
 ``web_fetch`` uses), resolves the name once, refuses private, loopback,

@@ -8,7 +8,9 @@ ends; the listening socket stays in the sandbox's namespace and the host's
 proxy accepts on it. No process, file or mount is added to the sandbox, so
 nothing there can kill, replace or re-point the route; the namespace keeps
 nothing else but loopback. ``setns`` needs ``CAP_SYS_ADMIN`` over the namespace:
-corral as root (bubblewrap's and docker's namespaces alike).
+corral as root (bubblewrap's and docker's namespaces alike). Without root,
+bubblewrap takes the socket route (:func:`socket_route`): the proxy listens on a Unix
+socket bound read-only into the sandbox, which its supervisor relays the port to.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ from pathlib import Path
 
 from sandbox.errors import SandboxError
 
-__all__ = ["PROXY_ENV", "PROXY_PORT", "listen_in_namespace"]
+__all__ = ["PROXY_ENV", "PROXY_PORT", "SANDBOX_SOCKET", "TEST_SOCKET_ROUTE",
+           "listen_in_namespace", "listen_on_socket", "socket_route"]
+
+#: Where a sandbox without root's route sees the proxy's Unix socket (a read-only bind of
+#: a directory of its own state dir); its supervisor relays ``127.0.0.1:3128`` there.
+SANDBOX_DIR = "/run/corral-egress"
+SANDBOX_SOCKET = f"{SANDBOX_DIR}/proxy.sock"
+#: Test-only: take the Unix socket route as root too (so the suite, run as root, covers it).
+TEST_SOCKET_ROUTE = False
 
 #: The proxy's port on the sandbox's own loopback.
 PROXY_PORT = 3128
@@ -87,3 +97,28 @@ def listen_in_namespace(pid: int | None, port: int = PROXY_PORT) -> socket.socke
     if errors or not made:
         raise failed(str(errors[0]) if errors else "no socket was made")
     return made[0]
+
+
+def socket_route() -> bool:
+    """Whether bubblewrap reaches the proxy over a Unix socket and a relay in the sandbox's
+    supervisor (corral is not root: it cannot join the namespace) instead of a port
+    :func:`listen_in_namespace` opens there."""
+    return os.geteuid() != 0 or TEST_SOCKET_ROUTE
+
+
+def listen_on_socket(directory: Path) -> socket.socket:
+    """A Unix socket listening as ``directory/proxy.sock`` (made here, mode 0700; bound
+    through ``/proc/self/fd`` so a long state dir fits the 108-byte socket path limit)."""
+    directory.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(f"/proc/self/fd/{fd}/proxy.sock")
+        listener.listen(64)
+    except OSError as exc:
+        listener.close()
+        raise SandboxError(f"the egress proxy cannot listen on {directory}: {exc}",
+                           code="egress_unavailable", operation="start") from exc
+    finally:
+        os.close(fd)
+    return listener

@@ -264,3 +264,26 @@ def test_without_net_allow_nothing_changes(egress_sb: Opener, names: Names, site
     assert "PROXY" not in env.upper()
     assert client(sb, "raw", "127.0.0.1", "3128")[0] == "unreachable"
     assert site.seen == [] and proxy.events == []
+
+
+def test_the_socket_route_without_root(egress_sb: Opener, names: Names, site: Site,
+                                       backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without root (forced here: the suite runs as root), bubblewrap reaches the proxy over a
+    Unix socket bound read-only into the sandbox, relayed from 127.0.0.1:3128 by the
+    supervisor: the same grant, the same refusals, and still no route around it."""
+    if backend != "bubblewrap":
+        pytest.skip("the socket route is bubblewrap's (docker's needs root either way)")
+    monkeypatch.setattr("sandbox.egress.netns.TEST_SOCKET_ROUTE", True)
+    names["docs.test"] = names["evil.test"] = ["127.0.0.1"]
+    sb, proxy = egress_sb(f"docs.test:{site.port}")
+    assert fetch(sb, f"http://docs.test:{site.port}/secret", backend) == (200, "PUBLIC-PAGE")
+    assert fetch(sb, f"http://evil.test:{site.port}/secret", backend)[0] == 403
+    assert client(sb, "socks-name", "docs.test\\0.evil.test", str(site.port)) == ("refused", 2)
+    assert client(sb, "connect", "", "0", f"docs.test:{site.port}")[0] == "tunnel"
+    assert client(sb, "raw", "127.0.0.1", str(site.port))[0] == "unreachable"
+    touched = sb.exec(["sh", "-c", "rm -f /run/corral-egress/proxy.sock; echo x > "
+                       "/run/corral-egress/new"])
+    assert touched.exit_code != 0  # the socket's directory is read-only to commands
+    assert fetch(sb, f"http://docs.test:{site.port}/secret", backend)[0] == 200
+    assert site.paths() == ["/secret", "/secret", "/secret"]
+    assert [e["allowed"] for e in proxy.events] == [True, False, False, True, True]
