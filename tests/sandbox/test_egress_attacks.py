@@ -31,7 +31,8 @@ from tests.backends import host_ipv4_addresses
 from tests.executor.fetch_support import Names, Site, serve
 
 ISOLATING = backends(only=("bubblewrap", "docker"))
-pytestmark = pytest.mark.parametrize("backend", ISOLATING, indirect=True)
+EACH = pytest.mark.parametrize("backend", ISOLATING, indirect=True)
+BUBBLEWRAP = pytest.mark.parametrize("backend", backends(only=("bubblewrap",)), indirect=True)
 
 
 def grant(*allow: str, deny: tuple[str, ...] = ()) -> Any:
@@ -101,6 +102,7 @@ def fetch(sb: BaseSandbox, url: str, backend: str) -> tuple[int, str]:
     return int(code), "".join(body)
 
 
+@EACH
 def test_granted_host_reached_unlisted_refused(egress_sb: Opener, names: Names, site: Site,
                                                backend: str) -> None:
     names["docs.test"] = ["127.0.0.1"]
@@ -116,6 +118,7 @@ def test_granted_host_reached_unlisted_refused(egress_sb: Opener, names: Names, 
     assert [(e["host"], e["port"]) for e in denied] == [("evil.test", site.port)]
 
 
+@EACH
 def test_pip_through_the_proxy_and_not_without_the_grant(egress_sb: Opener, names: Names,
                                                          backend: str) -> None:
     names["index.test"] = ["127.0.0.1"]
@@ -163,6 +166,7 @@ TRICKS = {
 }
 
 
+@EACH
 @pytest.mark.parametrize("target", list(TRICKS.values()), ids=list(TRICKS))
 def test_connect_tricks_refused(egress_sb: Opener, names: Names, site: Site, other: Site,
                                 target: str) -> None:
@@ -184,6 +188,7 @@ def test_connect_tricks_refused(egress_sb: Opener, names: Names, site: Site, oth
     pytest.param("socks-ip", "127.0.0.1", id="ip-literal"),
     pytest.param("socks-ip", "169.254.169.254", id="metadata"),
 ])
+@EACH
 def test_socks_tricks_refused(egress_sb: Opener, names: Names, site: Site, how: str,
                               host: str) -> None:
     names["docs.test.evil"] = ["127.0.0.1"]
@@ -192,6 +197,7 @@ def test_socks_tricks_refused(egress_sb: Opener, names: Names, site: Site, how: 
     assert site.seen == []
 
 
+@EACH
 def test_granted_literals_of_loopback_and_metadata_still_refused(
         egress_sb: Opener, names: Names, site: Site) -> None:
     """Even granted exactly, this machine's loopback (other than the test hook's address)
@@ -205,6 +211,7 @@ def test_granted_literals_of_loopback_and_metadata_still_refused(
     assert any("loopback" in r for r in reasons) and any("metadata" in r for r in reasons)
 
 
+@EACH
 def test_dns_rebinding_between_check_and_connect(egress_sb: Opener, names: Names, site: Site
                                                  ) -> None:
     """The name is resolved once, checked, and that address is connected to: a resolver
@@ -219,6 +226,7 @@ def test_dns_rebinding_between_check_and_connect(egress_sb: Opener, names: Names
         assert inside.seen == [] and site.paths() == ["/secret"]
 
 
+@EACH
 def test_client_ignoring_the_proxy_reaches_nothing(egress_sb: Opener, names: Names,
                                                    site: Site) -> None:
     names["docs.test"] = ["127.0.0.1"]
@@ -239,6 +247,7 @@ def test_client_ignoring_the_proxy_reaches_nothing(egress_sb: Opener, names: Nam
     assert site.seen == []
 
 
+@EACH
 def test_udp_and_dns_exfiltration_get_nothing(egress_sb: Opener, names: Names,
                                               site: Site) -> None:
     sb, proxy = egress_sb(f"docs.test:{site.port}")
@@ -257,6 +266,7 @@ def test_udp_and_dns_exfiltration_get_nothing(egress_sb: Opener, names: Names,
     assert names.calls == [] and proxy.events == []
 
 
+@EACH
 def test_without_net_allow_nothing_changes(egress_sb: Opener, names: Names, site: Site) -> None:
     names["docs.test"] = ["127.0.0.1"]
     sb, proxy = egress_sb(f"docs.test:{site.port}", egress=False)
@@ -266,13 +276,12 @@ def test_without_net_allow_nothing_changes(egress_sb: Opener, names: Names, site
     assert site.seen == [] and proxy.events == []
 
 
+@BUBBLEWRAP
 def test_the_socket_route_without_root(egress_sb: Opener, names: Names, site: Site,
                                        backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without root (forced here: the suite runs as root), bubblewrap reaches the proxy over a
     Unix socket bound read-only into the sandbox, relayed from 127.0.0.1:3128 by the
     supervisor: the same grant, the same refusals, and still no route around it."""
-    if backend != "bubblewrap":
-        pytest.skip("the socket route is bubblewrap's (docker's needs root either way)")
     monkeypatch.setattr("sandbox.egress.netns.TEST_SOCKET_ROUTE", True)
     names["docs.test"] = names["evil.test"] = ["127.0.0.1"]
     sb, proxy = egress_sb(f"docs.test:{site.port}")
