@@ -92,6 +92,13 @@ allow_net_option = click.option(
     "can only narrow it.")
 
 
+net_option = click.option(
+    "--net", "net", type=click.Choice(["none", "allow"]), default="none", show_default=True,
+    help="allow: the run's commands reach the hosts you granted ([network] allow, --allow-net) "
+    "through corral's filtering proxy (HTTP(S)_PROXY, ALL_PROXY), and nothing else; none: no "
+    "network. A definition can only narrow it.")
+
+
 def environment_options(func: F) -> F:
     """The options every command that runs children takes: the project's environment, and
     the memory of each sandbox."""

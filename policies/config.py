@@ -45,6 +45,7 @@ The environment every child, check and reviewer runs in (:mod:`policies.environm
     carry = []                            # ignored paths of your checkout to show children
     env = { PIP_DISABLE_PIP_VERSION_CHECK = "1" }
     setup_network = true                  # setup may download; children never can
+    # setup_allow = ["pypi.org", "files.pythonhosted.org"]  # or: only these, via the proxy
     secrets = ["PIP_INDEX_URL"]           # your variables, passed to setup only
     ro_paths = ["/opt/toolchain"]         # host paths children may read (bubblewrap)
 

@@ -15,9 +15,10 @@ An environment describes, once, how to make them:
 - ``env``: variables every command (setup, child, check) sees;
 - ``image`` / ``dockerfile`` (+ ``context``, ``build_args``): the docker image;
 - user-only grants, never from a repository: ``setup_network`` (setup may reach
-  the network; children never do), ``secrets`` (names of your variables passed
-  to setup only), ``ro_paths`` (read-only host paths such as a toolchain
-  outside ``/usr``, for bubblewrap).
+  the network; children never do), ``setup_allow`` (instead, setup reaches only these
+  hosts, patterns as ``[network] allow``, through corral's egress proxy), ``secrets``
+  (names of your variables passed to setup only), ``ro_paths`` (read-only host paths such
+  as a toolchain outside ``/usr``, for bubblewrap).
 
 Where it comes from (:func:`load_environment`): the ``[environment]`` table of
 your config, and, under ``--trust-project`` only (like project agents), the
@@ -56,7 +57,7 @@ __all__ = [
 PROJECT_FILE = ".corral/environment.toml"
 DEVCONTAINER = ".devcontainer/devcontainer.json"
 #: Keys only your own config may set: a repository never grants itself these.
-USER_ONLY = ("setup_network", "secrets", "ro_paths")
+USER_ONLY = ("setup_network", "setup_allow", "secrets", "ro_paths")
 #: Lock files that key a devcontainer's environment when they exist (a devcontainer names
 #: none of its own inputs).
 LOCK_FILES = ("requirements.txt", "requirements-dev.txt", "pyproject.toml", "poetry.lock",
@@ -102,6 +103,9 @@ class _Keys(BaseModel):
     #: How long setup may take, in all.
     setup_timeout: float = 1800.0
     setup_network: bool | None = None
+    #: The hosts setup reaches through corral's filtering proxy (:mod:`sandbox.egress`) when
+    #: ``setup_network`` is not true: a domain list instead of the whole network.
+    setup_allow: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
     ro_paths: tuple[str, ...] = ()
     #: ``corral gc`` removes an environment no run used for this many days.
@@ -139,6 +143,16 @@ class EnvironmentConfig(_Keys):
             if not _NAME.fullmatch(name) or "\0" in text:
                 raise ValueError(f"{info.field_name}: {name!r} is not a variable name")
         return value
+
+    @field_validator("setup_allow")
+    @classmethod
+    def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from policies.network import check_pattern  # noqa: PLC0415 - only when given
+
+        try:
+            return tuple(check_pattern(item) for item in value)
+        except ValueError as exc:
+            raise ValueError(f"setup_allow: {exc}") from exc
 
     @field_validator("secrets")
     @classmethod

@@ -43,6 +43,7 @@ from sandbox.workspaces.worktree import remove_tree
 
 if TYPE_CHECKING:
     from sandbox.denials import Denial
+    from sandbox.egress import EgressProxy
 
 __all__ = ["SANDBOX_PATH", "BaseSandbox", "ExecSpec"]
 
@@ -112,6 +113,9 @@ class BaseSandbox(ABC):
         #: backend covers them with stand-ins (:mod:`sandbox.denials`) and says where here.
         self._denied: dict[str, str] = {}
         self.denials: list[Denial] = []
+        #: The filtering proxy its commands reach on their own loopback (``--net allow``),
+        #: set before ``_start``; the backend opens its port in the sandbox's namespace.
+        self.egress: EgressProxy | None = None
 
     # -- backend hooks ----------------------------------------------------------
 
@@ -289,6 +293,9 @@ class BaseSandbox(ABC):
         # The child's own git, hardened whatever its cwd or the repository it made (last:
         # neither the environment's variables nor a caller's undo it).
         merged.update(child_git_env(self._ceilings()))
+        if self.egress is not None:  # last too: the only route out is the proxy's port
+            from sandbox.egress.netns import PROXY_ENV  # noqa: PLC0415 - only with egress
+            merged.update(PROXY_ENV)
         if timeout is not None and timeout <= 0:
             raise SandboxConfigError("timeout must be positive", code="invalid_timeout",
                                      operation="exec")

@@ -83,6 +83,7 @@ from sandbox.state import atomic_write, default_state_root, private_dir
 from sandbox.workspaces.model import Mount
 
 if TYPE_CHECKING:
+    from sandbox.egress import EgressProxy
     from sandbox.protocol import Sandbox
 
 __all__ = [
@@ -381,6 +382,23 @@ def _setup_config(concrete: HostConfig | BubblewrapConfig | DockerConfig, spec: 
     return concrete.model_copy(update={"limits": limits})
 
 
+def _setup_egress(spec: EnvironmentSpec, backend: str,
+                  emit: Callable[[str], None]) -> EgressProxy | None:
+    """The proxy of a setup granted a domain list (``setup_allow``) and not the whole network
+    (``setup_network``); its refusals go to the setup's log. ``None`` on the host backend,
+    which has this machine's network anyway."""
+    if not spec.setup_allow or spec.setup_network or backend == "host":
+        return None
+    from policies.network import NetworkConfig  # noqa: PLC0415 - only with setup_allow
+    from sandbox.egress import EgressProxy  # noqa: PLC0415
+
+    def refused(event: dict[str, object]) -> None:
+        if not event["allowed"]:
+            emit(f"egress refused: {event['host']}:{event['port']}: {event['reason']}\n")
+
+    return EgressProxy(NetworkConfig(allow=spec.setup_allow).grant(), on_event=refused)
+
+
 def _build(holder: EnvironmentRef, *, directory: Path,
            config: HostConfig | BubblewrapConfig | DockerConfig, state_root: Path | None,
            log_lines: list[str], on_output: OnOutput | None, repos: tuple[str, ...]) -> None:
@@ -444,11 +462,12 @@ def _run_setup(holder: EnvironmentRef, *, directory: Path,
             emit(f"note: secrets not set in your environment: {', '.join(missing)}\n")
         failure: SetupFailure | None = None
         setup_config = _setup_config(config, spec, image)
+        egress = _setup_egress(spec, config.type, emit)
         ref = acquire_snapshot(repo, state_root=state_root)
         try:
             sandbox = open_sandbox(setup_config, repo=repo, mode=SandboxMode.WORKTREE,
                                    state_root=state_root, snapshot=ref, environment=holder,
-                                   disposable=True)
+                                   disposable=True, egress=egress)
         finally:
             release_snapshot(ref)
         kept = directory / "layer.new"
@@ -477,6 +496,9 @@ def _run_setup(holder: EnvironmentRef, *, directory: Path,
         except BaseException:
             sandbox.teardown(discard=True)
             raise
+        finally:
+            if egress is not None:
+                egress.close()
         sandbox.teardown(discard=True, keep=None if failure else kept)
         seconds = time.time() - started
         if failure is not None:

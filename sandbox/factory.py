@@ -26,6 +26,7 @@ from sandbox.config import (
     FakeConfig,
     HostConfig,
 )
+from sandbox.egress.proxy import EgressProxy
 from sandbox.environment import (
     EnvironmentRef,
     environment_mounts,
@@ -207,6 +208,7 @@ def open_sandbox(
     environment: EnvironmentRef | None = None,
     denied: Mapping[str, str] | None = None,
     scratch_size: int | None = None,
+    egress: EgressProxy | None = None,
 ) -> BaseSandbox:
     """Create a child's sandbox for ``repo`` in ``mode`` from the parent's current state.
 
@@ -238,8 +240,15 @@ def open_sandbox(
     ``scratch_size`` (read-only mode; review commands): the child's commands write a
     throwaway layer of that size over the checkout (:mod:`sandbox.workspaces.scratch`),
     never the checkout; ``scratch_unavailable`` where it cannot be mounted.
+    ``egress`` (``--net allow``, :mod:`sandbox.egress`): commands reach that proxy, and
+    nothing else, on their own loopback (bubblewrap and docker only: ``egress_unavailable``).
     """
     chosen = _with_environment(resolve_backend(config), environment)
+    if egress is not None and chosen.type not in ("bubblewrap", "docker"):
+        raise SandboxConfigError(
+            f"--net allow needs a sandbox with a network namespace of its own; the {chosen.type} "
+            "backend has none", code="egress_unavailable", operation="open_sandbox",
+            hint="use --backend bubblewrap or docker, or leave --net allow out")
     info = inspect_repo(repo)
     root = state_root or default_state_root()
     # A state dir the child could write would let it rewrite other runs' diffs: refused
@@ -271,6 +280,7 @@ def open_sandbox(
     opening = _Opening(chosen, info, mode, state, meta, forced=workspace == "overlay",
                        environment=environment, denied=denied,
                        scratch_size=scratch_size if mode is SandboxMode.READ_ONLY else None)
+    opening.egress = egress
     own: SnapshotRef | None = None
     try:
         opening.plan_users()
@@ -317,6 +327,7 @@ class _Opening:
         self.layers: OverlayLayers | None = None
         self.user: tuple[int, int] | None = None
         self.chown: tuple[int, int] | None = None
+        self.egress: EgressProxy | None = None
 
     def plan_users(self) -> None:
         """Docker: the uid commands run as, and the uid a new checkout is given to."""
@@ -390,6 +401,7 @@ class _Opening:
         if env is not None:
             self.sandbox._env_vars = env.env
         self.sandbox._denied = self.denied
+        self.sandbox.egress = self.egress
         self.sandbox._start()
         if (env is not None and env.layer is not None and self.config.type != "host"
                 and workspace.kind in ("worktree", "overlay")):

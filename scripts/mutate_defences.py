@@ -88,6 +88,9 @@ MCP_POLICY = "tests/executor/test_mcp_tools_policy.py"
 MCP_CONF = "tests/sandbox/test_mcp_confine.py"
 FETCH = "tests/executor/test_web_fetch.py"
 GRANTS = "tests/executor/test_network_grants.py"
+EGRESS = "tests/sandbox/test_egress_attacks.py"
+EGRESS_PROXY = "tests/sandbox/test_egress_proxy.py"
+EGRESS_RUN = "tests/executor/test_egress_run.py"
 D = "tests/executor/test_exec_denials.py::"
 CONFIG = "tests/sandbox/test_config_read_only.py::"
 FS = "tests/sandbox/test_escape_fs.py"
@@ -2150,6 +2153,102 @@ MUTATIONS: tuple[Mutation, ...] = (
         " or not _ARITH_OK.fullmatch(body):",
         [f"{SHELL}::test_an_arithmetic_expansion_hides_no_substitution"],
         "`echo $(( $(rm -rf x) ))` passes a deny of rm: the substitution is not read"),
+    # -- issue 35: allow-listed egress for commands (--net allow) ------------------------
+    mutation(
+        "egress-grant-check", "egress", "sandbox/egress/checks.py",
+        "    refusal = grant.refusal(host, port)\n", "    refusal = None\n",
+        [f"{EGRESS}::test_connect_tricks_refused[suffix-bubblewrap]",
+         f"{EGRESS}::test_granted_host_reached_unlisted_refused[docker]"],
+        "the proxy connects a command to any host that resolves, granted or not"),
+    mutation(
+        "egress-port-check", "egress", "sandbox/egress/checks.py",
+        "    refusal = grant.refusal(host, port)\n",
+        "    refusal = None if any(p.host_matches(host) for p in grant.allow) else "
+        "grant.refusal(host, port)\n",
+        [f"{EGRESS}::test_connect_tricks_refused[other-port-bubblewrap]"],
+        "a CONNECT to a listed name reaches whatever listens on any port of it"),
+    mutation(
+        "egress-loopback", "egress", "sandbox/egress/checks.py",
+        "        if _loopback(address) and address not in TEST_LOOPBACK:\n",
+        "        if False:\n",
+        [f"{EGRESS_PROXY}::test_allow_private_never_opens_this_machines_loopback"],
+        "allow_private = [\"127.0.0.1\"] lets commands reach corral serve and local databases"),
+    mutation(
+        "egress-address-check", "egress", "sandbox/egress/checks.py",
+        "        why = None if address in TEST_LOOPBACK else address_refusal(address, "
+        "grant.private)\n", "        why = None\n",
+        [f"{EGRESS}::test_granted_literals_of_loopback_and_metadata_still_refused[bubblewrap]"],
+        "a granted name or literal that is a metadata or private address is connected to"),
+    mutation(
+        "egress-pinned-address", "egress", "sandbox/egress/proxy.py",
+        "            return socket.create_connection((verdict.address, verdict.port),",
+        "            return socket.create_connection((__import__(\"sandbox.egress.checks\", "
+        "fromlist=[\"x\"]).RESOLVER(verdict.host, verdict.port)[-1], verdict.port),",
+        [f"{EGRESS}::test_dns_rebinding_between_check_and_connect[bubblewrap]"],
+        "the proxy resolves again to connect: DNS rebinding moves a checked name elsewhere"),
+    mutation(
+        "egress-connection-bound", "egress", "sandbox/egress/proxy.py",
+        "            full = self._closed or len(self._open) >= self.max_connections\n",
+        "            full = self._closed\n",
+        [f"{EGRESS_PROXY}::test_connections_beyond_the_bound_are_refused"],
+        "a command opens connections without bound, each a thread of corral's"),
+    mutation(
+        "egress-idle-timeout", "egress", "sandbox/egress/proxy.py",
+        "                if not ready:\n                    return\n",
+        "                if not ready:\n                    continue\n",
+        [f"{EGRESS_PROXY}::test_an_idle_tunnel_is_closed"],
+        "an idle tunnel is held open forever"),
+    mutation(
+        "egress-setns", "egress", "sandbox/egress/netns.py",
+        "                _setns(fd)\n", "                pass\n",
+        [f"{EGRESS}::test_granted_host_reached_unlisted_refused[bubblewrap]"],
+        "the proxy's port is opened on this machine's loopback instead of the sandbox's"),
+    mutation(
+        "egress-own-namespace", "egress", "sandbox/egress/netns.py",
+        "        if _namespace(pid) == _namespace(os.getpid()):\n", "        if False:\n",
+        [f"{EGRESS_PROXY}::test_no_listener_in_this_machines_namespace"],
+        "a sandbox sharing this machine's network gets a proxy port every local process reaches"),
+    mutation(
+        "egress-docker-port", "egress", "sandbox/backends/docker.py",
+        "            self._egress_port = self.egress.serve(listen_in_namespace(self._init_pid))",
+        "            self._egress_port = None",
+        [f"{EGRESS}::test_granted_host_reached_unlisted_refused[docker]"],
+        "docker: --net allow opens nothing (the container's namespace gets no proxy port)"),
+    mutation(
+        "egress-host-backend", "egress", "sandbox/factory.py",
+        '    if egress is not None and chosen.type not in ("bubblewrap", "docker"):',
+        "    if False:",
+        [f"{EGRESS_PROXY}::test_host_backend_refuses_egress"],
+        "--net allow on the host backend says 'filtered' over this machine's whole network"),
+    mutation(
+        "egress-narrow-shell", "egress", "executor/agents/offer.py",
+        '    if "shell" not in capability.visible_tools():\n', "    if False:\n",
+        [f"{EGRESS_RUN}::test_a_definition_without_the_shell_gets_no_proxy"],
+        "an agent without the shell still gets a proxy (and agents show says so)"),
+    mutation(
+        "egress-narrow-deny", "egress", "executor/agents/offer.py",
+        '    if any(tool_matches(sel, "web_fetch") for sel in contract.denied_tools) or any(',
+        "    if False and any(",
+        [f"{EGRESS_RUN}::test_a_definition_denying_web_fetch_keeps_its_commands_offline"],
+        "a definition that disallows WebFetch still gets the user's hosts for its commands"),
+    mutation(
+        "egress-socket-read-only", "egress", "sandbox/backends/bwrap.py",
+        '            args += ["--ro-bind", str(self._egress_dir), SANDBOX_DIR]',
+        '            args += ["--bind", str(self._egress_dir), SANDBOX_DIR]',
+        [f"{EGRESS}::test_the_socket_route_without_root[bubblewrap]"],
+        "without root, a command replaces the proxy's socket with one of its own"),
+    mutation(
+        "egress-setup-no-slirp", "egress", "sandbox/environment.py",
+        '            "limits": limits, "network": spec.setup_network,',
+        '            "limits": limits, "network": spec.setup_network or bool(spec.setup_allow),',
+        [f"{EGRESS_RUN}::test_setup_with_a_domain_list_goes_through_the_proxy[bubblewrap]"],
+        "a setup granted a domain list also gets the whole network through slirp"),
+    mutation(
+        "egress-setup-proxy", "egress", "sandbox/environment.py",
+        '    if not spec.setup_allow or spec.setup_network or backend == "host":\n'
+        '        return None\n', "    return None\n",
+        [f"{EGRESS_RUN}::test_setup_with_a_domain_list_goes_through_the_proxy[docker]"],
+        "setup_allow opens nothing: the setup's pip finds no index"),
     # -- issue 28: a Ray node's directory, siblings' ids, branch names, one glob dialect --
     mutation(
         "private-dir-unverified", "ray", "sandbox/state.py",

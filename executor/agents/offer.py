@@ -42,7 +42,7 @@ from policies.tools import in_search_group, tool_matches, why_unrunnable
 if TYPE_CHECKING:
     from executor.mcpclient import McpServers
 
-__all__ = ["Offer", "make_offer", "root_capability", "servers_to_start"]
+__all__ = ["Offer", "egress_refusal", "make_offer", "root_capability", "servers_to_start"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,21 @@ def _network(grant: NetworkGrant | None, capability: Capability) -> dict[str, An
     rules = [f"{rule.action.value} {rule.pattern or '*'}" for layer in capability.layers
              for rule in layer.rules if tool_matches(rule.tool, "web_fetch")]
     return {**(grant.to_json() if grant is not None else {}), "rules": rules}
+
+
+def egress_refusal(capability: Capability, contract: AgentContract,
+                   grant: NetworkGrant | None) -> str | None:
+    """Why ``--net allow`` opens no proxy for ``contract``'s agent under ``capability``
+    (``None``: it opens ``grant``): a definition only narrows the user's grant (no shell;
+    ``web_fetch`` on its deny list, or denied outright by a rule), never widens it."""
+    if grant is None or grant.empty:
+        return "you granted no host, so its commands reach nothing"
+    if "shell" not in capability.visible_tools():
+        return "this agent has no shell, so no proxy is opened"
+    if any(tool_matches(sel, "web_fetch") for sel in contract.denied_tools) or any(
+            layer.denies_outright("web_fetch") for layer in capability.layers):
+        return "this agent's rules deny web_fetch outright, so its commands stay offline"
+    return None
 
 
 def servers_to_start(capability: Capability, contract: AgentContract,

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from executor.agents.offer import Offer, make_offer
+from executor.agents.offer import Offer, egress_refusal, make_offer
 from policies.capability import READ_ONLY_REMOVED_GROUPS, Capability, refusal, restrict
 from policies.contract import AgentContract
 from policies.loader import Diagnostic, LoadResult
@@ -122,6 +122,10 @@ def agent_json(contract: AgentContract, *, effective: Capability | None = None,
         data["effective"] = {
             **offer.to_json(),
             "sandbox": narrowed.sandbox.value,
+            # What --net allow would open to its commands (the same grant), or why not.
+            "egress": (network.to_json()["allow"] if network is not None
+                       and egress_refusal(narrowed, contract, network) is None else None),
+            "egress_refusal": egress_refusal(narrowed, contract, network),
             "read_only": narrowed.read_only,
             # Every tool some call of which waits for a human: needsApproval, or an ask rule.
             "approval_required": sorted(tool for tool in (*offer.tools, *offer.deferred)

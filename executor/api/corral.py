@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from executor.agents.registry import Sources
 from executor.api.environment_methods import EnvironmentMethods
 from executor.api.memory import checked_memory, sized
-from executor.api.network import checked_allow_net
+from executor.api.network import checked_allow_net, checked_net
 from executor.errors import ExecutorError
 from executor.scheduling import DEFAULT_JOBS
 
@@ -62,10 +62,11 @@ class Corral(EnvironmentMethods):
     ``$CORRAL_STATE_DIR``, else ``~/.local/state/corral``); ``memory`` is what each sandbox may
     use, all its processes together (``"4G"``; default: ``[sandbox] memory`` of your config,
     else half of this machine's memory); ``allow_net``: hosts web_fetch may reach on top of
-    ``[network] allow``; ``review_commands`` lets a read-only agent keep the shell its
-    definition gives it, its commands writing a throwaway layer over the checkout, never the
-    checkout (as ``[review] commands``). Your corral config (providers, roles, MCP servers, the
-    environment) is read from ``$CORRAL_CONFIG`` or ``~/.config/corral/config.toml``.
+    ``[network] allow``; ``net="allow"``: its runs' commands reach them via corral's proxy
+    (``--net allow``, :mod:`sandbox.egress`); ``review_commands`` lets a read-only agent keep
+    the shell its definition gives it, its commands writing a throwaway layer over the
+    checkout (as ``[review] commands``). Your corral config (providers, roles, MCP servers,
+    the environment) is read from ``$CORRAL_CONFIG`` or ``~/.config/corral/config.toml``.
 
     Every method raises :class:`~executor.api.CorralError` (code, message, context,
     hint, exit code) on purpose, and nothing else; a user's mistake (an unknown agent,
@@ -78,17 +79,16 @@ class Corral(EnvironmentMethods):
                  personal: bool = True, backend: str | BackendConfig = "auto",
                  state_dir: str | os.PathLike[str] | None = None,
                  memory: str | int | None = None, allow_net: Sequence[str] = (),
-                 review_commands: bool = False) -> None:
+                 review_commands: bool = False, net: str = "none") -> None:
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ExecutorError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}",
                                 code="usage_error", operation="check_arguments",
                                 hint="auto picks bubblewrap, else docker")
-        self.memory, self.allow_net = checked_memory(memory), checked_allow_net(allow_net)
-        #: Read-only agents' shells run in a throwaway layer (--review-commands; also
-        #: ``[review] commands`` of your config).
+        self.memory, self.allow_net, self.net = (checked_memory(memory),
+                                                 checked_allow_net(allow_net), checked_net(net))
+        #: Read-only agents' shells run in a throwaway layer (--review-commands, [review]).
         self.review_commands = review_commands
-        self.root = Path(root)
-        self.trust_project = trust_project
+        self.root, self.trust_project = Path(root), trust_project
         self.config_file = Path(config_file) if config_file is not None else None
         self.strict = strict
         self.personal = personal

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from executor.api.results import RunResult
+from executor.api.results import RunResult, network_view
 from executor.errors import EXIT_DENIED, EXIT_FAILURE, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from executor.fanout.check import check_verdict
 from executor.fanout.choice import Candidate, best, candidates, next_command
@@ -141,7 +141,7 @@ class ChildResult:
             "lines_removed": self.lines_removed, "check": run.check, "steps": run.steps,
             "usage": run.usage, "model": run.model, "error": run.error,
             "denied_calls": run.denied_calls, "base_commit": run.base_commit,
-            "oom_killed": run.oom_killed}
+            "oom_killed": run.oom_killed, "network": network_view(run.network)}
 
 
 def fanout_exit_code(record: FanoutRecord, children: Sequence[ChildResult]) -> int:

@@ -13,7 +13,35 @@ from executor.errors import ExecutorError
 from policies.config import UserConfig
 from policies.network import check_pattern
 
-__all__ = ["checked_allow_net", "with_allow_net"]
+__all__ = ["NET_CHOICES", "check_egress", "checked_allow_net", "checked_net", "with_allow_net"]
+
+#: ``--net``: ``none`` (commands have no network, the default) or ``allow`` (they reach the
+#: user's granted hosts through corral's filtering proxy, :mod:`sandbox.egress`).
+NET_CHOICES = ("none", "allow")
+
+
+def checked_net(net: str) -> str:
+    """``net`` if it is one of :data:`NET_CHOICES`; else a ``usage_error``."""
+    if net not in NET_CHOICES:
+        raise ExecutorError(f"net {net!r} is not one of {', '.join(NET_CHOICES)}",
+                            code="usage_error", operation="check_arguments",
+                            context={"net": net}, hint="--net allow opens what your [network] "
+                            "allow grants to the run's commands; --net none (the default) "
+                            "keeps them offline")
+    return net
+
+
+def check_egress(net: str, config: UserConfig) -> bool:
+    """Whether a run's commands get the egress proxy; ``--net allow`` with nothing granted
+    is a ``usage_error`` before anything ran (it would open nothing)."""
+    if net != "allow":
+        return False
+    if not config.network.allow:
+        raise ExecutorError("--net allow opens what your [network] allow grants, and you "
+                            "granted no host", code="usage_error", operation="check_arguments",
+                            hint="add [network] allow = [\"pypi.org\", ...] to your corral "
+                            "config, or pass --allow-net DOMAIN")
+    return True
 
 
 def checked_allow_net(allow_net: Sequence[str]) -> tuple[str, ...]:

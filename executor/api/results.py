@@ -29,7 +29,7 @@ from executor.ledger import (
     run_status,
 )
 
-__all__ = ["Diff", "RunList", "RunResult", "exit_code"]
+__all__ = ["Diff", "RunList", "RunResult", "exit_code", "network_view"]
 
 #: A run's exit code by its status (the README's "Exit codes").
 STATUS_EXIT = {RunStatus.COMPLETED: EXIT_OK, RunStatus.FAILED: EXIT_FAILURE,
@@ -101,6 +101,13 @@ class RunResult:
         return self.record.denied_calls
 
     @property
+    def network(self) -> dict[str, Any] | None:
+        """``--net allow``: the grant its commands had, and every proxied connection
+        (``connections``: protocol, host, port, allowed, reason, address), ``denied``
+        counted; ``None``: its commands had no network."""
+        return self.record.network
+
+    @property
     def state(self) -> RunState:
         """What became of its diff: ``pending``, ``applied``, ``discarded`` or
         ``superseded`` (a sibling whose diff conflicts with it was applied)."""
@@ -169,6 +176,7 @@ class RunResult:
             "children": record.children, "usage": record.usage, "steps": record.steps,
             "state": record.state,
             "reviews": record.reviews, "oom_killed": record.oom_killed,
+            "network": network_view(record.network),
         }
 
     def record_json(self) -> dict[str, Any]:
@@ -265,3 +273,15 @@ class Diff:
         if not patch:
             data["note"] = f"run {record.run_id} changed nothing: its diff is empty"
         return data
+
+
+def network_view(network: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A run's egress as its JSON shows it: the grant, and the denied requests (host, port,
+    protocol, reason); ``None`` when its commands had no network."""
+    if network is None:
+        return None
+    grant = network.get("grant") or {}
+    return {"allow": grant.get("allow", []), "deny": grant.get("deny", []),
+            "connections": len(network.get("connections", [])),
+            "denied": [{key: event.get(key) for key in ("protocol", "host", "port", "reason")}
+                       for event in network.get("connections", []) if not event.get("allowed")]}

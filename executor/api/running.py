@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from executor.agents.registry import find_agent, load
 from executor.api.fanouts import FanoutResult
 from executor.api.inputs import CancelToken, Replay, scripted
-from executor.api.network import with_allow_net
+from executor.api.network import check_egress, with_allow_net
 from executor.api.placement import is_remote, scheduler_for
 from executor.api.results import RunResult
 from executor.errors import ExecutorError
@@ -120,10 +120,11 @@ def settings_for(corral: Corral, registry: LoadResult, ledger: Path, *, environm
         on_warning(HOST_WARNING)
     if on_warning is not None and (memory := memory_warning(backend)) is not None:
         on_warning(memory)  # bubblewrap without a memory cgroup: RLIMIT_AS, and its cost
+    config = _with_review(with_allow_net(load_user_config(), corral.allow_net),
+                          granted=corral.review_commands)
     settings = RunSettings(
-        root=corral.root.resolve(), backend=backend,
-        config=_with_review(with_allow_net(load_user_config(), corral.allow_net),
-                            granted=corral.review_commands),
+        root=corral.root.resolve(), backend=backend, config=config,
+        egress=check_egress(corral.net, config),
         registry=registry, ledger=ledger, env=Environment.from_env(),
         trust_project=corral.trust_project, config_file=config_path(),
         state_root=corral.state_dir, **extra)

@@ -108,6 +108,7 @@ def render_show(view: AgentView) -> str:
            "to list their tools)"] if data["effective"]["mcp_servers"] else []),
         *(network_lines(data["effective"]["network"]) if data["effective"].get("network")
           else []),
+        *egress_lines(data["effective"]),
         "delegates    " + ("inherit" if data["delegates"] is None else names(data["delegates"])
                            or "(none)"),
         f"reachable    user: {'yes' if contract.user_invocable else 'no'}, "
@@ -170,6 +171,16 @@ def network_lines(network: Mapping[str, Any]) -> list[str]:
     lines += [f"  rule       {one_line(rule)} (this agent's web_fetch rules narrow it)"
               for rule in network["rules"]]
     return lines
+
+
+def egress_lines(effective: Mapping[str, Any]) -> list[str]:
+    """What ``--net allow`` opens to the agent's commands (or why nothing)."""
+    if effective.get("egress"):
+        return ["egress       with --net allow its commands reach " + ", ".join(
+            one_line(p) for p in effective["egress"]) + " through corral's proxy (your grant)"]
+    if effective.get("egress_refusal"):
+        return [f"egress       --net allow opens nothing: {one_line(effective['egress_refusal'])}"]
+    return []
 
 
 def _skill_line(skill: Mapping[str, Any]) -> str:

@@ -142,7 +142,7 @@ def cli() -> None:
 def loading_corral(root: Path, trust_project: bool, config_file: Path | None, strict: bool,
                    no_personal: bool, *, backend: str = "auto",
                    memory: str | None = None, allow_net: tuple[str, ...] = (),
-                   review_commands: bool = False) -> Corral:
+                   review_commands: bool = False, net: str = "none") -> Corral:
     """The Corral of a command that loads definitions (:func:`executor.options.loader_options`);
     a ``--root`` that is not a directory is a usage error first."""
     from executor.api import Corral  # noqa: PLC0415 - the API only for a command that runs
@@ -151,7 +151,7 @@ def loading_corral(root: Path, trust_project: bool, config_file: Path | None, st
         raise click.BadParameter(f"{root} is not a directory", param_hint="--root")
     return Corral(root, trust_project=trust_project, config_file=config_file, strict=strict,
                   personal=not no_personal, backend=backend, memory=memory,
-                  allow_net=allow_net, review_commands=review_commands)
+                  allow_net=allow_net, review_commands=review_commands, net=net)
 
 
 def warn(text: str) -> None:

@@ -20,7 +20,7 @@ from executor.api import BACKENDS, DEFAULT_JOBS, ChildPlan
 from executor.cli.app import loading_corral, setup_output, stopped_like_ctrl_c, warn
 from executor.cli.fanout_views import fanout_lines
 from executor.cli.progress import Progress
-from executor.options import allow_net_option, echo, environment_options, loader_options
+from executor.options import allow_net_option, echo, environment_options, loader_options, net_option
 
 __all__ = ["fanout_command"]
 
@@ -60,6 +60,7 @@ def _label(plan: ChildPlan, count: int) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @environment_options
 @allow_net_option
+@net_option
 @click.option("--review-commands", is_flag=True,
               help="A read-only agent keeps the shell its definition gives it; its commands "
               "write a throwaway layer over your checkout, never the checkout ([review] "
@@ -71,7 +72,8 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
                    check_command: str | None, check_timeout: float, backend: str, jobs: int,
                    timeout: float | None, approve: str | None, as_json: bool, on: str,
                    no_env: bool, setup_network: bool, memory: str | None,
-                   allow_net: tuple[str, ...], review_commands: bool, prompt: str) -> None:
+                   allow_net: tuple[str, ...], review_commands: bool, net: str,
+                prompt: str) -> None:
     """Run PROMPT in several children at once, each in its own sandbox, all from one
     snapshot of your current checkout; run the check command in each; print one row per
     child and which diffs conflict. Nothing is applied: the output ends with the command
@@ -80,7 +82,7 @@ def fanout_command(root: Path, trust_project: bool, config_file: Path | None, st
         raise click.BadParameter("the check command is empty", param_hint="--check-cmd")
     corral = loading_corral(root, trust_project, config_file, strict, no_personal,
                             backend=backend, memory=memory, allow_net=allow_net,
-                            review_commands=review_commands)
+                            review_commands=review_commands, net=net)
     progress = Progress(enabled=not as_json and sys.stderr.isatty(), calls=False)
 
     def label(plans: list[ChildPlan]) -> None:

@@ -64,8 +64,8 @@ def fanout_lines(result: FanoutResult) -> list[str]:
             lines.append(f"        check error: {one_line(str(ran['error'].get('message')))}")
         elif ran.get("skipped"):
             lines.append(f"        check skipped: {one_line(str(ran['skipped']))}")
-    hints = dict.fromkeys(str(c.run.record.check["hint"]) for c in found
-                          if c.run is not None and (c.run.record.check or {}).get("hint"))
+    checks = [c.run.record.check or {} for c in found if c.run is not None]
+    hints = dict.fromkeys(str(check["hint"]) for check in checks if check.get("hint"))
     lines += [f"check hint: {one_line(hint)}" for hint in hints]  # once, not per child
     for a, b, pair in result.pairs():
         if pair.conflicts:

@@ -93,6 +93,11 @@ def event_lines(item: LogEvent) -> list[str]:
         return [f"{line}:" + _omitted(event, "result"), *_text(result, "      ")]
     if kind == "phase":
         return [f"{head}phase {one_line(str(event.get('detail', '')))}"]
+    if kind == "egress":  # --net allow: one proxied connection
+        why = f": {one_line(str(event['reason']))}" if event.get("reason") else ""
+        return [f"{head}egress {'allowed' if event.get('allowed') else 'denied'} "
+                f"{one_line(str(event.get('host')))}:{event.get('port')} "
+                f"({one_line(str(event.get('protocol')))}){why}"]
     if kind == "end":
         error = event.get("error") or {}
         why = (f": {one_line(str(error.get('code', '')))} {one_line(str(error.get('message', '')))}"

@@ -43,7 +43,7 @@ from executor.cli.run_views import (
     outside_lines,
     status_line,
 )
-from executor.options import allow_net_option, echo, environment_options, loader_options
+from executor.options import allow_net_option, echo, environment_options, loader_options, net_option
 from executor.text import one_line, printable
 
 __all__ = ["print_record", "run_command"]
@@ -92,6 +92,7 @@ def _approval(approve: str | None, progress: Progress) -> str | ApprovalHandler 
               "conversation; the new run's diff holds RUN's too.")
 @environment_options
 @allow_net_option
+@net_option
 @click.option("--review-commands", is_flag=True,
               help="A read-only agent keeps the shell its definition gives it; its commands "
               "write a throwaway layer over your checkout, never the checkout ([review] "
@@ -103,7 +104,8 @@ def run_command(ctx: click.Context, root: Path, trust_project: bool, config_file
                 script: Path | None,
                 model: str | None, approve: str | None, timeout: float | None, as_json: bool,
                 continues: str | None, no_env: bool, setup_network: bool, memory: str | None,
-                allow_net: tuple[str, ...], review_commands: bool, prompt: str) -> None:
+                allow_net: tuple[str, ...], review_commands: bool, net: str,
+                prompt: str) -> None:
     """Run agent NAME on PROMPT in a sandbox; print its answer and diff.
 
     With --continue RUN: a new run of RUN's agent, in its mode and backend, on RUN's
@@ -123,7 +125,7 @@ def run_command(ctx: click.Context, root: Path, trust_project: bool, config_file
                                    "a continuation runs the same agent in the same mode")
     corral = loading_corral(root, trust_project, config_file, strict, no_personal,
                             backend=backend, memory=memory, allow_net=allow_net,
-                            review_commands=review_commands)
+                            review_commands=review_commands, net=net)
     progress = Progress(enabled=not as_json and sys.stderr.isatty())
     try:
         with stopped_like_ctrl_c():
@@ -179,6 +181,10 @@ def print_record(result: RunResult, show: Callable[[str], RunResult]) -> None:
              err=True)
     for note in record.notes:
         echo(f"note: {one_line(note)}", err=True)
+    for event in (record.network or {}).get("connections", []):  # --net allow: refusals
+        if not event.get("allowed"):
+            echo(f"egress denied: {one_line(str(event.get('host')))}:{event.get('port')} "
+                 f"({event.get('protocol')}): {one_line(str(event.get('reason')))}", err=True)
     for line in discarded_lines(record):
         echo(line, err=True)
     for line in child_lines(record, _child(show)):

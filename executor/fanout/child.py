@@ -64,6 +64,9 @@ class FanoutShared:
     replays: Mapping[str, list[object]]
     snapshot: SnapshotRef | None = None
     environment: EnvironmentRef | None = None
+    #: ``--net allow``: each child's commands reach the user's grant through a proxy of its
+    #: own (on a Ray node, one that node runs).
+    egress: bool = False
 
     def settings(self, plan: ChildPlan, *, progress: Callable[[ProgressEvent], None] | None,
                  context: JobContext | None) -> RunSettings:
@@ -80,7 +83,7 @@ class FanoutShared:
             progress=progress, state_root=self.state_root, use_ripgrep=self.use_ripgrep,
             config_file=self.config_file, snapshot=self.snapshot, fanout=self.fanout_id,
             cancellation=context.cancellation if context is not None else None,
-            environment=self.environment)
+            environment=self.environment, egress=self.egress)
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ def run_fanout(request: FanoutRequest, *, scheduler: Scheduler,
         trust_project=base.trust_project, state_root=base.state_root,
         use_ripgrep=base.use_ripgrep, config_file=base.config_file, approve=request.approve,
         check_command=request.check_command, check_timeout=request.check_timeout,
-        replays=dict(request.replays), environment=base.environment)
+        replays=dict(request.replays), environment=base.environment, egress=base.egress)
     _validate(request, shared)
     record = FanoutRecord(
         fanout_id=shared.fanout_id, prompt=request.prompt, created_at=now_iso(),

@@ -115,6 +115,9 @@ class RunRecord(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     resources: dict[str, float] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+    #: ``--net allow``: the grant its commands had and every proxied connection (protocol,
+    #: host, port, allowed, reason, address), ``denied`` counted.
+    network: dict[str, Any] | None = None
     #: Response reviewers' checks of the answer: reviewer, run_id, verdict, text.
     reviews: list[dict[str, Any]] = Field(default_factory=list)
     #: The process running it, while ``status`` is ``running``: host, pid, start time.

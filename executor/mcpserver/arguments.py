@@ -98,6 +98,10 @@ class RunAgentArgs(_Args):
     agent: str | None = Field(
         default=None, description="The agent to run (list_agents names them); default: the "
         "default_agent of a zuno.json.")
+    net: Literal["none", "allow"] = Field(
+        default="none", description="allow: the child's commands reach the hosts the user "
+        "granted ([network] allow) through corral's filtering proxy, nothing else; none: no "
+        "network (the default).")
     backend: Backend | None = Field(
         default=None, description="Where the child runs: bubblewrap or docker (auto picks "
         "one); default: the server's --backend. 'host' (no process isolation) only when the "
@@ -142,6 +146,7 @@ class FanoutArgs(_Args):
                                  description="Seconds the check command may take.")
     backend: Backend | None = Field(default=None,
                                     description="As for run_agent.")
+    net: Literal["none", "allow"] = Field(default="none", description="As for run_agent.")
     jobs: int = Field(default=4, ge=1, description="Children at once.")
     timeout: float | None = Field(
         default=None, gt=0, description="Shared wall-clock limit of the whole fanout, checks "

@@ -136,17 +136,17 @@ class ServerOptions:
                 "scripts": children, "script_texts": children, "models": children,
                 "timeout": timeout, "check_timeout": timeout}
 
-    def corral(self, backend: str | None = None) -> Corral:
+    def corral(self, backend: str | None = None, net: str = "none") -> Corral:
         """The Corral every call of this server runs on (``backend``: a call's choice, once
         :func:`_backend` allowed it)."""
         return Corral(self.root, trust_project=self.trust_project,
                       config_file=self.config_file, strict=self.strict,
                       personal=not self.no_personal, backend=backend or self.backend,
-                      memory=self.memory)
+                      memory=self.memory, net=net)
 
-    def runs_on(self, backend: str) -> AsyncCorral:
+    def runs_on(self, backend: str, net: str = "none") -> AsyncCorral:
         """What a long call awaits; a client that gives up cancels its run."""
-        return AsyncCorral(self.corral(backend), cancel_reason=CANCEL_REASON)
+        return AsyncCorral(self.corral(backend, net), cancel_reason=CANCEL_REASON)
 
 
 def _within_ceilings(options: ServerOptions, args: RunAgentArgs | FanoutArgs) -> None:
@@ -245,7 +245,7 @@ async def run_agent_tool(options: ServerOptions, args: RunAgentArgs, *,
         replay = _read_script(options, args.script, argument="script")
     elif args.script_text is not None:
         replay = Replay.from_text(args.script_text, source="script_text")
-    result = await options.runs_on(backend).run(
+    result = await options.runs_on(backend, args.net).run(
         args.prompt, agent=args.agent, mode=args.mode, script=replay, model=args.model,
         approve=options.approve, timeout=args.timeout or options.max_timeout,
         progress=ProgressSink(send), **_environment(options))
@@ -279,7 +279,7 @@ async def fanout_tool(options: ServerOptions, args: FanoutArgs, *,
             progress.label(plan.run_id, f"[{plan.index}/{len(plans)}] {plan.agent} "
                            f"{plan.run_id}")
 
-    result = await options.runs_on(backend).fanout(
+    result = await options.runs_on(backend, args.net).fanout(
         args.prompt, agents=args.agents, n=args.n, scripts=replays, models=args.models,
         check=args.check_cmd, check_timeout=min(args.check_timeout, options.max_timeout),
         jobs=min(args.jobs, options.max_jobs), timeout=args.timeout or options.max_timeout,

@@ -39,6 +39,7 @@ from executor.tools import ToolContext
 from executor.tools.agents import DelegateTask
 from policies.capability import Capability
 from policies.contract import AgentContract
+from sandbox.egress import EgressProxy
 from sandbox.errors import SandboxDenied, SandboxError
 from sandbox.protocol import Sandbox
 from sandbox.workspaces.snapshot import SnapshotRef, release_snapshot
@@ -85,6 +86,8 @@ class AgentRun:
         self.forget_cancel: Callable[[], None] | None = None
         self.preimages: dict[str, bytes] = {}  # for `corral apply --3way`
         self.sandbox: Sandbox | None = None
+        #: The proxy its commands reach (``--net allow``), closed after the sandbox.
+        self.egress: EgressProxy | None = None
         #: Its sandbox opened (it stays true once the sandbox is torn down).
         self.opened = False
         #: The snapshot this run started from, taken for its reviewers (they read its
@@ -229,6 +232,8 @@ class AgentRun:
                 errors.append(exc)
             finally:
                 self.sandbox = None
+        if self.egress is not None:
+            self.egress.close()
         if self.base is not None:
             release_snapshot(self.base)
             self.base = None

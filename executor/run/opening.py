@@ -27,6 +27,7 @@ from executor.agents.offer import make_offer, servers_to_start
 from executor.mcpclient import McpServers
 from executor.models import Sampling
 from executor.models.base import model_limits
+from executor.run.egress import open_egress
 from executor.run.prepare import settings_apply
 from executor.run.recording import write_running
 from executor.run.resume import replay_into
@@ -81,12 +82,14 @@ def open_session(run: AgentRun) -> Session:
         # environment's layer goes under an overlay of that state (copy-on-write).
         run.base = snapshot = acquire_snapshot(run.repo, state_root=run.settings.state_root)
     notes = _review_commands(run)
+    run.egress, egress_note = open_egress(run)
+    notes += [egress_note] if egress_note else []
     run.sandbox = sandbox = open_sandbox(run.settings.backend, repo=run.repo,
                                          mode=run.capability.sandbox,
                                          state_root=run.settings.state_root,
                                          snapshot=snapshot,
                                          environment=run.settings.environment,
-                                         scratch_size=scratch_size(run),
+                                         scratch_size=scratch_size(run), egress=run.egress,
                                          denied=denied_programs(run.capability.layers))
     run.opened = True
     run.record = run.record.model_copy(update={"backend": sandbox.backend,

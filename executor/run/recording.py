@@ -114,6 +114,8 @@ def finish(run: AgentRun, prompt: str, status: RunStatus, error: dict[str, Any] 
             "children": run.child_ids(),
             "reviews": list(run.reviews),
         }
+    if run.egress is not None:  # the grant and every proxied connection, denied or not
+        update["network"] = run.egress.summary()
     run.record = run.record.model_copy(update=update)
     if run.journal is not None:  # before the record: a reader that sees it final has this
         error = run.record.error or {}

@@ -89,3 +89,5 @@ class RunSettings:
     #: Why the repository's own environment file was not used (not trusted, or its trust
     #: lapsed), with the command that enables it; every run record of the run says it.
     environment_note: str | None = None
+    #: ``--net allow``: commands reach the user's granted hosts through corral's proxy.
+    egress: bool = False

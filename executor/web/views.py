@@ -223,6 +223,11 @@ def event_view(item: LogEvent) -> EventView:
         view.text = result.split("\n", 1)[0] if event.get("output_bytes") is not None else result
     elif kind == "phase":
         view.head = f"phase {event.get('detail', '')}"
+    elif kind == "egress":  # --net allow: one proxied connection, allowed or denied
+        verdict = "allowed" if event.get("allowed") else "denied"
+        view.head = f"egress {verdict} {event.get('host')}:{event.get('port')} " \
+                    f"({event.get('protocol')})"
+        view.text = str(event.get("reason") or "")
     elif kind == "end":
         failure = event.get("error") or {}
         why = (f": {failure.get('code', '')} {failure.get('message', '')}"

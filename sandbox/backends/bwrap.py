@@ -71,6 +71,14 @@ from sandbox.backends.warm import PipeChannel, Warm, supervisor_argv
 from sandbox.base import BaseSandbox, ExecSpec
 from sandbox.config import BackendName, BubblewrapConfig
 from sandbox.denials import denial_covers, host_denials
+from sandbox.egress.netns import (
+    SANDBOX_DIR,
+    SANDBOX_SOCKET,
+    listen_in_namespace,
+    listen_on_socket,
+    socket_route,
+)
+from sandbox.egress.proxy import Listening
 from sandbox.errors import BackendUnavailable, SandboxError
 from sandbox.results import ExecResult
 from sandbox.state import SandboxMeta, SandboxState
@@ -145,6 +153,10 @@ class BubblewrapSandbox(BaseSandbox):
     _covers: list[tuple[str, Path]]
     _resolv: Path | None
     _slirp: str | None = None
+    #: ``--net allow`` without root: the directory of the proxy's Unix socket (bound
+    #: read-only into the sandbox) and its listener; ``None``: a port in the namespace.
+    _egress_dir: Path | None = None
+    _egress_socket: Listening | None = None
 
     def __init__(
         self, *, config: BubblewrapConfig, workspace: Workspace, state: SandboxState,
@@ -202,6 +214,9 @@ class BubblewrapSandbox(BaseSandbox):
         self.denials = host_denials(self._denied)
         self._covers = denial_covers(self.denials, self.state.dir / "denied")
         self._resolv = None
+        if self.egress is not None and socket_route():
+            self._egress_dir = self.state.dir / "egress"
+            self._egress_socket = self.egress.serve(listen_on_socket(self._egress_dir))
         if self.config.network:  # an environment's setup granted network: its own, via slirp
             self._slirp = shutil.which("slirp4netns")
             if self._slirp is None:
@@ -266,6 +281,8 @@ class BubblewrapSandbox(BaseSandbox):
                      str(mount.path)]
         for target, cover in self._covers:  # a program the contract denies: its stand-in
             args += ["--ro-bind", str(cover), target]
+        if self._egress_dir is not None:  # the proxy's socket, relayed by the supervisor
+            args += ["--ro-bind", str(self._egress_dir), SANDBOX_DIR]
         args += ["--chdir", cwd, "--remount-ro", "/", "--as-pid-1", "--", *command]
         return args
 
@@ -278,7 +295,8 @@ class BubblewrapSandbox(BaseSandbox):
             self._discard(current)
         seccomp_fd = self._seccomp_fd()
         process = _KeptProcess.start(
-            self._argv(supervisor_argv(_PYTHON, "pid1"), seccomp_fd=seccomp_fd),
+            self._argv(supervisor_argv(_PYTHON, "pid1", SANDBOX_SOCKET if self._egress_dir
+                                       else None), seccomp_fd=seccomp_fd),
             pass_fd=seccomp_fd)
         channel = PipeChannel(process.stdin, process.stdout, process.stderr)
         try:
@@ -292,12 +310,14 @@ class BubblewrapSandbox(BaseSandbox):
         supervisor = _first_child(process.popen.pid)
         live = _Live(process, warm, supervisor,
                      pid_namespace(supervisor) if supervisor is not None else None)
-        if self._resolv is not None:
-            try:
+        try:
+            if self._resolv is not None:
                 live.network = Slirp.start(self._slirp or "slirp4netns", supervisor)
-            except BaseException:
-                self._discard(live)
-                raise
+            if self.egress is not None and self._egress_dir is None:  # a port in its netns
+                live.egress = self.egress.serve(listen_in_namespace(supervisor))
+        except BaseException:
+            self._discard(live)
+            raise
         self._warm = live
         return warm
 
@@ -313,6 +333,8 @@ class BubblewrapSandbox(BaseSandbox):
         live.warm.close()
         if live.network is not None:
             live.network.stop()
+        if live.egress is not None:
+            live.egress.close()
         return live.process.release()
 
     def _run(self, spec: ExecSpec) -> ExecResult:
@@ -400,6 +422,9 @@ class BubblewrapSandbox(BaseSandbox):
         live = self._warm
         if live is not None:
             self._discard(live)
+        if self._egress_socket is not None:
+            self._egress_socket.close()
+            self._egress_socket = None
         if self._memory is not None:
             self._memory.remove()
             self._memory = None
@@ -417,6 +442,8 @@ class _Live:
     namespace: str | None = None
     #: The user-mode network of a setup granted network (``None``: only loopback).
     network: Slirp | None = None
+    #: The egress proxy's port in its namespace (``--net allow``; ``None``: no route out).
+    egress: Listening | None = None
 
 
 def _first_child(pid: int) -> int | None:

@@ -66,6 +66,8 @@ from sandbox.backends.warm import DockerChannel, Warm, supervisor_argv
 from sandbox.base import SANDBOX_PATH, BaseSandbox, ExecSpec
 from sandbox.config import DEFAULT_DOCKER_IMAGE, BackendName, DockerConfig
 from sandbox.denials import denial_covers, image_denials
+from sandbox.egress.netns import listen_in_namespace
+from sandbox.egress.proxy import Listening
 from sandbox.errors import (
     BackendUnavailable,
     OverlayUnavailable,
@@ -389,6 +391,8 @@ class DockerSandbox(BaseSandbox):
         self._lifeline: Any = None
         #: A setup's own network (slirp4netns on the container's namespace), if granted.
         self._network: Slirp | None = None
+        #: The egress proxy's port in the container's namespace (``--net allow``).
+        self._egress_port: Listening | None = None
 
     def _translate(self, exc: BaseException, operation: str) -> SandboxError:
         return SandboxError(f"docker {operation} failed: {exc}", code="docker_failed",
@@ -481,6 +485,8 @@ class DockerSandbox(BaseSandbox):
             self._oom_kills = self._memory.oom_kills() if self._memory is not None else 0
         if self._slirp is not None:
             self._network = Slirp.start(self._slirp, self._init_pid)
+        if self.egress is not None:  # the proxy's port on the container's own loopback
+            self._egress_port = self.egress.serve(listen_in_namespace(self._init_pid))
         if self.workspace.overlay is not None and self._image_mode(
                 str(self.workspace.root / ".git")) is None:
             raise OverlayUnavailable(
@@ -834,6 +840,9 @@ class DockerSandbox(BaseSandbox):
             network, self._network = self._network, None
             if network is not None:
                 network.stop()
+            port, self._egress_port = self._egress_port, None
+            if port is not None:
+                port.close()
             lifeline, self._lifeline = self._lifeline, None
             for closable in (getattr(lifeline, "_response", None), lifeline,
                              getattr(lifeline, "_sock", None)):

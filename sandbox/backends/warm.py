@@ -46,9 +46,11 @@ _MAX_FRAME = 64 << 20
 _SOURCE = Path(warm_init.__file__).read_bytes()
 
 
-def supervisor_argv(python: str, mode: str) -> list[str]:
-    """The supervisor's argv inside the sandbox (its source follows on stdin)."""
-    return [python, "-I", "-S", "-c", warm_init.BOOTSTRAP, mode]
+def supervisor_argv(python: str, mode: str, egress: str | None = None) -> list[str]:
+    """The supervisor's argv inside the sandbox (its source follows on stdin); ``egress``:
+    the Unix socket of the egress proxy it relays ``127.0.0.1:3128`` to (no root)."""
+    return [python, "-I", "-S", "-c", warm_init.BOOTSTRAP, mode,
+            *([f"egress={egress}"] if egress else [])]
 
 
 def frame(kind: bytes, payload: bytes) -> bytes:

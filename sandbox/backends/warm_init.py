@@ -395,9 +395,55 @@ def _trust_git_dirs(home: str | None) -> None:
             handle.write("[safe]\n\tdirectory = *\n")
 
 
+def _egress_relay(path: str, port: int = 3128) -> None:
+    """``--net allow`` without root: listen on ``127.0.0.1:port`` of this namespace and relay
+    each connection to the host's egress proxy on the Unix socket ``path`` (bind-mounted
+    read-only); a thread of this supervisor, which no command can signal or trace."""
+    import socket  # noqa: PLC0415 - only with egress
+    import threading  # noqa: PLC0415
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+
+    def relay(conn: socket.socket) -> None:
+        with conn, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as upstream:
+            try:
+                upstream.connect(path)
+            except OSError:
+                return
+            peers = {conn: upstream, upstream: conn}
+            with selectors.DefaultSelector() as selector:
+                for sock in peers:
+                    selector.register(sock, selectors.EVENT_READ)
+                while True:
+                    for key, _ in selector.select():
+                        source = conn if key.fileobj is conn else upstream
+                        try:
+                            chunk = source.recv(_READ)
+                            if not chunk:
+                                return
+                            peers[source].sendall(chunk)
+                        except OSError:
+                            return
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=relay, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
     """Serve the control channel until the host goes away."""
     mode = argv[1] if len(argv) > 1 else "pid1"
+    if len(argv) > 2 and argv[2].startswith("egress="):
+        _egress_relay(argv[2][len("egress="):])
     Supervisor(mode).serve()
 
 

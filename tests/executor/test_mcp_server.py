@@ -63,7 +63,7 @@ def test_the_tools_and_their_schemas(project: Path) -> None:
         assert run_agent["type"] == "object" and run_agent["required"] == ["prompt"]
         assert run_agent["additionalProperties"] is False
         assert {"agent", "prompt", "backend", "mode", "script", "script_text", "model",
-                "timeout"} == set(run_agent["properties"])
+                "timeout", "net"} == set(run_agent["properties"])
         assert "approve" not in run_agent["properties"]  # approvals are the server's
         apply_hints = listed["apply_run"].annotations
         assert apply_hints is not None and apply_hints.destructive_hint is True
