@@ -4,7 +4,8 @@
   does not exist, or a Python API reference mkdocstrings cannot resolve fails it (the
   ``docs`` requirement: CI installs the tools with the ``dev`` extra);
 - each format page's tool-name table is :data:`policies.aliases.TABLES`, row for row;
-- each format page's example, written where its format is found, loads with no warning.
+- each format page's example, written where its format is found, loads with no warning;
+- every page under ``docs/`` is in the nav (mkdocs only notes one that is not).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from policies.aliases import TABLES
 from policies.contract import AgentFormat
@@ -23,7 +25,11 @@ from policies.loader import Environment, Severity, discover
 from policies.tools import NATIVE_TOOLS
 
 REPO = Path(__file__).resolve().parent.parent
-FORMATS = REPO / "docs" / "formats"
+DOCS = REPO / "docs"
+FORMATS = DOCS / "formats"
+#: Folders of ``docs/`` that hold no pages of the nav: text waiting to be folded into the
+#: pages (``docs/incoming/``, when an engineer drops some there) and the screenshots.
+NOT_PAGES = ("incoming", "screenshots")
 #: Each format's page.
 PAGES = {
     AgentFormat.CLAUDE: "claude.md", AgentFormat.CODEX: "codex.md",
@@ -108,3 +114,24 @@ def test_a_format_page_example_loads_without_a_warning(fmt: AgentFormat, tmp_pat
     assert noted == []
     assert list(result.agents) == ["reviewer"]
     assert result.agents["reviewer"].origin.format is fmt
+
+
+def _nav_pages(entries: object) -> set[str]:
+    """Every page a ``nav`` (a list of titles mapped to a page or to a list) names."""
+    if isinstance(entries, str):
+        return {entries}
+    if isinstance(entries, list):
+        return set().union(*(_nav_pages(entry) for entry in entries))
+    if isinstance(entries, dict):
+        return set().union(*(_nav_pages(value) for value in entries.values()))
+    return set()
+
+
+def test_every_page_is_in_the_nav() -> None:
+    """A page written and left out of ``mkdocs.yml``'s nav is only an ``info`` line of the
+    build (and no reader finds it): name it here, with the nav's line to add."""
+    nav = _nav_pages(yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
+    pages = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")
+             if path.relative_to(DOCS).parts[0] not in NOT_PAGES}
+    assert sorted(pages - nav) == [], "add each to the nav of mkdocs.yml: - Title: PAGE"
+    assert sorted(nav - pages) == [], "the nav of mkdocs.yml names pages docs/ does not have"

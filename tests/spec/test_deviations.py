@@ -48,6 +48,9 @@ PINNED: dict[str, tuple[str, ...]] = {
         f"{HERE}::test_opencode_agents_load_as_opencode_reads_them"),
     "An invalid discovered definition is skipped": (
         f"{HERE}::test_a_claude_header_that_is_not_yaml_is_read_with_a_warning",),
+    "ngn: \"Foreign model names belong to their original harness": (
+        "tests/test_model_aliases.py::test_aliases_map_only_where_a_provider_is_configured",
+        "tests/test_model_aliases.py::test_two_anthropic_typed_providers_are_ambiguous"),
     "zuno `subagent_depth`": (
         "tests/spec/test_zuno_runtime.py::test_subagent_depth_in_zuno_json_lowers_the_limit",
         "tests/spec/test_zuno_runtime.py::test_subagent_depth_that_is_not_a_number_fails_closed"),
