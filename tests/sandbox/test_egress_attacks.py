@@ -119,6 +119,30 @@ def test_granted_host_reached_unlisted_refused(egress_sb: Opener, names: Names, 
 
 
 @EACH
+def test_a_redirect_from_a_listed_host_to_an_unlisted_one_gets_nothing(
+        egress_sb: Opener, names: Names, site: Site, other: Site, backend: str) -> None:
+    """The client follows the redirect (curl -L, urllib by default): its request for the
+    unlisted host is the proxy's to judge like any other, and is refused."""
+    names["docs.test"] = ["127.0.0.1"]
+    names["evil.test"] = ["127.0.0.1"]
+    sb, proxy = egress_sb(f"docs.test:{site.port}")
+    target = f"http://evil.test:{other.port}/secret"
+    url = f"http://docs.test:{site.port}/redirect?to={target}"
+    if backend == "bubblewrap":
+        result = sb.exec(["curl", "-sS", "-L", "-m", "20", "-w", "\n%{http_code}", url],
+                         timeout=60)
+        *body, code = result.stdout.decode().rsplit("\n", 1)
+        status, text = int(code or 0), "".join(body)
+    else:
+        status, text = fetch(sb, url, backend)
+    assert status == 403 and "OTHER-PORT" not in text, (status, text)
+    assert other.paths() == []  # the unlisted host never saw a request
+    assert [("docs.test", site.port)] == [(e["host"], e["port"]) for e in proxy.events
+                                          if e["allowed"]]
+    assert any(not e["allowed"] and e["host"] == "evil.test" for e in proxy.events)
+
+
+@EACH
 def test_pip_through_the_proxy_and_not_without_the_grant(egress_sb: Opener, names: Names,
                                                          backend: str) -> None:
     names["index.test"] = ["127.0.0.1"]
