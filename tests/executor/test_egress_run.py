@@ -184,6 +184,45 @@ def test_cli_run_net_allow_and_agents_show(repo: Path, tmp_path: Path, site: Sit
     assert code == 2 and "sideways" in err
 
 
+#: A SOCKS5 request and an HTTP CONNECT whose host names carry a terminal title escape, a
+#: bell and markup: the child's bytes, refused, on their way to the record and its views.
+HOSTILE = (
+    "import socket\n"
+    "name = b'\\x1b]0;pwned\\x07<script>alert(1)</script>.test'\n"
+    "s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+    "s.sendall(b'\\x05\\x01\\x00'); s.recv(2)\n"
+    "s.sendall(b'\\x05\\x01\\x00\\x03' + bytes([len(name)]) + name + b'\\x00\\x50')\n"
+    "print(s.recv(10))\n"
+    "c = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+    "c.sendall(b'CONNECT evil\\x1b[2J<b>x</b>.test:443 HTTP/1.1\\r\\n\\r\\n')\n"
+    "print(c.recv(200))\n")
+
+
+@pytest.mark.bubblewrap
+def test_hostile_host_names_reach_no_terminal_and_no_page_raw(
+        repo: Path, tmp_path: Path, site: Site) -> None:
+    agent_file(repo, "builder", "tools: [shell]")
+    turns = script(tmp_path, "t", call("shell", command=f"python3 -c {shlex.quote(HOSTILE)}"),
+                   {"text": "done"})
+    flags = ("--root", str(repo), "--trust-project", "--no-personal")
+    code, out, err = _corral("run", *flags, "--agent", "builder", "--backend", "bubblewrap",
+                             "--json", "--script", turns, "--net", "allow", "--allow-net",
+                             f"docs.test:{site.port}", "go")
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    hosts = [d["host"] for d in json.loads(out)["network"]["denied"]]
+    assert len(hosts) == 2 and all("\x1b" in host for host in hosts), hosts  # kept as sent
+    shown = _corral("show", run_id, "--root", str(repo))
+    logs = _corral("logs", run_id, "--root", str(repo))
+    for text in (err, shown[1], shown[2], logs[1], logs[2]):
+        assert "\x1b" not in text and "\x07" not in text
+    assert "egress denied" in shown[2] and "egress denied" in logs[1]
+    for served in serve_web(Corral(repo, trust_project=True, personal=False)):
+        page = httpx.get(f"{served.url}/runs/{run_id}", timeout=60).text
+        assert 'id="denied-requests"' in page
+        assert "<script>alert" not in page and "<b>x</b>" not in page
+
+
 @pytest.mark.bubblewrap
 def test_mcp_run_agent_net_allow_shows_the_grant_and_the_denied_request(
         repo: Path, tmp_path: Path, site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
