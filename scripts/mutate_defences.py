@@ -1500,6 +1500,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/executor/test_apply_patch_v4a.py::test_hostile_or_broken_v4a_patches_write_"
          "nothing"],
         "a V4A Add File silently replaces a file the model never read"),
+    mutation(
+        "replay-from-diff-unchecked", "apply", "executor/api/replays.py",
+        "        files = ([op.path for op in parse_v4a(patch)] if is_v4a(patch)\n"
+        "                 else [fp.path for fp in parse_patch(patch)])\n",
+        "        files = []\n",
+        ["tests/executor/test_replay_from_diff.py::test_a_patch_the_tool_would_refuse_is_"
+         "refused_naming_it"],
+        "`corral replay from-diff` writes a replay of a broken patch: the failure comes only "
+        "after a sandbox was opened for each candidate"),
     # -- issue 20: the seeds, exactly (zuno, pi, catalog, agents show and new) ------------
     mutation(
         "zuno-exact-allowlist-within-scope", "narrowing", "policies/capability.py",

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from executor.api.inputs import CancelToken, Replay
     from executor.api.journal import LogEvent
     from executor.api.records import GcReport
+    from executor.api.replays import replay_from_diff
     from executor.api.reports import ApplyReport, BranchReport, Discarded, Recovered
     from executor.api.results import Diff, RunList, RunResult
     from executor.api.sessions import ShellResult
@@ -100,6 +101,7 @@ _WHERE = {
     **dict.fromkeys(("ImageBuild", "build_sandbox_image"), "executor.api.images"),
     "LogEvent": "executor.api.journal",
     "GcReport": "executor.api.records",
+    "replay_from_diff": "executor.api.replays",
     **dict.fromkeys(("ApplyReport", "BranchReport", "Discarded", "Recovered"),
                     "executor.api.reports"),
     **dict.fromkeys(("ChildResult", "FanoutResult"), "executor.api.fanouts"),
@@ -191,6 +193,7 @@ __all__ = [
     "fanout_status",
     "parse_approve",
     "prompt_handler",
+    "replay_from_diff",
     "run_status",
     "runnable",
 ]

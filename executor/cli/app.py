@@ -68,6 +68,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
              "it live (-f)."),
     "mcp": ("executor.mcpserver.command", "mcp_command", "Serve corral's agents, runs and "
             "fanouts over MCP (stdio or HTTP)."),
+    "replay": ("executor.cli.replay", "replay_group", "Make a replay: `replay from-diff "
+               "PATCH` applies a patch as a child."),
     "run": ("executor.cli.run", "run_command", "Run agent NAME on PROMPT in a sandbox; print "
             "its answer and diff."),
     "runs": ("executor.cli.runs", "runs_command", "List the recorded runs of the repository, "

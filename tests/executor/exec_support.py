@@ -46,6 +46,20 @@ def invoke(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def cli_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``corral ARGS`` as the command line runs it (errors rendered in one place): exit
+    code, stdout, stderr."""
+    from executor.cli import main
+
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def write_config(text: str) -> None:
     """Write the user config the tests' ``CORRAL_CONFIG`` names."""
     import os

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from exec_support import git, invoke, write_config
+from exec_support import cli_main, git, invoke, write_config
 
-from executor.cli import main
 
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
              pytest.param("docker", id="docker", marks=pytest.mark.docker)]
@@ -35,17 +34,6 @@ def project(repo: Path) -> Path:
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "lock file")
     return repo
-
-
-def cli_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``corral ARGS`` as the command line runs it (errors rendered in one place)."""
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def failed_build(capsys: pytest.CaptureFixture[str], repo: Path, backend: str,
