@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from exec_support import cli_main, git, invoke, write_config
 
-
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
              pytest.param("docker", id="docker", marks=pytest.mark.docker)]
 
