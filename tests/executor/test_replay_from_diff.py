@@ -139,6 +139,7 @@ def test_a_patch_aimed_at_git_is_text_to_the_replay_and_refused_in_the_sandbox(
     run = json.loads(out)
     assert run["changed_files"] == [], run
     code, shown, err = corral("show", run["run_id"], "--root", str(project), "--json")
+    assert code == 0, err
     assert any(".git is never writable" in str(a.get("result"))
                for a in json.loads(shown)["audit"]), shown
     assert tree_digest(project) == before
