@@ -175,3 +175,32 @@ def test_image_build_with_a_tag_of_its_own_then_a_docker_run(corral: Corral,
         _child(corral, tmp_path, "docker")
     finally:
         subprocess.run(["docker", "image", "rm", tag], capture_output=True, check=False)
+
+
+def test_the_sdist_holds_the_project_and_its_unit_tests_pass_from_it(tmp_path: Path) -> None:
+    """``python -m build --sdist`` from a clean export of the checkout (what git tracks);
+    unpacked elsewhere, its own unit tests run against its own sources."""
+    export = tmp_path / "export"
+    export.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "HEAD"],
+                             capture_output=True, check=True, timeout=120).stdout
+    subprocess.run(["tar", "-x", "-C", str(export)], input=archive, check=True, timeout=120)
+    built = subprocess.run([sys.executable, "-m", "build", "--sdist", "-o",
+                            str(tmp_path / "dist"), str(export)], capture_output=True,
+                           cwd=tmp_path,  # not the checkout, whose build/ shadows `build`
+                           text=True, timeout=600, check=False)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    [sdist] = (tmp_path / "dist").glob("corral-*.tar.gz")
+    subprocess.run(["tar", "-xzf", str(sdist), "-C", str(tmp_path)], check=True, timeout=120)
+    unpacked = tmp_path / f"corral-{VERSION}"
+    for part in ("Dockerfile", "LICENSE", ".ci/run", "mkdocs.yml", "docs/index.md",
+                 "examples", "scripts/mutate_defences.py", "tests/test_wheel.py"):
+        assert (unpacked / part).exists(), part
+    env = {key: value for key, value in os.environ.items() if key != "CORRAL_REQUIRE"}
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "tests/test_layering.py", "tests/test_capability.py",
+                          "tests/test_wire_schema.py", "tests/test_bundled_agents.py"],
+                         cwd=unpacked, env=env | {"PYTHONPATH": str(unpacked)},
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert " passed" in ran.stdout and "failed" not in ran.stdout
