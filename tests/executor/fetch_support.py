@@ -28,6 +28,7 @@ from executor.tools.context import ToolContext
 from executor.tools.dispatch import ToolOutput
 from executor.tools.web_fetch import WebFetchArgs, WebFetchTool
 from policies.network import NetworkConfig
+from tests.timescale import scaled
 
 __all__ = ["PAGE", "Names", "Site", "certificate", "fetch", "serve", "use_names"]
 
@@ -142,7 +143,7 @@ def serve(host: str = "127.0.0.1", port: int = 0,
         site.stop.set()
         server.shutdown()
         server.server_close()
-        thread.join(timeout=10)
+        thread.join(timeout=scaled(10))
 
 
 def certificate(directory: Path, name: str) -> tuple[Path, Path]:

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from exec_support import agent_file, git, tree_digest
 
 from executor.cli import cli
+from tests.timescale import scaled
 
 
 def corral(*args: str) -> tuple[int, str, str]:
@@ -26,7 +27,7 @@ def corral(*args: str) -> tuple[int, str, str]:
 def entry(*args: str) -> tuple[int, str, str]:
     """The ``corral`` command itself (errors rendered by its entry point)."""
     done = subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=scaled(60), check=False)
     return done.returncode, done.stdout, done.stderr
 
 

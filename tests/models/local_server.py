@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from tests.backends import LocalModel
+from tests.timescale import scaled
 
 __all__ = ["PROXY_ENV", "SERVER_FLAGS", "Exchange", "Service", "WireLog", "anthropic_proxy",
            "llama_server"]
@@ -41,7 +42,7 @@ SERVER_FLAGS = ("--chat_format", "chatml-function-calling", "--n_ctx", "2048",
 PROXY_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True",
              "LITELLM_USE_CHAT_COMPLETIONS_URL_FOR_ANTHROPIC_MESSAGES": "true",
              "OPENAI_API_KEY": "none"}
-_START_TIMEOUT = 120.0
+_START_TIMEOUT = scaled(120.0)
 
 
 def _free_port() -> int:
@@ -83,7 +84,7 @@ class Service:
                 raise RuntimeError(f"{self._command[0]} exited ({self._process.returncode}):\n"
                                    + self.tail())
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self._ready, timeout=2).status_code == 200:
+                if httpx.get(self._ready, timeout=scaled(2)).status_code == 200:
                     return self
             time.sleep(0.1)  # polling the server's own readiness answer
         self.stop()
@@ -95,10 +96,10 @@ class Service:
             return
         self._process.terminate()
         try:
-            self._process.wait(timeout=20)
+            self._process.wait(timeout=scaled(20))
         except subprocess.TimeoutExpired:
             self._process.kill()
-            self._process.wait(timeout=20)
+            self._process.wait(timeout=scaled(20))
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -176,7 +177,7 @@ def _forwarder(log: WireLog) -> type[BaseHTTPRequestHandler]:
             headers = {key: value for key, value in self.headers.items()
                        if key.lower() not in {"host", "content-length", "connection"}}
             answer = httpx.post(log.upstream + self.path, content=raw, headers=headers,
-                                timeout=300)
+                                timeout=scaled(300))
             log.record(Exchange(self.path, _decoded(raw), answer.status_code,
                                 _decoded(answer.content)))
             self.send_response(answer.status_code)

@@ -37,6 +37,7 @@ from executor.errors import ModelError
 from executor.models import AnthropicModel, Message, OpenAIChatModel, Sampling, ToolSchema
 from executor.models.http import HttpClient
 from tests.backends import LocalModel, git, local_model, require
+from tests.timescale import scaled
 
 pytestmark = pytest.mark.requires("local-model")
 
@@ -111,9 +112,9 @@ def test_the_server_refuses_null_or_missing_content_and_takes_an_empty_string(
         llama: Service) -> None:
     """The measurement behind corral's ``"content": ""``: what this server accepts."""
     url = llama.base_url + "/chat/completions"
-    null = httpx.post(url, json=_replay(None), timeout=120)
-    missing = httpx.post(url, json=_replay(None, omit=True), timeout=120)
-    empty = httpx.post(url, json=_replay(""), timeout=120)
+    null = httpx.post(url, json=_replay(None), timeout=scaled(120))
+    missing = httpx.post(url, json=_replay(None, omit=True), timeout=scaled(120))
+    empty = httpx.post(url, json=_replay(""), timeout=scaled(120))
     assert (null.status_code, missing.status_code, empty.status_code) == (500, 500, 200), (
         null.text[:300], missing.text[:300], empty.text[:300])
     assert "validation error" in null.json()["error"]["message"]
@@ -141,7 +142,7 @@ def test_a_replayed_invalid_request_is_reported_once_with_the_servers_reason(
     would fail the same way, so it is sent once, not retried, and the error names the
     field and the server's reason."""
     sleeps: list[float] = []
-    client = HttpClient(provider="local", timeout=120, sleep=sleeps.append)
+    client = HttpClient(provider="local", timeout=scaled(120), sleep=sleeps.append)
     with pytest.raises(ModelError) as caught:
         client.post_json(wire.url + "/v1/chat/completions", _replay(None))
     error = caught.value
@@ -191,7 +192,7 @@ def _agent(steps: int) -> dict[str, Any]:
 
 def _corral(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "executor", *args], cwd=cwd, env=os.environ,
-                          capture_output=True, text=True, check=False, timeout=240)
+                          capture_output=True, text=True, check=False, timeout=scaled(240))
 
 
 def _patch_paths(repo: Path, diff: str) -> list[str]:

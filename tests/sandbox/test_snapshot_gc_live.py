@@ -35,6 +35,7 @@ from sandbox.results import ExecResult
 from sandbox.workspaces.overlay import is_mountpoint
 from sandbox.workspaces.snapshot import SNAPSHOTS, acquire_snapshot, release_snapshot
 from tests.procs import wait_for
+from tests.timescale import scaled
 
 #: Prints ``<sha256> <path>`` of every file of the workspace, sorted (not ``.git``, not the
 #: waiter's flags).
@@ -98,9 +99,9 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
         waiter = (f"touch .waiting && until [ -e .go ]; do sleep 0.01; done && "
                   f"rm .waiting .go && python3 -c \"{_SUMS}\"")
         thread = threading.Thread(target=lambda: results.append(
-            first.exec(["sh", "-c", waiter], timeout=60)))
+            first.exec(["sh", "-c", waiter], timeout=scaled(60))))
         thread.start()
-        assert wait_for(lambda: first.files.exists(".waiting"), timeout=30)
+        assert wait_for(lambda: first.files.exists(".waiting"), timeout=scaled(30))
 
         report = gc(state_root)
 

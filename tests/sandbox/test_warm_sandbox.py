@@ -24,6 +24,7 @@ from sandbox.backends import warm
 from sandbox.base import BaseSandbox
 from sandbox.results import ExecResult
 from tests.procs import pids_matching, wait_for
+from tests.timescale import scaled
 
 WARM = ("bubblewrap", "docker")
 
@@ -85,10 +86,11 @@ def test_background_child_is_killed_at_the_command_end(open_sb: OpenSandbox, mar
     in the warm sandbox, next to the following commands. (host: its process group is killed
     once the command exits, asynchronously; a ``setsid`` process escapes it.)"""
     sb = open_sb()
-    result = sb.exec(["sh", "-c", LEAVERS[how].format(m=marker) + "\necho started"], timeout=30)
+    result = sb.exec(["sh", "-c", LEAVERS[how].format(m=marker) + "\necho started"],
+                     timeout=scaled(30))
     assert result.exit_code == 0 and result.stdout == b"started\n", result.stderr
     if sb.backend == "host":
-        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=5)
+        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=scaled(5))
     else:
         assert not pids_matching(f"sleep {marker}")  # gone when exec returns, not later
         assert not [p for p in _live_processes(sb) if p.split()[1] == "sleep"]
@@ -253,11 +255,11 @@ def test_stop_processes_stops_a_running_command_at_once(
     other = markers()
     results: list[ExecResult] = []
     thread = threading.Thread(target=lambda: results.append(sb.exec(
-        ["sh", "-c", f"(setsid sleep {marker} &); sleep {other}"], timeout=60)))
+        ["sh", "-c", f"(setsid sleep {marker} &); sleep {other}"], timeout=scaled(60))))
     thread.start()
     try:
         assert wait_for(lambda: bool(pids_matching(f"sleep {marker}")
-                                     and pids_matching(f"sleep {other}")), timeout=30)
+                                     and pids_matching(f"sleep {other}")), timeout=scaled(30))
         sb.stop_processes()
         thread.join(30)
         assert results and results[0].stopped and results[0].exit_code is None
@@ -288,7 +290,7 @@ def test_a_silent_supervisor_is_stopped_from_outside(open_sb: OpenSandbox, marke
     thread.start()
     try:
         assert wait_for(lambda: bool(pids_matching(f"sleep {marker}")
-                                     and pids_matching(f"sleep {other}")), timeout=30)
+                                     and pids_matching(f"sleep {other}")), timeout=scaled(30))
         os.kill(supervisor, signal.SIGSTOP)
         thread.join(60)
         assert results and results[0].timed_out

@@ -26,10 +26,11 @@ from payloads import PAYLOADS, make_hostile
 from web_support import Served, call, make_project, replay, screenshot, serve
 
 from executor.api import Corral
+from tests.timescale import scaled
 
 pytestmark = pytest.mark.requires("chromium")
 
-WAIT = 60  # seconds: a bound, not an expectation (CI runs the whole suite beside)
+WAIT = scaled(60)  # seconds: a bound, not an expectation (CI runs the whole suite beside)
 
 
 def _wait(driver: Any, condition: Any, timeout: float = WAIT) -> Any:
