@@ -152,7 +152,8 @@ def certificate(directory: Path, name: str) -> tuple[Path, Path]:
     subprocess.run(  # a fixed argument list: openssl makes a test certificate
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
          "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
-         "-addext", f"subjectAltName=DNS:{name}"], check=True, capture_output=True, timeout=60)
+         "-addext", f"subjectAltName=DNS:{name}"], check=True, capture_output=True,
+        timeout=scaled(60))
     return cert, key
 
 

@@ -178,7 +178,7 @@ def host_venv(pyproject: Path) -> Path:
     venv = pyproject / ".venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q",
-                    "--disable-pip-version-check", "pytest"], check=True, timeout=300)
+                    "--disable-pip-version-check", "pytest"], check=True, timeout=scaled(300))
     return venv
 
 

@@ -151,7 +151,7 @@ def test_killing_a_fanout_then_gc_loses_no_diff_and_leaves_nothing(
         process.send_signal(signal.SIGKILL)
     finally:
         process.kill()
-        process.wait(60)
+        process.wait(scaled(60))
     ledger = ledger_dir(repo)
     [fanout] = scan_fanouts(ledger)[0]
     done_id, victim_id = (child.run_id for child in fanout.children)

@@ -98,7 +98,7 @@ def test_ctrl_c_cancels_every_child_and_keeps_every_diff(repo: Path, tmp_path: P
         out, _ = process.communicate(timeout=scaled(120))
     finally:
         process.kill()
-        process.wait(60)
+        process.wait(scaled(60))
     assert process.returncode == 130
     result = json.loads(out)
     assert result["status"] == "cancelled"

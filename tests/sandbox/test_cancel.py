@@ -51,12 +51,12 @@ def test_cancel_stops_a_running_command(open_sb: OpenSandbox, marker: str) -> No
             if (workspace / "started").exists():
                 started.set()
         sb.cancel()
-        thread.join(60)
+        thread.join(scaled(60))
         assert results and results[0].stopped and not results[0].timed_out
         assert not pids_matching(f"sleep {marker}")
     finally:
         sb.stop_processes()
-        thread.join(60)
+        thread.join(scaled(60))
 
 
 def test_a_command_starting_as_the_cancel_lands_is_stopped(
@@ -79,7 +79,7 @@ def test_a_command_starting_as_the_cancel_lands_is_stopped(
 
     monkeypatch.setattr(sb, "_run", run_after_cancel)
     result = sb.exec(["sh", "-c", f"sleep {marker}"], timeout=scaled(120))
-    canceller[0].join(60)
+    canceller[0].join(scaled(60))
     assert result.stopped and not result.timed_out
     assert not pids_matching(f"sleep {marker}")
 
@@ -121,14 +121,14 @@ def next_diff_is_taken(sb: Any) -> None:
     done: list[object] = []
     thread = threading.Thread(target=lambda: done.append(sb.collect_diff()), daemon=True)
     thread.start()
-    thread.join(10)  # milliseconds when it works; when it does not, it never returns
+    thread.join(scaled(10))  # milliseconds when it works; when it does not, it never returns
     try:
         assert done, "the diff waited for a command or a freeze that had ended"
     finally:
         with sb._cond:
             sb._busy, sb._freezing = False, 0
             sb._cond.notify_all()
-        thread.join(30)
+        thread.join(scaled(30))
 
 
 def test_a_stop_as_a_command_claims_the_sandbox_leaves_it_usable(

@@ -284,7 +284,7 @@ def test_diff_computed_only_after_child_terminated(open_sb: OpenSandbox, marker:
                         and sb.files.exists("ticker.txt")
                         and sb.files.read_text("ticker.txt") == "before\n", timeout=scaled(30))
         diff = sb.collect_diff()
-        thread.join(30)
+        thread.join(scaled(30))
         assert results and results[0].stopped
         assert b"+before" in diff.patch and b"+after" not in diff.patch
         sb.files.write_text("go", "")
@@ -293,7 +293,7 @@ def test_diff_computed_only_after_child_terminated(open_sb: OpenSandbox, marker:
         assert sb.files.read_text("ticker.txt") == "before\n"  # what the diff showed
     finally:
         sb.teardown(discard=True)
-        thread.join(30)
+        thread.join(scaled(30))
 
 
 @pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)

@@ -280,7 +280,7 @@ def test_process_limit_stops_forks(open_sb: OpenSandbox) -> None:
         "        time.sleep(60)\n"
         "        os._exit(0)\n"
         "    started += 1\n"
-        "print('started', started)\n"), timeout=60)
+        "print('started', started)\n"), timeout=scaled(60))
     assert result.exit_code == 0, result.stderr
     failed, started = result.stdout.decode().splitlines()
     assert failed == "fork failed: Resource temporarily unavailable"

@@ -75,7 +75,7 @@ def test_nothing_is_held_off_the_main_thread_or_after_a_failed_start(
 
     thread = threading.Thread(target=start)
     thread.start()
-    thread.join(60)
+    thread.join(scaled(60))
     assert errors == []
     with pytest.raises(Exception, match="could not start"):
         LocalRunner().run(["/nonexistent/program"], env={"PATH": os.defpath}, cwd=tmp_path,

@@ -94,7 +94,7 @@ def _run_until_killed(backend: str, repo: Path, state_root: Path, point: str,
             if words[:1] == ["collecting"]:
                 os.kill(proc.pid, signal.SIGKILL)  # while the child's diff is computed
                 break
-        proc.wait(60)
+        proc.wait(scaled(60))
         stderr = proc.stderr.read()
     assert proc.returncode == -signal.SIGKILL, stderr
     return opened

@@ -109,7 +109,7 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
         assert (state_root / SNAPSHOTS / ref.id / "snapshot.json").is_file()
         assert _tree_digest(layers.lower) == lower_before  # the shared checkout is intact
         first.files.write_text(".go", "")
-        thread.join(60)
+        thread.join(scaled(60))
         assert results and results[0].exit_code == 0, results
         assert results[0].stdout.decode() == expected  # the child reads every file, unchanged
         assert _sums(first.root) == expected  # and so does the host, through the mount
@@ -126,7 +126,7 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
         for child in children:
             child.stop_processes()
         if thread is not None:
-            thread.join(60)
+            thread.join(scaled(60))
         for child in children:
             child.teardown(discard=True)
         release_snapshot(ref)

@@ -182,7 +182,7 @@ def test_killing_the_supervisor_leaves_no_survivor(open_sb: OpenSandbox, marker:
     assert sb.exec(["true"]).ok
     before = _supervisor(sb)
     result = sb.exec(["sh", "-c", f"(setsid sleep {marker} >/dev/null 2>&1 &); "
-                                  "kill -9 $PPID; echo still-here"], timeout=30)
+                                  "kill -9 $PPID; echo still-here"], timeout=scaled(30))
     assert not result.timed_out
     assert not pids_matching(f"sleep {marker}")
     after = sb.exec(["sh", "-c", "echo next"])
@@ -261,13 +261,13 @@ def test_stop_processes_stops_a_running_command_at_once(
         assert wait_for(lambda: bool(pids_matching(f"sleep {marker}")
                                      and pids_matching(f"sleep {other}")), timeout=scaled(30))
         sb.stop_processes()
-        thread.join(30)
+        thread.join(scaled(30))
         assert results and results[0].stopped and results[0].exit_code is None
         assert not pids_matching(f"sleep {marker}") and not pids_matching(f"sleep {other}")
         assert sb.exec(["true"]).ok
     finally:
         sb.stop_processes()
-        thread.join(30)
+        thread.join(scaled(30))
 
 
 @pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
@@ -292,7 +292,7 @@ def test_a_silent_supervisor_is_stopped_from_outside(open_sb: OpenSandbox, marke
         assert wait_for(lambda: bool(pids_matching(f"sleep {marker}")
                                      and pids_matching(f"sleep {other}")), timeout=scaled(30))
         os.kill(supervisor, signal.SIGSTOP)
-        thread.join(60)
+        thread.join(scaled(60))
         assert results and results[0].timed_out
         assert not pids_matching(f"sleep {marker}") and not pids_matching(f"sleep {other}")
         assert sb.exec(["true"]).ok
@@ -300,7 +300,7 @@ def test_a_silent_supervisor_is_stopped_from_outside(open_sb: OpenSandbox, marke
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(supervisor, signal.SIGCONT)
-        thread.join(30)
+        thread.join(scaled(30))
 
 
 # -- the supervisor itself carries nothing of the host -----------------------------------------

@@ -257,7 +257,7 @@ def test_a_page_of_another_origin_cannot_apply_even_with_the_token(
         _wait(browser, lambda d: "another origin" in _by_css(d, "body").text)
     finally:
         evil.shutdown()
-        thread.join(30)
+        thread.join(scaled(30))
         evil.server_close()
     assert not (served.corral.root / "out.txt").exists()
     assert served.corral.show(run_id).state == "pending"
