@@ -127,9 +127,26 @@ class Round:
         return self.code == 0
 
 
+#: Seconds pytest has, once interrupted, to tear its fixtures down (servers it started,
+#: sandboxes) before it is killed.
+TEARDOWN_GRACE = 30.0
+
+
+def stop_pytest(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT (pytest's own Ctrl-C: it tears its fixtures down), then SIGKILL after the
+    grace. At a terminal the SIGINT reached it already; a second one is harmless."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=TEARDOWN_GRACE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def run_round(number: int, argv: Sequence[str], env: dict[str, str]) -> Round:
-    """One pytest run; its load sampled. Ctrl-C reaches pytest too (same process group),
-    and the wait here is interrupted by it, so pytest is killed if it lingers."""
+    """One pytest run; its load sampled. An interruption (Ctrl-C, SIGTERM) stops pytest
+    before the burners go (:func:`stop_pytest`)."""
     sampler = LoadSampler()
     sampler.start()
     started = time.monotonic()
@@ -137,8 +154,7 @@ def run_round(number: int, argv: Sequence[str], env: dict[str, str]) -> Round:
     try:
         code = proc.wait()
     except BaseException:
-        proc.kill()
-        proc.wait()
+        stop_pytest(proc)
         raise
     finally:
         sampler.stop()

@@ -66,7 +66,12 @@ def test_the_exit_status_is_the_rounds_and_no_burner_outlives_the_check(
 _WAITING = """
 import os, time
 from pathlib import Path
-def test_waits():
+import pytest
+@pytest.fixture
+def server():
+    yield
+    Path("torn-down").touch()  # a server it started would be stopped here
+def test_waits(server):
     Path("started").touch()
     deadline = time.monotonic() + 120
     while not Path("never").exists() and time.monotonic() < deadline:
@@ -76,8 +81,9 @@ def test_waits():
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sigkill"])
 def test_an_interrupted_check_leaves_no_burner(tmp_path: Path, how: str) -> None:
-    """Ctrl-C (SIGINT to the foreground group), SIGTERM to the check alone: burners killed,
-    exit 130; SIGKILL: each burner sees its parent gone and ends by itself."""
+    """Ctrl-C (SIGINT to the foreground group), SIGTERM to the check alone: pytest tears its
+    fixtures down, burners killed, exit 130; SIGKILL: each burner sees its parent gone and
+    ends by itself."""
     proc = _check(tmp_path, _WAITING)
     assert proc.stdout is not None
     first = proc.stdout.readline()
@@ -97,4 +103,5 @@ def test_an_interrupted_check_leaves_no_burner(tmp_path: Path, how: str) -> None
         out, _ = proc.communicate(timeout=scaled(60))
         assert proc.returncode == 130, first + out
         assert "burners killed" in out
+        assert (tmp_path / "torn-down").exists()  # pytest was stopped before the burners
         assert not [p for p in pids if _alive(p)]
