@@ -33,9 +33,12 @@ __all__ = ["PROXY_ENV", "SERVER_FLAGS", "Exchange", "Service", "WireLog", "anthr
 
 #: How the server is started (README "A local model"): chatml-function-calling is the
 #: llama-cpp-python chat format that offers tools to any chatml model; a small context
-#: and one thread per core keep a turn of the 135M model at a second or two.
+#: keeps a turn of the 135M model at a second or two. One thread, not the README's one per
+#: core: llama.cpp's threads meet at spinning barriers, so on a busy machine two threads
+#: wait for each other's time slices (measured at load 20 on 2 cores: a 13-token answer
+#: took 6-11 s with two threads, 1 s with one; a 49-token turn took 168 s with two).
 SERVER_FLAGS = ("--chat_format", "chatml-function-calling", "--n_ctx", "2048",
-                "--n_threads", "2", "--n_threads_batch", "2", "--model_alias", "smollm2")
+                "--n_threads", "1", "--n_threads_batch", "1", "--model_alias", "smollm2")
 #: LiteLLM's proxy offline: its bundled model cost map (no fetch), /v1/messages through
 #: the server's /v1/chat/completions (not OpenAI's Responses API, which the server lacks),
 #: and a placeholder key (its OpenAI client wants one; the server takes any).
