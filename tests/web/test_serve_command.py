@@ -83,7 +83,7 @@ def test_ctrl_c_cancels_the_runs_it_started_and_records_them(tmp_path: Path) -> 
         assert started.status_code == 303, started.text
         run_id = started.headers["location"].rsplit("/", 1)[1]
         corral = Corral(project, state_dir=tmp_path / "state")
-        for _ in range(1200):  # bounded: until the command's output is journaled
+        for _ in range(int(scaled(1200))):  # bounded: until the command's output is journaled
             if any(e.kind == "output" for e in corral.journal(run_id)):
                 break
             threading.Event().wait(0.05)
