@@ -125,7 +125,7 @@ def test_the_openai_provider_runs_two_turns_against_the_real_server(
     """The model calls a tool; the next request carries the call and its result, and the
     server takes it (before issue 24 it answered HTTP 500 to the null content)."""
     model = OpenAIChatModel(model=MODEL, base_url=llama.base_url, provider="local",
-                            max_retries=0)
+                            max_retries=0, timeout=scaled(120))
     first = model.complete(START, [WRITE], sampling=SAMPLING)
     assert first.stop_reason == "tool_calls" and first.tool_calls, first
     assert {call.name for call in first.tool_calls} == {"write_file"}
@@ -159,7 +159,7 @@ def test_the_anthropic_provider_through_litellm(litellm: Service) -> None:
     ``tool_choice: {type: auto}`` corral sends, the proxy offers the tools and the
     model calls one."""
     model = AnthropicModel(model=MODEL, base_url=litellm.root, provider="local",
-                           max_retries=0)
+                           max_retries=0, timeout=scaled(120))
     first = model.complete(START, [WRITE], sampling=SAMPLING)
     assert first.stop_reason == "tool_calls" and first.tool_calls, first
     assert {call.name for call in first.tool_calls} == {"write_file"}
@@ -175,7 +175,7 @@ def test_the_turn_after_a_tool_call_through_litellm(litellm: Service) -> None:
     wrote beside its call: that is the turn LiteLLM mistranslates, so the expected failure
     does not depend on the model's words (strict: it must fail every time)."""
     model = AnthropicModel(model=MODEL, base_url=litellm.root, provider="local",
-                           max_retries=0)
+                           max_retries=0, timeout=scaled(120))
     first = model.complete(START, [WRITE], sampling=SAMPLING)
     assert first.tool_calls
     conversation = [*START, Message("assistant", "", first.tool_calls),
@@ -281,7 +281,8 @@ def test_a_child_runs_several_turns_on_a_real_model(backend: str, protocol: str,
         config.parent.mkdir(parents=True, exist_ok=True)
         # As a user configures it (README "A local model"); the default retries.
         base_url = log.url + ("/v1" if protocol == "openai" else "")
-        config.write_text(f'[providers.local]\ntype = "{protocol}"\nbase_url = "{base_url}"\n')
+        config.write_text(f'[providers.local]\ntype = "{protocol}"\nbase_url = "{base_url}"\n'
+                          f"timeout_seconds = {scaled(120.0)}\n")  # the default, scaled
         ran = _corral("run", "--trust-project", "--no-personal", "--agent", "scribe",
                       "--backend", backend, "--json", START[1].content, cwd=repo)
     assert ran.returncode in (0, 1), (ran.returncode, ran.stdout[-2000:], upstream.tail())
