@@ -13,6 +13,10 @@ listed tests failed (in the test itself: an error in a fixture's setup or
 teardown, a crash in session cleanup or the failure of another test is not a
 catch but an error, see :func:`judge`). It *survives* when those tests pass:
 then a defence can be deleted without any test noticing, and the run fails.
+The tests that caught a mutant then rerun on the restored, clean copy
+(``--clean-reruns``, default once): if one fails there too, or only some of the
+times, the catch was a flaky test's, not the defence's: the mutant is *flaky*, and
+the run fails.
 
 An anchor that is missing or not unique is an error before anything runs (the
 list must follow the code: re-anchor, never delete, a mutation whose code moved).
@@ -24,7 +28,7 @@ one scratch copy per worker (default: the number of CPUs, at most 2).
     .venv/bin/python scripts/mutate_defences.py --list     # the mutations, nothing run
     .venv/bin/python scripts/mutate_defences.py --only bwrap-cap-drop,docker-network-none
 
-Exit status: 0 when every mutant is caught, 1 when one survives or a run errs
+Exit status: 0 when every mutant is caught, 1 when one survives, is flaky or a run errs
 (a test id that does not exist, a timeout, a broken baseline), 2 when an anchor
 is stale or the list itself is invalid. The tests see the environment as given
 (``CORRAL_REQUIRE_BACKENDS``, ``CORRAL_REQUIRE``, ``DOCKER_HOST``): run it where
@@ -2419,10 +2423,12 @@ class Outcome:
     """What running one mutant (or one baseline chunk) gave."""
 
     name: str
-    status: str  # caught, survived, error, passed (baseline)
+    status: str  # caught, flaky, survived, error, passed (baseline)
     seconds: float
     detail: str = ""
     output: str = field(default="", repr=False)
+    #: caught: the pytest ids of the listed tests that failed (rerun on the clean copy).
+    failed_ids: tuple[str, ...] = ()
 
 
 def check_list(root: Path, mutations: Iterable[Mutation]) -> list[str]:
@@ -2589,6 +2595,17 @@ def run_pytest(python: str, copy: Path, tests: Sequence[str], timeout: float) ->
     return PytestRun(code, output, junit)
 
 
+def node_id(case: JunitCase, root: Path) -> str | None:
+    """The pytest id of a junit case (the inverse of :func:`junit_address`): the longest
+    dotted prefix of its classname that is a file under ``root`` is the module."""
+    parts = case.classname.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = "/".join(parts[:cut]) + ".py"
+        if (root / path).is_file():
+            return "::".join([path, *parts[cut:], case.name])
+    return None
+
+
 def _summary(output: str) -> str:
     """The first failure line, else pytest's last line."""
     lines = [line for line in output.splitlines() if line.strip()]
@@ -2598,7 +2615,7 @@ def _summary(output: str) -> str:
     return lines[-1][:160] if lines else ""
 
 
-def judge(mut: Mutation, run: PytestRun, seconds: float) -> Outcome:
+def judge(mut: Mutation, run: PytestRun, seconds: float, root: Path | None = None) -> Outcome:
     """Caught, survived or error, from the junit report of the mutant's tests.
 
     Caught only when the report shows at least one of ``mut.tests`` *failed*: an assertion
@@ -2606,7 +2623,9 @@ def judge(mut: Mutation, run: PytestRun, seconds: float) -> Outcome:
     error in the setup or teardown of a listed test (a fixture that broke), a collection
     error, a failed test that is not in the list, or a pytest exit 1 with no failed listed
     test (a crash in session cleanup) is never a catch: it is an error, with the reason.
-    Survived: pytest passed (exit 0) and a listed test ran.
+    Survived: pytest passed (exit 0) and a listed test ran. A catch names the failed tests'
+    pytest ids (under ``root``: else the listed ids that select them), for
+    :func:`confirm_on_clean`.
     """
     last = _summary(run.output)
 
@@ -2624,7 +2643,12 @@ def judge(mut: Mutation, run: PytestRun, seconds: float) -> Outcome:
     listed = [case for case in cases if any(listed_in(t, case) for t in mut.tests)]
     failed = [case for case in listed if case.failed]
     if failed:
-        return outcome("caught", "failed: " + ", ".join(dict.fromkeys(c.label for c in failed)))
+        ids = [node_id(case, root) if root is not None else None for case in failed]
+        rerun = [found or next(t for t in mut.tests if listed_in(t, case))
+                 for found, case in zip(ids, failed, strict=True)]
+        return replace(outcome("caught", "failed: "
+                               + ", ".join(dict.fromkeys(c.label for c in failed))),
+                       failed_ids=tuple(dict.fromkeys(rerun)))
     errors = [case for case in cases if case.errors]
     if errors:
         first = errors[0]
@@ -2654,38 +2678,65 @@ def apply_edits(copy: Path, mut: Mutation) -> dict[Path, str]:
     return originals
 
 
+def confirm_on_clean(python: str, copy: Path, outcome: Outcome, timeout: float,
+                     reruns: int) -> Outcome:
+    """A catch holds only if the tests that failed on the mutant pass on the clean copy,
+    ``reruns`` times: a test that fails there too, or only some of the times (a wall-clock
+    deadline on a busy machine), caught nothing; the mutant is ``flaky`` and the run fails."""
+    if outcome.status != "caught" or not outcome.failed_ids or reruns < 1:
+        return outcome
+    started = time.monotonic()
+    for attempt in range(1, reruns + 1):
+        run = run_pytest(python, copy, outcome.failed_ids, timeout)
+        if run.code != 0:
+            why = "timed out" if run.code is None else _summary(run.output)
+            return replace(outcome, status="flaky",
+                           seconds=outcome.seconds + time.monotonic() - started,
+                           detail=f"{outcome.detail}; but on the clean copy (rerun {attempt} "
+                           f"of {reruns}) too: {why}", output=outcome.output + run.output)
+    return replace(outcome, seconds=outcome.seconds + time.monotonic() - started,
+                   detail=f"{outcome.detail} (passed {reruns}x on the clean copy)")
+
+
 def run_mutant(python: str, copy: Path, mut: Mutation, timeout: float,
-               every_test: bool) -> Outcome:
-    """Apply ``mut`` to ``copy``, run its tests (together, or each alone), restore."""
+               every_test: bool, reruns: int = 1) -> Outcome:
+    """Apply ``mut`` to ``copy``, run its tests (together, or each alone), restore; then
+    rerun the tests that caught it on the clean copy (:func:`confirm_on_clean`)."""
     originals = apply_edits(copy, mut)
     started = time.monotonic()
     try:
         if not every_test:
-            return judge(mut, run_pytest(python, copy, mut.tests, timeout),
-                         time.monotonic() - started)
-        alone = [judge(replace(mut, tests=(test,)), run_pytest(python, copy, [test], timeout),
-                       0.0) for test in mut.tests]
+            first = judge(mut, run_pytest(python, copy, mut.tests, timeout),
+                          time.monotonic() - started, copy)
+        else:
+            alone = [judge(replace(mut, tests=(test,)),
+                           run_pytest(python, copy, [test], timeout), 0.0, copy)
+                     for test in mut.tests]
     finally:
         for path, text in originals.items():
             path.write_text(text, encoding="utf-8")
+    if not every_test:
+        return confirm_on_clean(python, copy, first, timeout, reruns)
     seconds = time.monotonic() - started
     missed = [f"{test} {o.status}: {o.detail}" for test, o in zip(mut.tests, alone, strict=True)
               if o.status != "caught"]
     if not missed:
-        return Outcome(mut.name, "caught", seconds, f"by each of {len(alone)} test id(s)")
+        caught = Outcome(mut.name, "caught", seconds, f"by each of {len(alone)} test id(s)",
+                         failed_ids=tuple(dict.fromkeys(i for o in alone for i in o.failed_ids)))
+        return confirm_on_clean(python, copy, caught, timeout, reruns)
     status = "error" if any(o.status == "error" for o in alone) else "survived"
     return Outcome(mut.name, status, seconds, "not caught by: " + "; ".join(missed),
                    "\n".join(o.output for o in alone))
 
 
 def worker(python: str, copy: Path, jobs: queue.Queue[Mutation], results: list[Outcome],
-           timeout: float, lock: threading.Lock, every_test: bool) -> None:
+           timeout: float, lock: threading.Lock, every_test: bool, reruns: int = 1) -> None:
     while True:
         try:
             mut = jobs.get_nowait()
         except queue.Empty:
             return
-        outcome = run_mutant(python, copy, mut, timeout, every_test)
+        outcome = run_mutant(python, copy, mut, timeout, every_test, reruns)
         with lock:
             results.append(outcome)
             print(f"  {outcome.status:<8} {outcome.seconds:6.1f}s  {mut.name}: {outcome.detail}",
@@ -2753,6 +2804,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every-test", action="store_true",
                         help="run each catching test alone: every one must catch its mutant "
                         "(slower; checks the list, not only the defences)")
+    parser.add_argument("--clean-reruns", type=int, default=1,
+                        help="times the tests that caught a mutant rerun on the clean copy; "
+                        "a failure there makes it flaky, not caught (default 1, 0: never)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch copies")
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter with corral's test dependencies")
@@ -2802,7 +2856,8 @@ def main(argv: list[str] | None = None) -> int:
         lock = threading.Lock()
         print("mutants:", flush=True)
         threads = [threading.Thread(target=worker, args=(args.python, copy, queue_, results,
-                                                         args.timeout, lock, args.every_test))
+                                                         args.timeout, lock, args.every_test,
+                                                         args.clean_reruns))
                    for copy in copies]
         for thread in threads:
             thread.start()
@@ -2816,9 +2871,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n--- {outcome.name}: {outcome.status}\n{outcome.output[-3000:]}",
                   file=sys.stderr)
         counts = {status: sum(o.status == status for o in results)
-                  for status in ("caught", "survived", "error")}
-        print(f"\n{counts['caught']} caught, {counts['survived']} survived, "
-              f"{counts['error']} errors, of {len(results)} mutants in "
+                  for status in ("caught", "flaky", "survived", "error")}
+        print(f"\n{counts['caught']} caught, {counts['flaky']} flaky, {counts['survived']} "
+              f"survived, {counts['error']} errors, of {len(results)} mutants in "
               f"{time.monotonic() - started:.0f}s")
         return 1 if bad else 0
     finally:

@@ -52,6 +52,7 @@ import pytest
 from sandbox.config import BubblewrapConfig, DockerConfig
 from sandbox.errors import BackendUnavailable
 from sandbox.factory import probe
+from tests.timescale import scaled
 
 __all__ = [
     "GIT_ENV",
@@ -109,7 +110,7 @@ def _ripgrep_missing() -> str | None:
     rg = shutil.which("rg")
     if rg is None:
         return "ripgrep (rg) is not installed"
-    done = subprocess.run([rg, "--version"], capture_output=True, check=False, timeout=30)
+    done = subprocess.run([rg, "--version"], capture_output=True, check=False, timeout=scaled(30))
     return None if done.returncode == 0 else f"rg --version failed (exit {done.returncode})"
 
 
@@ -142,7 +143,7 @@ def bridge_gateway() -> tuple[str, str] | str:
     if docker is None:
         return "the docker CLI is not installed"
     done = subprocess.run([docker, "network", "inspect", "bridge"], capture_output=True,
-                          text=True, check=False, timeout=60)
+                          text=True, check=False, timeout=scaled(60))
     if done.returncode != 0:
         return ("the docker engine has no default bridge network (dockerd runs with "
                 f"--bridge=none?): {done.stderr.strip()[:200]}")
@@ -197,7 +198,7 @@ def local_model() -> LocalModel | str:
     if not litellm.exists():
         return f"no LiteLLM proxy at {litellm}: run scripts/local_model.sh"
     done = subprocess.run([str(python), "-c", _FIND_GGUF], capture_output=True, text=True,
-                          check=False, timeout=120)
+                          check=False, timeout=scaled(120))
     if done.returncode != 0:
         return (f"the local model server in {venv} is incomplete (run scripts/local_model.sh): "
                 f"{(done.stderr.strip().splitlines() or ['?'])[-1][:200]}")

@@ -18,16 +18,35 @@ from pathlib import Path
 import pytest
 
 from tests.backends import REQUIREMENTS, require
+from tests.timescale import TimeScaleError, scale, scaled
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        scale()
+    except TimeScaleError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.addinivalue_line(
         "markers",
         "requires(*names): needs each named requirement ("
         + ", ".join(REQUIREMENTS) + "); skips without it, fails when CI requires it",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test's pytest-timeout (its own ``timeout`` marker, else the ini's) on the time
+    scale (``tests/timescale.py``); untouched at the default scale."""
+    if scale() == 1.0:
+        return
+    settings = getattr(config, "_env_timeout", None)  # pytest-timeout's: --timeout, env, ini
+    default = float(getattr(settings, "timeout", None) or config.getini("timeout") or 0)
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        seconds = float(marker.args[0]) if marker is not None and marker.args else default
+        if seconds > 0:
+            item.add_marker(pytest.mark.timeout(scaled(seconds)), append=False)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

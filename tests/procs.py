@@ -8,10 +8,13 @@ import os
 import time
 from collections.abc import Callable
 
+from tests.timescale import scaled
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout`` passes; return its last value."""
-    deadline = time.monotonic() + timeout
+
+def wait_for(predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` passes (default: ``scaled(10)``;
+    a caller's own timeout is already on the time scale); return its last value."""
+    deadline = time.monotonic() + (scaled(10.0) if timeout is None else timeout)
     while True:
         if predicate():
             return True
@@ -41,9 +44,9 @@ def pids_matching(pattern: str) -> list[int]:
     return found
 
 
-def still_running(pattern: str, wait: float = 10.0) -> list[int]:
+def still_running(pattern: str, wait: float | None = None) -> list[int]:
     """:func:`pids_matching` once a killed process has had up to ``wait`` seconds to go: a
     SIGKILLed process goes within milliseconds but not at the instant its killer returns
     (nothing waits for a grandchild reparented to init); one never killed stays."""
-    wait_for(lambda: not pids_matching(pattern), wait)
+    wait_for(lambda: not pids_matching(pattern), scaled(10.0) if wait is None else wait)
     return pids_matching(pattern)

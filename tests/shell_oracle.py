@@ -34,6 +34,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.timescale import scaled
+
 __all__ = ["OracleRun", "ShellOracle", "render_argv"]
 
 _DASH_REGULAR_BUILTINS = ("echo", "printf", "test", "true", "false", "cd", "pwd", "read",
@@ -136,7 +138,7 @@ class ShellOracle:
     def _disable_builtins(self) -> str:
         listing = subprocess.run(
             [self.binaries["bash"], "--norc", "--noprofile", "-c", "compgen -b"],
-            capture_output=True, text=True, check=True, timeout=60).stdout.split()
+            capture_output=True, text=True, check=True, timeout=scaled(60)).stdout.split()
         names = [name for name in listing if name not in _BASH_KEPT]
         return "enable -n " + " ".join(names) + "\n"
 
@@ -153,7 +155,7 @@ class ShellOracle:
         for name, path in self.binaries.items():
             args += ["--ro-bind", path, f"/oracle/{name}"]
         args += ["/oracle/driver", "/io/driver"]
-        subprocess.run(args, check=True, timeout=600)
+        subprocess.run(args, check=True, timeout=scaled(600))
 
     def _result(self, io: Path, index: int, line: str) -> OracleRun:
         name = f"{index:06d}"

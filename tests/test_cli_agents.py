@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from executor.cli import cli, main
 from executor.cli.watch import watch_definitions
 from policies.loader import Environment
+from tests.timescale import scaled
 
 SHOW_KEYS = {"name", "description", "format", "source", "scope", "mode", "sandbox", "tools",
              "denied_tools", "delegates", "model", "user_invocable", "subagent_available",
@@ -158,7 +159,7 @@ def test_python_m_executor_is_the_same_cli(repo: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "executor", "agents", "list", "--root", str(repo),
          "--trust-project", "--json"],
-        capture_output=True, text=True, env=env, check=True, timeout=60,
+        capture_output=True, text=True, env=env, check=True, timeout=scaled(60),
     ).stdout
     assert [a["name"] for a in json.loads(out)["agents"]] == ["fixer", "research", "scout"]
 
@@ -180,12 +181,12 @@ def test_watch_rechecks_after_a_definition_changes(repo: Path, tmp_path: Path) -
                               kwargs={"stop": stop, "personal": False}, daemon=True)
     thread.start()
     with ran:
-        assert ran.wait_for(lambda: len(runs) >= 1, timeout=10)
+        assert ran.wait_for(lambda: len(runs) >= 1, timeout=scaled(10))
     write(repo / ".claude/agents/new.md", "---\nname: new\ndescription: d\n---\nb\n")
     with ran:
-        assert ran.wait_for(lambda: len(runs) >= 2, timeout=10)
+        assert ran.wait_for(lambda: len(runs) >= 2, timeout=scaled(10))
     stop.set()
-    thread.join(timeout=10)
+    thread.join(timeout=scaled(10))
     assert not thread.is_alive()
 
 
@@ -212,7 +213,7 @@ def test_check_watch_command_prints_and_stops_on_interrupt(repo: Path) -> None:
         assert "4 agent(s) loaded, 0 definition(s) rejected" in line
     finally:
         proc.send_signal(2)
-        proc.wait(timeout=20)
+        proc.wait(timeout=scaled(20))
         if proc.stdout is not None:
             proc.stdout.close()
     assert proc.returncode in (0, 130)
@@ -225,12 +226,12 @@ def test_the_listings_footer_names_the_check_that_sees_the_same_definitions(
     following it finds the rejected definition."""
     done = subprocess.run([sys.executable, "-m", "executor", "agents", "list", "--root",
                            str(repo), "--trust-project", "--no-personal"],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=scaled(60), check=False)
     hint = re.search(r"run `(corral agents check[^`]*)` for details", done.stderr)
     assert hint is not None, done.stderr
     words = shlex.split(hint.group(1))
     assert "--trust-project" in words and "--no-personal" in words
     followed = subprocess.run([sys.executable, "-m", "executor", *words[1:]],
-                              capture_output=True, text=True, timeout=60, check=False)
+                              capture_output=True, text=True, timeout=scaled(60), check=False)
     assert followed.returncode == 1
     assert "1 definition(s) rejected" in followed.stdout.splitlines()[0]

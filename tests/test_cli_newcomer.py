@@ -28,6 +28,7 @@ from sandbox.config import USER_BACKENDS, AutoConfig, BubblewrapConfig, DockerCo
 from sandbox.factory import clear_probe_cache
 from tests.backends import git
 from tests.executor.tty_support import on_terminal
+from tests.timescale import scaled
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -370,7 +371,7 @@ def test_the_quickstart_command_that_shows_this_repositorys_agents_shows_them() 
         words = shlex.split(line.split("&&")[-1].split("#")[0])
         assert words[0] == ".venv/bin/corral"
         shown = subprocess.run([sys.executable, "-m", "executor", *words[1:], "--no-personal"],
-                               cwd=REPO, capture_output=True, text=True, timeout=60,
+                               cwd=REPO, capture_output=True, text=True, timeout=scaled(60),
                                check=False)
         if "--config" in words:
             assert shown.returncode == 0, shown.stderr

@@ -15,6 +15,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.timescale import scaled
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mutate_defences.py"
 LISTED = "tests/sandbox/test_escape_fs.py::test_attack[bubblewrap-overlay]"
 
@@ -130,3 +132,79 @@ def test_a_bare_function_id_selects_its_parametrizations_and_classes_map(
 def test_the_address_pytest_gives_a_test_id(audit: ModuleType) -> None:
     assert audit.junit_address("tests/a/test_b.py::C::test_d[x.y::z]") == (
         "tests.a.test_b.C", "test_d[x.y::z]")
+
+
+# -- a catch is confirmed on the clean copy: real pytest runs in a tiny scratch copy --------
+
+_DEFENCE = "def allowed(path):\n    return not path.startswith('/')\n"
+_TESTS = '''
+import os
+from pathlib import Path
+from defence import allowed
+
+def _runs():  # how many times this test has run in this copy
+    counter = Path(__file__).with_name("runs.txt")
+    n = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(n))
+    return n
+
+def test_absolute_is_refused():
+    assert not allowed("/etc/passwd")
+
+def test_always_fails():
+    assert os.environ.get("NEVER_SET") == "x"  # fails on every copy, mutant or clean
+
+def test_fails_every_other_run():
+    assert _runs() % 2 == 0  # 1st run (the mutant's) fails, 2nd passes, 3rd fails
+'''
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    (tmp_path / "defence.py").write_text(_DEFENCE)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_defence.py").write_text(_TESTS)
+    return tmp_path
+
+
+def _mutant(audit: ModuleType, test: str) -> object:
+    edit = audit.Edit("defence.py", "return not path.startswith('/')", "return True")
+    return audit.Mutation("m", "area", (edit,), (f"tests/test_defence.py::{test}",), "why")
+
+
+def test_a_catch_that_passes_on_the_clean_copy_stands(audit: ModuleType, copy: Path) -> None:
+    outcome = audit.run_mutant(sys.executable, copy, _mutant(audit, "test_absolute_is_refused"),
+                               scaled(120), False, 2)
+    assert outcome.status == "caught", outcome.detail
+    assert outcome.failed_ids == ("tests/test_defence.py::test_absolute_is_refused",)
+    assert "passed 2x on the clean copy" in outcome.detail
+    assert "return True" not in (copy / "defence.py").read_text()  # restored
+
+
+@pytest.mark.parametrize(("test", "reruns"), [("test_always_fails", 1),
+                                              ("test_fails_every_other_run", 2)],
+                         ids=["fails-on-clean-too", "fails-intermittently"])
+def test_a_catch_by_a_test_that_also_fails_on_clean_code_is_flaky(
+        audit: ModuleType, copy: Path, test: str, reruns: int) -> None:
+    """Without the rerun both would count as caught: the mutant's run failed."""
+    outcome = audit.run_mutant(sys.executable, copy, _mutant(audit, test), scaled(120), False,
+                               reruns)
+    assert outcome.status == "flaky", outcome.detail
+    assert "on the clean copy" in outcome.detail and test in outcome.detail
+    assert "return True" not in (copy / "defence.py").read_text()
+
+
+def test_every_test_mode_confirms_on_the_clean_copy_too(audit: ModuleType,
+                                                        copy: Path) -> None:
+    edit = audit.Edit("defence.py", "return not path.startswith('/')", "return True")
+    mutation = audit.Mutation("m", "area", (edit,), (
+        "tests/test_defence.py::test_absolute_is_refused",
+        "tests/test_defence.py::test_always_fails"), "why")
+    outcome = audit.run_mutant(sys.executable, copy, mutation, scaled(120), True, 1)
+    assert outcome.status == "flaky", outcome.detail
+
+
+def test_a_junit_case_maps_back_to_its_pytest_id(audit: ModuleType, copy: Path) -> None:
+    case = audit.JunitCase("tests.test_defence.TestX", "test_y[a.b]")
+    assert audit.node_id(case, copy) == "tests/test_defence.py::TestX::test_y[a.b]"
+    assert audit.node_id(audit.JunitCase("tests.missing", "test_z"), copy) is None

@@ -28,6 +28,7 @@ from executor.cli.progress import Progress
 from executor.run.session import ProgressEvent
 from policies.contract import AgentFormat
 from policies.loader.formats import ADAPTER_CLASSES, adapter_for
+from tests.timescale import scaled
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -100,7 +101,7 @@ def _probe_built(tmp_path: Path, *args: str, tty: bool = False,
         proc = subprocess.run([sys.executable, str(script), *args], cwd=REPO,
                               env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
                               stderr=slave if slave is not None else subprocess.PIPE,
-                              timeout=60, check=False)
+                              timeout=scaled(60), check=False)
     finally:
         for fd in (master, slave):
             if fd is not None:
@@ -122,7 +123,7 @@ def small_repo(tmp_path: Path) -> Path:
         "---\nname: w\ndescription: writes\ntools: [read_file, write_file]\n---\nDo it.\n")
     for command in (["init", "-q"], ["add", "-A"],
                     ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
-        subprocess.run(["git", "-C", str(repo), *command], check=True, timeout=30)
+        subprocess.run(["git", "-C", str(repo), *command], check=True, timeout=scaled(30))
     return repo
 
 
@@ -163,7 +164,7 @@ def _repo(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
-    subprocess.run(["git", "-C", str(root), "init", "-q"], check=True, timeout=30)
+    subprocess.run(["git", "-C", str(root), "init", "-q"], check=True, timeout=scaled(30))
     return root
 
 
@@ -309,7 +310,7 @@ def test_lazy_command_table_matches_the_commands_modules_define() -> None:
 def test_help_listing_is_the_same_before_and_after_the_commands_load() -> None:
     """``corral --help`` from the table equals the listing of the loaded commands."""
     before = subprocess.run([sys.executable, "-m", "executor", "--help"], cwd=REPO,
-                            capture_output=True, text=True, timeout=60, check=True).stdout
+                            capture_output=True, text=True, timeout=scaled(60), check=True).stdout
     for name in LAZY_COMMANDS:
         cli.get_command(click.Context(cli), name)
     with click.Context(cli, info_name="corral", **cli.context_settings) as ctx:

@@ -28,6 +28,7 @@ from executor.tools.context import ToolContext
 from executor.tools.dispatch import ToolOutput
 from executor.tools.web_fetch import WebFetchArgs, WebFetchTool
 from policies.network import NetworkConfig
+from tests.timescale import scaled
 
 __all__ = ["PAGE", "Names", "Site", "certificate", "fetch", "serve", "use_names"]
 
@@ -142,7 +143,7 @@ def serve(host: str = "127.0.0.1", port: int = 0,
         site.stop.set()
         server.shutdown()
         server.server_close()
-        thread.join(timeout=10)
+        thread.join(timeout=scaled(10))
 
 
 def certificate(directory: Path, name: str) -> tuple[Path, Path]:
@@ -151,7 +152,8 @@ def certificate(directory: Path, name: str) -> tuple[Path, Path]:
     subprocess.run(  # a fixed argument list: openssl makes a test certificate
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
          "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
-         "-addext", f"subjectAltName=DNS:{name}"], check=True, capture_output=True, timeout=60)
+         "-addext", f"subjectAltName=DNS:{name}"], check=True, capture_output=True,
+        timeout=scaled(60))
     return cert, key
 
 

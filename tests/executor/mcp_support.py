@@ -16,9 +16,11 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult
 
+from tests.timescale import scaled
+
 REPO = Path(__file__).resolve().parents[2]
 #: How long a wait on the server's state may take before the test fails.
-WAIT = 60.0
+WAIT = scaled(60.0)
 
 
 def corral_mcp_argv(root: Path, *options: str, trust: bool = True) -> list[str]:

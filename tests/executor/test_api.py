@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends import git
+from tests.timescale import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT = Path(__file__).with_name("api_client") / "client.py"
@@ -48,7 +49,7 @@ def _docs_example() -> str:
 def test_the_docs_python_example_runs_verbatim(tmp_path: Path) -> None:
     copy = _copy(tmp_path)
     done = subprocess.run([sys.executable, "-c", _docs_example()], cwd=copy,
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=scaled(300), check=False)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     rows = [line.split() for line in lines[:3]]
@@ -61,7 +62,8 @@ def test_the_docs_python_example_runs_verbatim(tmp_path: Path) -> None:
     status = git(copy, "status", "--porcelain").stdout
     assert status.splitlines() == ["?? examples/CHANGELOG.md"]
     shown = subprocess.run([sys.executable, "-m", "executor", "show", rows[0][1], "--json"],
-                           cwd=copy, capture_output=True, text=True, timeout=60, check=False)
+                           cwd=copy, capture_output=True, text=True, timeout=scaled(60),
+                           check=False)
     assert json.loads(shown.stdout)["state"] == "applied"
 
 
@@ -72,7 +74,7 @@ def test_a_typed_client_is_mypy_strict_clean(tmp_path: Path) -> None:
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
          "--cache-dir", str(tmp_path / "mypy"), "--no-error-summary", str(CLIENT)],
-        capture_output=True, text=True, timeout=300, check=False, env=env, cwd=tmp_path)
+        capture_output=True, text=True, timeout=scaled(300), check=False, env=env, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     # And a misuse is caught: the check is not vacuous.
     wrong = tmp_path / "wrong.py"
@@ -81,14 +83,14 @@ def test_a_typed_client_is_mypy_strict_clean(tmp_path: Path) -> None:
     caught = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
          "--cache-dir", str(tmp_path / "mypy"), str(wrong)],
-        capture_output=True, text=True, timeout=300, check=False, env=env, cwd=tmp_path)
+        capture_output=True, text=True, timeout=scaled(300), check=False, env=env, cwd=tmp_path)
     assert caught.returncode == 1 and "RunStatus" in caught.stdout, caught.stdout
 
 
 def test_a_typed_client_drives_the_api_from_a_fresh_interpreter(tmp_path: Path) -> None:
     copy = _copy(tmp_path)
     done = subprocess.run([sys.executable, str(CLIENT), str(copy)], cwd=copy,
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=scaled(300), check=False)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["names"] == ["auditor", "lead", "patcher"]

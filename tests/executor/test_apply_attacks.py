@@ -22,6 +22,7 @@ from apply_support import call, checkout_digest, corral, record_patch
 from exec_support import Runner, agent_file, git
 
 from executor.ledger import ledger_dir, load_patch
+from tests.timescale import scaled
 
 HOST = pytest.mark.parametrize("backend", ["host"], indirect=True)
 
@@ -167,7 +168,7 @@ def test_an_embedded_git_directory_is_refused_unless_allowed(
     terminal, tty = pty.openpty()
     try:
         subprocess.run(["git", "branch"], cwd=repo / "docs" / "ex" / "repo", stdin=tty,
-                       stdout=tty, stderr=tty, timeout=30, check=False,
+                       stdout=tty, stderr=tty, timeout=scaled(30), check=False,
                        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TERM": "dumb"})
     finally:
         os.close(terminal)

@@ -21,6 +21,7 @@ from exec_support import agent_file, git, tree_digest
 from executor.cli import cli
 from executor.ledger import RunRecord, RunStatus, ledger_dir, new_run_id, write_run
 from executor.ledger.records import running_owner
+from tests.timescale import scaled
 
 
 def corral(*args: str) -> tuple[int, str, str]:
@@ -31,7 +32,7 @@ def corral(*args: str) -> tuple[int, str, str]:
 def entry(*args: str) -> tuple[int, str, str]:
     """The ``corral`` command itself (errors rendered by its entry point)."""
     done = subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=scaled(60), check=False)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -26,6 +26,7 @@ from exec_support import Runner, agent_file, git
 from executor.apply import ApplyFailed, ApplyOptions, apply_run
 from executor.apply import steps as merge_steps
 from executor.ledger import RunRecord, ledger_dir
+from tests.timescale import scaled
 
 NOTES = "".join(f"line {n}\n" for n in range(1, 13))
 CHILD = ("echo more >> README.md && sed -i 's/^line 9$/line 9 (child)/' notes.txt && "
@@ -160,7 +161,7 @@ def test_an_apply_killed_halfway_blocks_new_ones_until_recovered(
         "merge_steps.fault_hook = crash\n"
         f"main(['apply', '--yes', {record.run_id!r}, '--root', {str(repo)!r}])\n")
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False,
-                            timeout=60)
+                            timeout=scaled(60))
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert (repo / "swap" / "inner.txt").exists()  # half-way: git had written
     code, output = corral(capsys, "apply", "--yes", record.run_id, "--root", str(repo))

@@ -34,6 +34,7 @@ from tests.executor.test_environment import (
     verdicts,
     write_config,
 )
+from tests.timescale import scaled
 
 VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 SYSTEM_PYTHON = Path(f"/usr/bin/python{VERSION}")
@@ -83,7 +84,7 @@ def make_project(repo: Path, prefix: Path) -> Path:
     git(repo, "commit", "-qm", "project")
     venv = repo / ".venv"
     subprocess.run([str(prefix / "bin" / "python3"), "-m", "venv", "--without-pip", str(venv)],
-                   check=True, timeout=120)
+                   check=True, timeout=scaled(120))
     site = venv / "lib" / f"python{VERSION}" / "site-packages"
     (site / "demo_helper.py").write_text("FIVE = 5\n")
     return venv

@@ -26,6 +26,7 @@ from executor.cli import cli
 from executor.cli.run_views import ITEM_LIMIT
 from executor.ledger import ledger_dir
 from tests.procs import still_running
+from tests.timescale import scaled
 
 
 def corral(*args: str) -> tuple[int, str, str]:
@@ -36,7 +37,7 @@ def corral(*args: str) -> tuple[int, str, str]:
 def entry(*args: str) -> tuple[int, str, str]:
     """The ``corral`` command itself (errors rendered by its entry point)."""
     done = subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=scaled(60), check=False)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -58,7 +59,7 @@ def ended(process: subprocess.Popen[str], timeout: float = 90) -> tuple[str, str
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGABRT)
         try:
-            _, err = process.communicate(timeout=30)
+            _, err = process.communicate(timeout=scaled(30))
         finally:
             process.kill()
         pytest.fail(f"still running {timeout:.0f} s after it was stopped:\n{err}")
@@ -117,11 +118,11 @@ def test_a_run_killed_with_sigkill_is_crashed_and_gc_hands_its_diff_to_apply(
         with started.open() as fifo:  # the run is inside its shell call now
             assert fifo.read() == "up\n"
         process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
     finally:
         with release.open("w"):  # lets the orphaned `cat` end
             pass
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
     code, out, _ = corral("runs", "--root", str(repo))
     assert code == 0
     _, line = out.splitlines()  # the header, then the run

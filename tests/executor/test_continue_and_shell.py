@@ -39,6 +39,7 @@ from executor.run.handwork import BY_HAND
 from executor.run.handwork import _record as record_hand
 from sandbox.results import DiffResult
 from tests.backends import git
+from tests.timescale import scaled
 
 SHELL_BACKENDS = [b for b in BACKENDS if b.id in ("host", "bubblewrap")]
 
@@ -46,7 +47,7 @@ SHELL_BACKENDS = [b for b in BACKENDS if b.id in ("host", "bubblewrap")]
 def corral(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
     """The ``corral`` command, in a process of its own."""
     done = subprocess.run([sys.executable, "-m", "executor", *args], input=stdin,
-                          capture_output=True, timeout=120, check=False)
+                          capture_output=True, timeout=scaled(120), check=False)
     return (done.returncode, done.stdout.decode("utf-8", "replace"),
             done.stderr.decode("utf-8", "replace"))
 

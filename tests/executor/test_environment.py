@@ -29,6 +29,7 @@ import pytest
 from exec_support import agent_file, call, git, invoke, script, write_config
 
 from tests.backends import host_ipv4_addresses
+from tests.timescale import scaled
 
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
              pytest.param("docker", id="docker", marks=pytest.mark.docker)]
@@ -177,7 +178,7 @@ def host_venv(pyproject: Path) -> Path:
     venv = pyproject / ".venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q",
-                    "--disable-pip-version-check", "pytest"], check=True, timeout=300)
+                    "--disable-pip-version-check", "pytest"], check=True, timeout=scaled(300))
     return venv
 
 
@@ -231,7 +232,7 @@ def test_a_node_project_with_npm_ci(repo: Path, tmp_path: Path) -> None:
     npm = shutil.which("npm")
     assert npm is not None, "npm is needed on the host to write the lock file"
     subprocess.run([npm, "install", "--package-lock-only", "--no-audit", "--no-fund"],
-                   cwd=repo, check=True, timeout=300, capture_output=True)
+                   cwd=repo, check=True, timeout=scaled(300), capture_output=True)
     (repo / "calc.js").write_text("exports.add = (a, b) => a - b;\n")
     (repo / "calc.test.js").write_text(NODE_TEST)
     (repo / ".gitignore").write_text("node_modules/\n")
@@ -419,7 +420,7 @@ def test_setup_has_network_only_when_granted_and_a_child_never(
             + "no network") in text, text
     # The kernel completes a connect before the listener's thread accepts it: under load
     # the count lags the "reached" the setup printed.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while outside.hits < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert outside.hits == 1, (outside.errors, text)
@@ -450,7 +451,7 @@ def test_a_failed_setup_is_its_own_error_with_its_log(pyproject: Path, tmp_path:
     done = subprocess.run([sys.executable, "-m", "executor", "run", "--root", str(pyproject),
                            "--no-personal", "--config", ngn_config(pyproject), "--backend", "host",
                            "--agent", "w", "--script",
-                           child, "go"], capture_output=True, text=True, timeout=300,
+                           child, "go"], capture_output=True, text=True, timeout=scaled(300),
                           check=False)
     assert done.returncode == 5, done.stderr
     assert "environment's setup failed: `exit 3` exited 3" in done.stderr

@@ -35,11 +35,12 @@ from sandbox.environment import prepare_environment
 from sandbox.errors import SandboxError
 from sandbox.state import default_state_root
 from sandbox.workspaces.snapshot import acquire_snapshot, release_snapshot
+from tests.timescale import scaled
 
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
              pytest.param("docker", id="docker", marks=pytest.mark.docker)]
 SETUP = "mkdir -p deps && echo built > deps/m"
-WAIT = 120.0
+WAIT = scaled(120.0)
 pytestmark = pytest.mark.timeout(600)
 
 

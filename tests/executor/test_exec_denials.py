@@ -24,6 +24,7 @@ from policies.contract import SandboxMode
 from policies.permissions import Action, PermissionPolicy, PermissionRule, denied_programs
 from sandbox.base import BaseSandbox
 from sandbox.factory import open_sandbox
+from tests.timescale import scaled
 
 BACKENDS = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
             pytest.param("docker", id="docker", marks=pytest.mark.docker)]
@@ -81,7 +82,7 @@ def _open(backend: str, repo: Path, state: Path, denied: dict[str, str]) -> Base
 def _gone(sandbox: BaseSandbox, lines: list[str]) -> list[int]:
     """Run each line (with its own victim) in ``sandbox``; the victims gone after."""
     for index, line in enumerate(lines):
-        sandbox.exec(["sh", "-c", line.replace("{n}", str(index))], timeout=30)
+        sandbox.exec(["sh", "-c", line.replace("{n}", str(index))], timeout=scaled(30))
     listing = sandbox.exec(["sh", "-c", "ls victims"]).stdout.decode().split()
     return [index for index in range(len(lines)) if str(index) not in listing]
 

@@ -18,6 +18,7 @@ from exec_support import BACKENDS, agent_file, call, git, script
 
 from executor.cli import cli
 from executor.ledger import find_run, ledger_dir
+from tests.timescale import scaled
 
 BIG = "".join(f"line {n}\n" for n in range(1, 21))
 
@@ -30,7 +31,7 @@ def corral(*args: str) -> tuple[int, str, str]:
 def entry(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
     """The ``corral`` command itself, in its own process (errors rendered by main)."""
     done = subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True,
-                          text=True, timeout=300, check=False, cwd=cwd)
+                          text=True, timeout=scaled(300), check=False, cwd=cwd)
     return done.returncode, done.stdout, done.stderr
 
 

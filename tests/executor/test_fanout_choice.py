@@ -16,12 +16,13 @@ import pytest
 from exec_support import BACKENDS, agent_file, call, git, script
 
 from executor.api import Corral
+from tests.timescale import scaled
 
 
 def entry(*args: str) -> tuple[int, str, str]:
     """The ``corral`` command in its own process (errors rendered by its entry point)."""
     done = subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True,
-                          text=True, timeout=300, check=False)
+                          text=True, timeout=scaled(300), check=False)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -38,6 +38,7 @@ from sandbox.errors import SandboxError
 from sandbox.gc import gc
 from sandbox.state import default_state_root
 from tests.backends import require_backend
+from tests.timescale import scaled
 
 POINTS = ["start", "mid-command", "mid-diff", "mid-check"]
 MANY = 20_000  # files the mid-diff child makes, so its diff takes long enough to be caught
@@ -66,7 +67,7 @@ def victim_turns(point: str) -> list[dict[str, Any]]:
 def wait_for(process: subprocess.Popen[bytes], what: str,
              found: Callable[[], bool]) -> None:
     """Poll the state dir until ``found`` (the executor must still be running)."""
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + scaled(240)
     while not found():
         assert process.poll() is None, f"the fanout ended before {what}"
         assert time.monotonic() < deadline, f"never saw {what}"
@@ -150,7 +151,7 @@ def test_killing_a_fanout_then_gc_loses_no_diff_and_leaves_nothing(
         process.send_signal(signal.SIGKILL)
     finally:
         process.kill()
-        process.wait(60)
+        process.wait(scaled(60))
     ledger = ledger_dir(repo)
     [fanout] = scan_fanouts(ledger)[0]
     done_id, victim_id = (child.run_id for child in fanout.children)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends import git
+from tests.timescale import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,8 @@ def test_the_readme_fanout_example_runs_checks_and_applies_one(tmp_path: Path) -
     git(copy, "add", "-A")
     git(copy, "commit", "-qm", "copy")
     done = subprocess.run([sys.executable, "-m", "executor", *fanout[1:], "--no-personal"],
-                          cwd=copy, capture_output=True, text=True, timeout=300, check=False)
+                          cwd=copy, capture_output=True, text=True, timeout=scaled(300),
+                          check=False)
     assert done.returncode == 1, done.stderr  # one child's check failed, as the README shows
     rows = [line.split() for line in done.stdout.splitlines() if re.match(r"\s+\d ", line)]
     assert [(row[0], row[3], row[7]) for row in rows] == [
@@ -63,7 +65,7 @@ def test_the_readme_fanout_example_runs_checks_and_applies_one(tmp_path: Path) -
     command = shlex.split(last.rsplit(": ", 1)[1])
     assert command == ["corral", "apply", fanout_id, *apply[3:]]
     applied = subprocess.run([sys.executable, "-m", "executor", *command[1:]],
-                             cwd=copy, capture_output=True, text=True, timeout=120,
+                             cwd=copy, capture_output=True, text=True, timeout=scaled(120),
                              check=False)
     assert applied.returncode == 0, applied.stderr
     assert f"#1 (run {rows[0][1]})" in applied.stderr

@@ -19,6 +19,7 @@ from policies.contract import SandboxMode
 from sandbox.config import HostConfig
 from sandbox.factory import open_sandbox
 from sandbox.state import default_state_root
+from tests.timescale import scaled
 
 
 def corral(*args: str) -> tuple[int, str, str]:
@@ -134,7 +135,7 @@ def test_a_bad_duration_is_a_user_error_saying_what_a_duration_is() -> None:
     import sys
 
     done = subprocess.run([sys.executable, "-m", "executor", "gc", "--older-than", "5x"],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=scaled(60), check=False)
     assert done.returncode == 2
     assert "--older-than: '5x' is not a duration" in done.stderr
     assert "30s, 10m, 12h, 7d, 2w" in done.stderr

@@ -15,11 +15,12 @@ import yaml
 from exec_support import agent_file, git
 
 from executor.ledger import ledger_dir, load_patch
+from tests.timescale import scaled
 
 
 def entry(*args: str) -> tuple[int, str, str]:
     done = subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True,
-                          text=True, timeout=300, check=False)
+                          text=True, timeout=scaled(300), check=False)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -37,6 +37,7 @@ from executor.scheduling import Cancellation, Deadline, Job, JobContext, JobNotR
 from policies.config import UserConfig
 from policies.loader import Environment, discover
 from sandbox.config import HostConfig
+from tests.timescale import scaled
 
 T = TypeVar("T")
 OSC8 = "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
@@ -64,7 +65,7 @@ def test_a_terminal_shows_one_line_per_child_and_a_pipe_nothing(repo: Path,
         shown.screen.replace(b"\x1b[", b"").replace(b"\r", b"")) == []
     assert f"[2/2] w {ids[1]}: completed, 0 file(s)" in screen  # a finished line stays
     piped = subprocess.run([sys.executable, "-m", "executor", *args, "again"],
-                           capture_output=True, timeout=120, check=False)
+                           capture_output=True, timeout=scaled(120), check=False)
     assert piped.returncode == 0
     assert b"\x1b" not in piped.stderr and b"waiting" not in piped.stderr
     assert b"step 1" not in piped.stderr + piped.stdout
@@ -94,10 +95,10 @@ def test_ctrl_c_cancels_every_child_and_keeps_every_diff(repo: Path, tmp_path: P
             with up.open() as handle:
                 assert handle.read() == "up\n"
         process.send_signal(stop)
-        out, _ = process.communicate(timeout=120)
+        out, _ = process.communicate(timeout=scaled(120))
     finally:
         process.kill()
-        process.wait(60)
+        process.wait(scaled(60))
     assert process.returncode == 130
     result = json.loads(out)
     assert result["status"] == "cancelled"

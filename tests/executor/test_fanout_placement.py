@@ -18,6 +18,7 @@ from exec_support import agent_file, git
 from executor.api import Corral, CorralError
 from executor.cli import cli
 from executor.ledger import ledger_dir
+from tests.timescale import scaled
 
 HIDDEN = ("import sys; sys.modules['ray'] = None; sys.argv[0] = 'corral'; "
           "from executor.cli import main; main()")
@@ -40,7 +41,7 @@ def test_without_ray_on_ray_fails_before_anything_saying_how_to_install_it(
     done = subprocess.run([sys.executable, "-c", HIDDEN, "fanout", "--root", str(repo),
                            "--trust-project", "--no-personal", "--backend", "host", "--agent",
                            "w", "--script", str(replay), "-n", "2", "--on", "ray", "go"],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
     assert done.returncode == 2, done.stderr
     assert "needs the ray package, which is not installed" in done.stderr
     assert "pip install 'corral[ray]'" in done.stderr

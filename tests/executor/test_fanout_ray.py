@@ -35,12 +35,13 @@ from executor.ledger import find_run, ledger_dir
 from executor.ledger.imports import RemoteRecordRefused, land_run
 from executor.scheduling import Cancellation, Deadline, Job, JobContext, Scheduler
 from tests.backends import require
+from tests.timescale import scaled
 
 # Read when Ray is imported: without it a driver's 127.0.0.1 becomes the machine's own
 # address and ray.init waits forever (DESIGN.md). Set before anything imports ray.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 REPO = Path(__file__).resolve().parents[2]
-WAIT = 90.0
+WAIT = scaled(90.0)
 MB = 1 << 20
 pytestmark = [pytest.mark.requires("ray"), pytest.mark.timeout(300)]
 
@@ -270,7 +271,7 @@ def test_the_deadline_holds_on_every_node(ray_cluster: RayCluster, project: Path
                   call("shell", command="sleep 120"), {"text": "never"})
     slots = 2 * len(ray_cluster.workers)
     result = corral_of(project).fanout("go", agents=["w"], scripts=[long], n=slots + 2,
-                                       jobs=slots + 1, timeout=20, on="ray")
+                                       jobs=slots + 1, timeout=scaled(20), on="ray")
     records = [find_run(ledger_dir(project), r.run_id) for r in result.children]
     assert [r.status.value for r in records] == ["timeout"] * (slots + 2)
     ran = [r for r in records if any(n.startswith("ran on Ray node") for n in r.notes)]
@@ -359,7 +360,7 @@ def test_the_cli_and_the_mcp_server_run_a_fanout_on_the_cluster(
 def test_a_node_whose_sandbox_fails_its_probe_offers_nothing() -> None:
     done = subprocess.run([sys.executable, "-m", "executor.scheduling.node", "--backend",
                            "bubblewrap", "--bwrap", "/nonexistent/bwrap"],
-                          capture_output=True, text=True, cwd=REPO, check=False, timeout=60,
+                          capture_output=True, text=True, cwd=REPO, check=False, timeout=scaled(60),
                           env={"PATH": os.defpath, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {}  # `ray start --resources '{}'`: no child comes

@@ -19,8 +19,9 @@ from executor.scheduling import (
     JobNotRun,
     LocalScheduler,
 )
+from tests.timescale import scaled
 
-WAIT = 30.0
+WAIT = scaled(30.0)
 
 
 def job(key: str, fn: Any) -> Job[Any]:

@@ -26,6 +26,7 @@ from executor.run.approval import prompt_handler
 from executor.text import printable
 from executor.tools.dispatch import ApprovalRequest
 from policies.contract import SandboxMode
+from tests.timescale import scaled
 
 
 def call(name: str, **arguments: object) -> dict[str, object]:
@@ -117,9 +118,9 @@ def test_a_follow_up_must_name_the_agent_it_follows_up(run: Runner, repo: Path) 
 def test_the_run_deadline_bounds_a_running_command(run: Runner, repo: Path) -> None:
     agent_file(repo, "a", "tools: [shell]")
     started = time.monotonic()
-    record = run("a", [call("shell", command="sleep 25"), {"text": "late"}],
+    record = run("a", [call("shell", command=f"sleep {scaled(25):.0f}"), {"text": "late"}],
                  timeout_seconds=2.0)
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < scaled(15)
     assert record.status is RunStatus.TIMEOUT
 
 

@@ -41,6 +41,7 @@ from executor.ledger import (
     write_run,
 )
 from executor.ledger import journal as journal_module
+from tests.timescale import scaled
 
 EVENT_LINE = re.compile(r"^(\[\d+/\d+\] \S+ )?\d\d:\d\d:\d\d\.\d{3} ")
 
@@ -115,7 +116,7 @@ def running(args: list[str]) -> Iterator[subprocess.Popen[str]]:
     finally:
         if process.poll() is None:
             process.kill()
-        process.communicate(timeout=60)
+        process.communicate(timeout=scaled(60))
 
 
 # -- the acceptance items ------------------------------------------------------------------
@@ -168,8 +169,8 @@ def test_show_and_logs_follow_a_running_run_and_its_streaming_output(
 
             release_step(release)
             rest = logs.stdout.read()  # -f ends by itself when the run ends
-            assert logs.wait(timeout=60) == 0
-        assert child.wait(timeout=60) == 0
+            assert logs.wait(timeout=scaled(60)) == 0
+        assert child.wait(timeout=scaled(60)) == 0
     lines = rest.splitlines()
     assert "  out| released" in lines and "  out| after-the-wait" in lines
     assert any(" result shell (allowed, " in line and line.endswith(": exit code 0")
@@ -206,13 +207,13 @@ def test_a_run_killed_with_sigkill_keeps_its_transcript_up_to_the_kill_through_g
             assert logs.stdout is not None
             read_until(logs.stdout, "out| partial-output")  # journaled: now kill it
             process.send_signal(signal.SIGKILL)
-            process.wait(timeout=30)
+            process.wait(timeout=scaled(30))
             rest = logs.stdout.read()  # -f ends by itself: the run's process is gone
-            assert logs.wait(timeout=60) == 0
+            assert logs.wait(timeout=scaled(60)) == 0
         assert not any(re.match(EVENT_LINE.pattern + "end ", line) for line in rest.splitlines())
     finally:
         release_step(release)  # lets the orphaned `cat` end
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
 
     def check_kept(status: str) -> None:
         code, out, err = corral("show", "last", "--root", str(repo), "--json")
@@ -271,8 +272,8 @@ def test_logs_of_a_fanout_interleave_its_children_by_time_labelled_and_follow_to
             assert fanout.poll() is None
             release_step(release)
             rest = logs.stdout.read()  # ends when the fanout does
-            assert logs.wait(timeout=60) == 0
-        _, err = fanout.communicate(timeout=60)
+            assert logs.wait(timeout=scaled(60)) == 0
+        _, err = fanout.communicate(timeout=scaled(60))
         assert fanout.returncode == 0, err
     lines = seen + rest.splitlines()
     assert "[2/2] w   out| two-out" in lines, "\n".join(lines)
@@ -453,10 +454,10 @@ def test_a_record_rewrite_keeps_the_journal_its_writer_appends_to(
 
 def test_logs_of_unknown_runs_and_runs_without_a_journal(repo: Path) -> None:
     done = subprocess.run(command("logs", "20991231", "--root", str(repo)), text=True,
-                          capture_output=True, timeout=60, check=False)
+                          capture_output=True, timeout=scaled(60), check=False)
     assert done.returncode == 2 and "no run '20991231'" in done.stderr
     done = subprocess.run(command("logs", "-f", "../x", "--root", str(repo), "--json"),
-                          text=True, capture_output=True, timeout=60, check=False)
+                          text=True, capture_output=True, timeout=scaled(60), check=False)
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "unknown_run"
     record = RunRecord(run_id="20261201-000000-abcdef", agent="w", agent_format="ngn",
                        agent_source="x", contract_digest="d", prompt="p", backend="host",

@@ -49,6 +49,7 @@ from executor.mcpserver.listing import list_runs_tool
 from executor.scheduling import Cancellation, Deadline, Handle, Job, JobContext
 from executor.scheduling.local import LocalScheduler
 from executor.web.views import PAGE_ENTRIES, runs_page
+from tests.timescale import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -310,7 +311,7 @@ def test_32_concurrent_writers_and_a_reader_lose_and_repeat_no_row(repo: Path) -
     db = index_dir(ledger) / "index.sqlite"
     seen, reads = 0, 0
     while any(w.poll() is None for w in writers):  # a reader loop: never an error
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.5)
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=scaled(0.5))
         count = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
         conn.close()
         assert count >= seen

@@ -33,6 +33,7 @@ from mcp_support import (
 
 from executor.cli import cli
 from executor.ledger import ledger_dir, scan_runs
+from tests.timescale import scaled
 
 TOOLS = {"list_agents", "list_runs", "run_agent", "fanout", "show_run", "diff_run", "apply_run",
          "discard_run"}
@@ -265,10 +266,11 @@ def test_corral_help_never_imports_the_sdk() -> None:
              "('mcp', 'mcp_types', 'uvicorn', 'starlette') or m == 'executor.mcpserver.server'"
              "))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          cwd=REPO, check=True, timeout=120)
+                          cwd=REPO, check=True, timeout=scaled(120))
     assert done.stdout.strip().splitlines()[-1] == "[]"
     helped = subprocess.run([sys.executable, "-m", "executor", "mcp", "--help"],
-                            capture_output=True, text=True, cwd=REPO, check=True, timeout=120)
+                            capture_output=True, text=True, cwd=REPO, check=True,
+                            timeout=scaled(120))
     assert "--allow-apply" in helped.stdout and "--http PORT" in helped.stdout
 
 

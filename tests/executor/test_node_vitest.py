@@ -33,6 +33,7 @@ from exec_support import agent_file, call, git, invoke, script, write_config
 
 from executor.api import Corral
 from sandbox.config import BubblewrapConfig, DockerConfig, Limits, default_pids
+from tests.timescale import scaled
 
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
              pytest.param("docker", id="docker", marks=pytest.mark.docker)]
@@ -79,7 +80,7 @@ def npm(cwd: Path, cache: Path, *args: str) -> None:
            "npm_config_update_notifier": "false", "npm_config_audit": "false",
            "npm_config_fund": "false"}
     done = subprocess.run([tool, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=scaled(300), check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

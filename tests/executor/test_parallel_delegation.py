@@ -22,6 +22,7 @@ from executor.errors import ModelError
 from executor.ledger import RunStatus, find_run, ledger_dir
 from executor.run.session import SharedLimits
 from executor.scheduling import Cancellation
+from tests.timescale import scaled
 
 
 def zuno(repo: Path, agents: dict[str, object]) -> None:
@@ -209,7 +210,7 @@ def test_a_cancelled_tree_stops_every_task_and_keeps_their_diffs(
                            {"text": "never"}]]},
             {"text": "never"}], cancellation=cancellation)
     finally:
-        watcher.join(60)
+        watcher.join(scaled(60))
     assert record.status is RunStatus.CANCELLED
     a, b = children(repo, record.run_id)
     assert a.status is b.status is RunStatus.CANCELLED

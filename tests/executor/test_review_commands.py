@@ -29,6 +29,7 @@ from exec_support import call, git, script, tree_digest
 
 from executor.cli import cli
 from policies.capability import GRANT_NOTE
+from tests.timescale import scaled
 
 ISOLATING = [pytest.param("bubblewrap", id="bubblewrap", marks=pytest.mark.bubblewrap),
              pytest.param("docker", id="docker", marks=pytest.mark.docker)]
@@ -48,7 +49,7 @@ def built_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("venv") / ".venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q",
-                    "--disable-pip-version-check", "pytest"], check=True, timeout=300)
+                    "--disable-pip-version-check", "pytest"], check=True, timeout=scaled(300))
     return venv
 
 

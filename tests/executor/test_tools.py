@@ -15,6 +15,7 @@ from executor.tools.patch import parse_patch
 from policies.contract import SandboxMode
 from sandbox.config import HostConfig, Limits
 from sandbox.factory import open_sandbox
+from tests.timescale import scaled
 
 TOOLS = native_tools()
 
@@ -94,7 +95,7 @@ def test_search_engines_agree_and_never_hang_on_fifos(ctx: ToolContext, engine: 
     tool = TOOLS["search"].__class__(use_ripgrep=engine == "rg")  # type: ignore[call-arg]
     started = time.monotonic()
     out = tool.run(tool.args(pattern="todo", ignore_case=True, path="docs"), ctx).content
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < scaled(10)
     assert out.splitlines() == ["docs/notes.md:1:TODO: one", "docs/notes.md:3:todo: two"]
     capped = tool.run(tool.args(pattern="o", path="docs", max_results=1), ctx).content
     assert "[truncated: showing the first 1 matches" in capped

@@ -13,11 +13,12 @@ from pathlib import Path
 from exec_support import git
 
 from executor.agents.trust import project_digest
+from tests.timescale import scaled
 
 
 def corral(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     done = subprocess.run([sys.executable, "-m", "executor", *args], capture_output=True,
-                          text=True, timeout=120, check=False,
+                          text=True, timeout=scaled(120), check=False,
                           env={**os.environ, **(env or {})})
     return done.returncode, done.stdout, done.stderr
 

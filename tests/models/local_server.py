@@ -26,22 +26,26 @@ from typing import Any
 import httpx
 
 from tests.backends import LocalModel
+from tests.timescale import scaled
 
 __all__ = ["PROXY_ENV", "SERVER_FLAGS", "Exchange", "Service", "WireLog", "anthropic_proxy",
            "llama_server"]
 
 #: How the server is started (docs/models.md, "A local model"): chatml-function-calling is the
 #: llama-cpp-python chat format that offers tools to any chatml model; a small context
-#: and one thread per core keep a turn of the 135M model at a second or two.
+#: keeps a turn of the 135M model at a second or two. One thread, not the README's one per
+#: core: llama.cpp's threads meet at spinning barriers, so on a busy machine two threads
+#: wait for each other's time slices (measured at load 20 on 2 cores: a 13-token answer
+#: took 6-11 s with two threads, 1 s with one; a 49-token turn took 168 s with two).
 SERVER_FLAGS = ("--chat_format", "chatml-function-calling", "--n_ctx", "2048",
-                "--n_threads", "2", "--n_threads_batch", "2", "--model_alias", "smollm2")
+                "--n_threads", "1", "--n_threads_batch", "1", "--model_alias", "smollm2")
 #: LiteLLM's proxy offline: its bundled model cost map (no fetch), /v1/messages through
 #: the server's /v1/chat/completions (not OpenAI's Responses API, which the server lacks),
 #: and a placeholder key (its OpenAI client wants one; the server takes any).
 PROXY_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True",
              "LITELLM_USE_CHAT_COMPLETIONS_URL_FOR_ANTHROPIC_MESSAGES": "true",
              "OPENAI_API_KEY": "none"}
-_START_TIMEOUT = 120.0
+_START_TIMEOUT = scaled(120.0)
 
 
 def _free_port() -> int:
@@ -83,7 +87,7 @@ class Service:
                 raise RuntimeError(f"{self._command[0]} exited ({self._process.returncode}):\n"
                                    + self.tail())
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self._ready, timeout=2).status_code == 200:
+                if httpx.get(self._ready, timeout=scaled(2)).status_code == 200:
                     return self
             time.sleep(0.1)  # polling the server's own readiness answer
         self.stop()
@@ -95,10 +99,10 @@ class Service:
             return
         self._process.terminate()
         try:
-            self._process.wait(timeout=20)
+            self._process.wait(timeout=scaled(20))
         except subprocess.TimeoutExpired:
             self._process.kill()
-            self._process.wait(timeout=20)
+            self._process.wait(timeout=scaled(20))
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -176,7 +180,7 @@ def _forwarder(log: WireLog) -> type[BaseHTTPRequestHandler]:
             headers = {key: value for key, value in self.headers.items()
                        if key.lower() not in {"host", "content-length", "connection"}}
             answer = httpx.post(log.upstream + self.path, content=raw, headers=headers,
-                                timeout=300)
+                                timeout=scaled(300))
             log.record(Exchange(self.path, _decoded(raw), answer.status_code,
                                 _decoded(answer.content)))
             self.send_response(answer.status_code)

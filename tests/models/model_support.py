@@ -15,6 +15,7 @@ from policies.config import AgentSettings, ProviderConfig, UserConfig
 from policies.loader import Environment, discover
 from sandbox.config import HostConfig, Limits
 from tests.backends import git
+from tests.timescale import scaled
 
 __all__ = ["Harness"]
 
@@ -31,8 +32,9 @@ class Harness:
     def dialect(self) -> Any:
         return self.server.dialect
 
-    def model(self, *, api_key: str | None = KEY, timeout: float = 5.0, max_retries: int = 2,
-              retry: RetryPolicy | None = None, base_url: str | None = None) -> Model:
+    def model(self, *, api_key: str | None = KEY, timeout: float = scaled(5.0),
+              max_retries: int = 2, retry: RetryPolicy | None = None,
+              base_url: str | None = None) -> Model:
         cls = OpenAIChatModel if self.protocol == "openai" else AnthropicModel
         return cls(model="test-model", base_url=base_url or self.server.base_url,
                    api_key=api_key, provider="local", timeout=timeout,

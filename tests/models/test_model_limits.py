@@ -30,6 +30,7 @@ from executor.run import run_agent
 from executor.run import session as session_module
 from executor.run.memory import request_view
 from policies.config import ProviderConfig, load_user_config
+from tests.timescale import scaled
 
 START = [Message("system", "Be brief."), Message("user", "Say hi")]
 
@@ -74,7 +75,7 @@ def test_the_config_file_reads_them(tmp_path: Path) -> None:
 def test_each_protocol_sends_the_requests_own_cap(harness: Harness, tokens: int | None) -> None:
     cls: Any = OpenAIChatModel if harness.protocol == "openai" else AnthropicModel
     model = cls(model="test-model", base_url=harness.server.base_url, api_key=KEY,
-                provider="local", timeout=5.0, max_retries=0)
+                provider="local", timeout=scaled(5.0), max_retries=0)
     harness.server.reply(harness.dialect.text("hi"))
     sampling = Sampling() if tokens is None else Sampling(max_tokens=tokens)
     model.complete(START, [], sampling=sampling)

@@ -9,6 +9,8 @@ import httpx
 import pytest
 from servers import KEY, ProtocolServer
 
+from tests.timescale import scaled
+
 OPENAI_HEADERS = {"authorization": f"Bearer {KEY}"}
 ANTHROPIC_HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
 CALL = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
@@ -78,7 +80,7 @@ def test_server_flags_malformed_requests(make_server: Callable[..., ProtocolServ
                                          protocol: str, path: str, headers: dict[str, str],
                                          body: dict[str, Any], problem: str) -> None:
     server = make_server(protocol)
-    response = httpx.post(server.url + path, json=body, headers=headers, timeout=5)
+    response = httpx.post(server.url + path, json=body, headers=headers, timeout=scaled(5))
     assert response.status_code == 400
     assert any(problem in found for found in server.problems), server.problems
     server.problems.clear()  # expected here; any other test fails on them
@@ -87,7 +89,7 @@ def test_server_flags_malformed_requests(make_server: Callable[..., ProtocolServ
 def test_server_flags_an_unexpected_request(make_server: Callable[..., ProtocolServer]) -> None:
     server = make_server("openai")
     response = httpx.post(server.url + "/v1/chat/completions", json=_openai([USER]),
-                          headers=OPENAI_HEADERS, timeout=5)
+                          headers=OPENAI_HEADERS, timeout=scaled(5))
     assert response.status_code == 400
     assert server.problems == ["request 1: no reply was scripted"]
     server.problems.clear()

@@ -31,6 +31,7 @@ from executor.models import (
 )
 from executor.run import run_agent
 from policies.config import AgentSettings, ProviderConfig, UserConfig
+from tests.timescale import scaled
 
 READ = ToolSchema("read", "Read a file.", {"type": "object", "properties": {
     "path": {"type": "string"}}, "required": ["path"]})
@@ -46,7 +47,7 @@ WIRE = {
 def _model(harness: Harness, tool_choice: str | None = None) -> Any:
     cls = OpenAIChatModel if harness.protocol == "openai" else AnthropicModel
     return cls(model="test-model", base_url=harness.server.base_url, api_key=KEY,
-               provider="local", timeout=5.0, max_retries=0, tool_choice=tool_choice)
+               provider="local", timeout=scaled(5.0), max_retries=0, tool_choice=tool_choice)
 
 
 @pytest.mark.parametrize("choice", ["auto", "required", "none", "read"])

@@ -41,6 +41,7 @@ from sandbox.errors import BackendUnavailable
 from sandbox.factory import clear_probe_cache, open_sandbox
 from sandbox.results import ExecResult
 from tests.backends import require_backend
+from tests.timescale import scaled
 
 pytestmark = [
     pytest.mark.bubblewrap,
@@ -264,7 +265,7 @@ def outcomes(repo: Path) -> dict[bool, Outcome]:
 def on_host(probe: str) -> str:
     """One probe run by this test's own Python on the host."""
     done = subprocess.run([sys.executable, "-c", PROBE, probe], capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=scaled(60), check=True)
     result: str = json.loads(done.stdout)["probes"][probe]
     return result
 

@@ -18,6 +18,7 @@ from sandbox.base import ExecSpec
 from sandbox.errors import SandboxError
 from sandbox.results import ExecResult
 from tests.procs import pids_matching, still_running
+from tests.timescale import scaled
 
 pytestmark = pytest.mark.parametrize("backend", backends(fake=False), indirect=True)
 
@@ -42,7 +43,7 @@ def test_cancel_stops_a_running_command(open_sb: OpenSandbox, marker: str) -> No
     results: list[ExecResult] = []
     started = threading.Event()
     thread = threading.Thread(target=lambda: results.append(sb.exec(
-        ["sh", "-c", f"touch started; sleep {marker}"], timeout=120)))
+        ["sh", "-c", f"touch started; sleep {marker}"], timeout=scaled(120))))
     thread.start()
     workspace = sb.workspace.root
     try:
@@ -50,12 +51,12 @@ def test_cancel_stops_a_running_command(open_sb: OpenSandbox, marker: str) -> No
             if (workspace / "started").exists():
                 started.set()
         sb.cancel()
-        thread.join(60)
+        thread.join(scaled(60))
         assert results and results[0].stopped and not results[0].timed_out
         assert not pids_matching(f"sleep {marker}")
     finally:
         sb.stop_processes()
-        thread.join(60)
+        thread.join(scaled(60))
 
 
 def test_a_command_starting_as_the_cancel_lands_is_stopped(
@@ -77,8 +78,8 @@ def test_a_command_starting_as_the_cancel_lands_is_stopped(
         return real_run(spec)
 
     monkeypatch.setattr(sb, "_run", run_after_cancel)
-    result = sb.exec(["sh", "-c", f"sleep {marker}"], timeout=120)
-    canceller[0].join(60)
+    result = sb.exec(["sh", "-c", f"sleep {marker}"], timeout=scaled(120))
+    canceller[0].join(scaled(60))
     assert result.stopped and not result.timed_out
     assert not pids_matching(f"sleep {marker}")
 
@@ -106,7 +107,7 @@ def test_a_command_whose_wait_is_interrupted_dies_and_the_sandbox_goes_on(
 
     with pytest.raises(_Stop):
         sb.exec(["sh", "-c", f"echo up; sleep {marker}; echo late > late.txt"],
-                timeout=120, on_output=interrupt)
+                timeout=scaled(120), on_output=interrupt)
     assert not still_running(f"sleep {marker}")
     after = sb.exec(["sh", "-c", "echo next"])
     assert after.ok and after.stdout == b"next\n"
@@ -120,14 +121,14 @@ def next_diff_is_taken(sb: Any) -> None:
     done: list[object] = []
     thread = threading.Thread(target=lambda: done.append(sb.collect_diff()), daemon=True)
     thread.start()
-    thread.join(10)  # milliseconds when it works; when it does not, it never returns
+    thread.join(scaled(10))  # milliseconds when it works; when it does not, it never returns
     try:
         assert done, "the diff waited for a command or a freeze that had ended"
     finally:
         with sb._cond:
             sb._busy, sb._freezing = False, 0
             sb._cond.notify_all()
-        thread.join(30)
+        thread.join(scaled(30))
 
 
 def test_a_stop_as_a_command_claims_the_sandbox_leaves_it_usable(

@@ -33,6 +33,7 @@ from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
 from sandbox.workspaces.overlay import overlay_mounts
 from tests.procs import pids_matching, wait_for
+from tests.timescale import scaled
 
 EDIT_SCRIPT = r"""
 printf 'child edit\n' >> README.md
@@ -211,7 +212,7 @@ def test_teardown_leaves_nothing_behind(open_sb: OpenSandbox, repo: Path, state_
     assert git(repo, "worktree", "list", "--porcelain").stdout.count("worktree ") == 1
     assert git(repo, "status", "--porcelain").stdout == ""
     assert not (state_root / "sandboxes" / sb.id).exists()
-    assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=5)
+    assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=scaled(5))
     assert not list(Path("/sys/fs/cgroup").glob(f"*/corral/*/{sb.id}"))
     if sb.backend == "docker":
         listed = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={sb.id}"],

@@ -20,6 +20,7 @@ import pytest
 
 from tests.backends import require_backend
 from tests.procs import wait_for
+from tests.timescale import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,7 +70,7 @@ def test_a_killed_corral_takes_its_container_with_it(tmp_path: Path) -> None:
         assert name, proc.stderr.read()
         assert _running(name)  # alive while its corral is
         proc.kill()
-        proc.wait(60)
+        proc.wait(scaled(60))
         assert proc.returncode == -signal.SIGKILL
     # The engine notices the closed stdin and removes the container: wait on that state.
-    assert wait_for(lambda: not _exists(name), 60), f"{name} outlived its corral"
+    assert wait_for(lambda: not _exists(name), scaled(60)), f"{name} outlived its corral"

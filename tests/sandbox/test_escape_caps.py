@@ -40,6 +40,7 @@ from sbx_support import OpenSandbox, backends
 from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
 from tests.backends import require
+from tests.timescale import scaled
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CAP_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
@@ -216,7 +217,7 @@ def test_commands_hold_no_capabilities_when_corral_is_not_root(user_dir: Path) -
                    env=_user_env(user_dir))
     done = subprocess.run([setpriv, *user, sys.executable, "-c", _AS_USER, str(repo),
                            str(user_dir / "state")], capture_output=True, text=True,
-                          cwd=REPO_ROOT, env=_user_env(user_dir), timeout=100, check=False)
+                          cwd=REPO_ROOT, env=_user_env(user_dir), timeout=scaled(100), check=False)
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
     assert sorted(results) == sorted(mode.value for mode in SandboxMode)

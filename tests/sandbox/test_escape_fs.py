@@ -23,6 +23,7 @@ from sandbox.errors import PathDenied
 from sandbox.files.confined import ConfinedFiles
 from sandbox.results import ExecResult
 from tests.procs import pids_matching, wait_for
+from tests.timescale import scaled
 
 NO_OS_ISOLATION = "commands run on the host as the user"
 
@@ -248,7 +249,7 @@ def test_parent_skips_non_regular_files_in_result(open_sb: OpenSandbox) -> None:
             sb.files.read_bytes(path)
         assert raised.value.code == "path_not_regular"
     diff = sb.collect_diff()
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < scaled(10)
     assert {(e.path, e.reason) for e in diff.excluded} == {
         ("fifo", "special_file"), ("sock", "special_file")}
     assert [c.path for c in diff.changed] == ["normal.txt"]
@@ -281,18 +282,18 @@ def test_diff_computed_only_after_child_terminated(open_sb: OpenSandbox, marker:
     try:
         assert wait_for(lambda: sb.files.exists("spawned.txt")
                         and sb.files.exists("ticker.txt")
-                        and sb.files.read_text("ticker.txt") == "before\n", timeout=30)
+                        and sb.files.read_text("ticker.txt") == "before\n", timeout=scaled(30))
         diff = sb.collect_diff()
-        thread.join(30)
+        thread.join(scaled(30))
         assert results and results[0].stopped
         assert b"+before" in diff.patch and b"+after" not in diff.patch
         sb.files.write_text("go", "")
         # the writer ends by itself once it has seen ``go`` (host); it is dead already (else)
-        assert wait_for(lambda: not pids_matching(marker), timeout=30)
+        assert wait_for(lambda: not pids_matching(marker), timeout=scaled(30))
         assert sb.files.read_text("ticker.txt") == "before\n"  # what the diff showed
     finally:
         sb.teardown(discard=True)
-        thread.join(30)
+        thread.join(scaled(30))
 
 
 @pytest.mark.parametrize("backend", backends(overlay=True), indirect=True)

@@ -21,6 +21,7 @@ from sandbox.errors import SandboxError
 from sandbox.files.confined import ConfinedFiles
 from sandbox.gc import gc
 from sandbox.workspaces.setid import clear_setid
+from tests.timescale import scaled
 
 SETID = stat.S_ISUID | stat.S_ISGID
 PLANT = ("cp /bin/dash rootsh && chmod 4755 rootsh && cp /bin/dash groupsh && chmod 2755 groupsh"
@@ -202,4 +203,4 @@ def test_a_failed_freeze_never_blocks_later_commands(open_sb: OpenSandbox,
     monkeypatch.setattr(sb, "_stop", failing_stop)
     with pytest.raises(SandboxError, match="could not stop"):
         sb.collect_diff()
-    assert sh(sb, "echo still works", timeout=10).stdout == b"still works\n"
+    assert sh(sb, "echo still works", timeout=scaled(10)).stdout == b"still works\n"

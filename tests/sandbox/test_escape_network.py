@@ -29,6 +29,7 @@ from policies.contract import SandboxMode
 from sandbox.base import BaseSandbox
 from sandbox.config import DockerConfig
 from tests.backends import bridge_gateway, host_ipv4_addresses, require
+from tests.timescale import scaled
 
 MODES = [pytest.param(mode, id=mode.value) for mode in SandboxMode]
 NO_OS_ISOLATION = "commands run on the host as the user"
@@ -100,7 +101,7 @@ def listeners() -> Iterator[Listeners]:
 
 
 def probe_from(sb: BaseSandbox, port: int, addresses: list[str]) -> list[list[object]]:
-    result = sb.exec(["python3", "-c", _PROBE, str(port), *addresses], timeout=60)
+    result = sb.exec(["python3", "-c", _PROBE, str(port), *addresses], timeout=scaled(60))
     assert result.exit_code == 0, result.stderr
     return [json.loads(line) for line in result.stdout.decode().splitlines()]
 
@@ -113,7 +114,7 @@ def outside_addresses() -> dict[str, str]:
 
 def docker_inspect(name: str) -> dict[str, object]:
     done = subprocess.run(["docker", "inspect", name], capture_output=True, text=True,
-                          check=True, timeout=60)
+                          check=True, timeout=scaled(60))
     [found] = json.loads(done.stdout)
     assert isinstance(found, dict)
     return found
@@ -153,7 +154,7 @@ def _bridge_control(listeners: Listeners, gateway: str) -> None:
     done = subprocess.run(
         ["docker", "run", "--rm", "--network", "bridge", "--entrypoint", "python3", image,
          "-c", _PROBE, str(listeners.port), gateway],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=scaled(120), check=False)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     reached = listeners.accepted()
     if done.returncode != 0 or ["tcp", gateway, "reached"] not in lines or not reached:
@@ -186,7 +187,7 @@ def test_child_cannot_reach_the_host(open_sb: OpenSandbox, backend: str, mode: S
     if not addresses:
         pytest.skip("the host has no address outside loopback to leak to")
     for address in addresses.values():  # the parent reaches each: the listeners are there
-        socket.create_connection((address, listeners.port), timeout=5).close()
+        socket.create_connection((address, listeners.port), timeout=scaled(5)).close()
     assert len(listeners.accepted()) == len(addresses)
     sb = open_sb(mode)
     targets = list(dict.fromkeys(addresses.values()))

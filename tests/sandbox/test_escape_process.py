@@ -28,6 +28,7 @@ from sandbox.factory import clear_probe_cache, open_sandbox
 from sandbox.gc import gc
 from sandbox.gitsafe import child_git_env
 from tests.procs import pids_matching, wait_for
+from tests.timescale import scaled
 
 NO_OS_ISOLATION = "commands run on the host as the user"
 PROCESS_BACKENDS = ("host", "bubblewrap", "docker")
@@ -169,7 +170,7 @@ def test_tiocsti_ioctl_fails_in_child(backend: str, repo: Path, state_root: Path
     docker exec without a tty); without them the child prints ``child-pushed-keys``."""
     helper = Path(__file__).with_name("sbx_tty_helper.py")
     done = subprocess.run([sys.executable, str(helper), backend, str(repo), str(state_root)],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=scaled(60), check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "parent-has-tty" in done.stdout
     assert "child-has-no-tty" in done.stdout
@@ -204,7 +205,7 @@ def test_memory_limit_kills_child_not_parent(open_sb: OpenSandbox) -> None:
     """Without a memory cap the child's allocation takes the host's memory (and the OOM killer
     may pick the parent)."""
     sb = open_sb(limits=TEST_LIMITS.model_copy(update={"memory_bytes": 256 << 20}))
-    result = sb.exec(_py("x = b'a' * (1 << 30)\nprint(len(x))"), timeout=60)
+    result = sb.exec(_py("x = b'a' * (1 << 30)\nprint(len(x))"), timeout=scaled(60))
     assert not result.timed_out and result.stdout == b""
     if sb.backend == "bubblewrap" and sb.warning:  # no memory cgroup here: RLIMIT_AS fails it
         assert result.exit_code == 1 and result.stderr.endswith(b"MemoryError\n"), result.stderr
@@ -239,7 +240,7 @@ def test_output_truncated_at_cap_and_process_not_blocked(open_sb: OpenSandbox) -
     without a cap the parent keeps every byte in memory."""
     sb = open_sb()
     size = 64 << 20
-    result = sb.exec(["head", "-c", str(size), "/dev/zero"], output_cap=65536, timeout=60)
+    result = sb.exec(["head", "-c", str(size), "/dev/zero"], output_cap=65536, timeout=scaled(60))
     assert result.exit_code == 0 and not result.timed_out
     assert len(result.stdout) == 65536 and result.stdout_bytes == size and result.truncated
 
@@ -257,7 +258,7 @@ def test_no_survivors_after_timeout(open_sb: OpenSandbox, marker: str,
                      timeout=2)
     assert result.timed_out
     assert wait_for(lambda: not pids_matching(f"sleep {marker}")
-                    and not pids_matching(f"sleep {other}"), timeout=3)
+                    and not pids_matching(f"sleep {other}"), timeout=scaled(3))
 
 
 @pytest.mark.parametrize("backend", backends(only=("bubblewrap", "docker")), indirect=True)
@@ -279,7 +280,7 @@ def test_process_limit_stops_forks(open_sb: OpenSandbox) -> None:
         "        time.sleep(60)\n"
         "        os._exit(0)\n"
         "    started += 1\n"
-        "print('started', started)\n"), timeout=60)
+        "print('started', started)\n"), timeout=scaled(60))
     assert result.exit_code == 0, result.stderr
     failed, started = result.stdout.decode().splitlines()
     assert failed == "fork failed: Resource temporarily unavailable"
@@ -336,15 +337,15 @@ def test_sandbox_dies_with_corral(backend: str, repo: Path, state_root: Path,
         assert proc.stdout is not None and proc.stdout.readline() == "opened\n"
         # The command itself, not bwrap or the namespace's PID 1 (whose command lines hold
         # the same words): once it runs, bwrap's setup (die-with-parent included) is done.
-        assert wait_for(lambda: bool(_exact_command(["sleep", marker])), timeout=30)
+        assert wait_for(lambda: bool(_exact_command(["sleep", marker])), timeout=scaled(30))
         proc.kill()
-        proc.wait(timeout=30)
-        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=10), \
+        proc.wait(timeout=scaled(30))
+        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=scaled(10)), \
             "the sandboxed command outlived corral"
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=30)
+            proc.wait(timeout=scaled(30))
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
@@ -408,7 +409,7 @@ def test_no_survivors_after_command_kills_its_wrapper(open_sb: OpenSandbox, mark
     sb = open_sb()
     result = sb.exec(["sh", "-c", f"(setsid sleep {marker} >/dev/null 2>&1 &); "
                                   f"(sleep {other} >/dev/null 2>&1 &); kill -9 $PPID"],
-                     timeout=30)
+                     timeout=scaled(30))
     assert not result.timed_out
     for value in (marker, other):  # gone when exec returns, not later
         assert not pids_matching(f"sleep {value}")

@@ -21,6 +21,7 @@ import pytest
 from sandbox.backends import process
 from sandbox.backends.process import LocalRunner, kill_process_tree
 from tests.procs import still_running
+from tests.timescale import scaled
 
 
 class Stopped(Exception):
@@ -53,7 +54,7 @@ def test_a_stop_during_the_spawn_still_kills_the_command(
     monkeypatch.setattr(process.subprocess, "Popen", popen_then_stopped)
     with pytest.raises(Stopped):
         LocalRunner().run(["sleep", marker], env={"PATH": os.defpath}, cwd=tmp_path,
-                          timeout=120, output_cap=1024, kill=kill_process_tree)
+                          timeout=scaled(120), output_cap=1024, kill=kill_process_tree)
     assert not still_running(f"sleep {marker}")
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # the handler is back
 
@@ -67,16 +68,16 @@ def test_nothing_is_held_off_the_main_thread_or_after_a_failed_start(
 
     def start() -> None:
         try:
-            LocalRunner().run(["true"], env={"PATH": os.defpath}, cwd=tmp_path, timeout=60,
+            LocalRunner().run(["true"], env={"PATH": os.defpath}, cwd=tmp_path, timeout=scaled(60),
                               output_cap=1024)
         except BaseException as exc:  # handed to the test below
             errors.append(exc)
 
     thread = threading.Thread(target=start)
     thread.start()
-    thread.join(60)
+    thread.join(scaled(60))
     assert errors == []
     with pytest.raises(Exception, match="could not start"):
         LocalRunner().run(["/nonexistent/program"], env={"PATH": os.defpath}, cwd=tmp_path,
-                          timeout=60, output_cap=1024)
+                          timeout=scaled(60), output_cap=1024)
     assert signal.getsignal(signal.SIGTERM) is handler

@@ -23,6 +23,7 @@ from sbx_support import TEST_LIMITS, OpenSandbox, backends
 from sandbox.backends.limits import MEMORY_RLIMIT_COST, MemoryCgroup, memory_cgroup_missing
 from sandbox.config import Limits, default_memory_bytes
 from tests.backends import require
+from tests.timescale import scaled
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MEMORY_BACKENDS = ("bubblewrap", "docker")
@@ -213,7 +214,7 @@ def test_without_a_cgroup_a_normal_user_gets_the_rlimit_and_its_cost(tmp_path: P
                        check=True, capture_output=True, cwd=REPO_ROOT, env=env)
         done = subprocess.run([*user, sys.executable, "-c", _AS_USER,
                                str(repo), str(home / "state")], capture_output=True, text=True,
-                              cwd=REPO_ROOT, env=env, timeout=100, check=False)
+                              cwd=REPO_ROOT, env=env, timeout=scaled(100), check=False)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     assert done.returncode == 0, done.stderr

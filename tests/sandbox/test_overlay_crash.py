@@ -28,6 +28,7 @@ from sandbox.errors import SandboxError
 from sandbox.gc import gc
 from sandbox.workspaces.overlay import overlay_mounts
 from tests.procs import pids_matching, wait_for
+from tests.timescale import scaled
 
 WIDE = 4000  # files the diffed child writes, so its diff takes a while
 
@@ -93,7 +94,7 @@ def _run_until_killed(backend: str, repo: Path, state_root: Path, point: str,
             if words[:1] == ["collecting"]:
                 os.kill(proc.pid, signal.SIGKILL)  # while the child's diff is computed
                 break
-        proc.wait(60)
+        proc.wait(scaled(60))
         stderr = proc.stderr.read()
     assert proc.returncode == -signal.SIGKILL, stderr
     return opened
@@ -137,7 +138,7 @@ def test_killed_fanout_then_gc_loses_nothing_and_leaves_nothing(
     for directory in ("sandboxes", "worktrees"):
         assert not list((state_root / directory).iterdir())
     assert held_snapshots(state_root) == []  # the snapshot stays idle, for reuse
-    assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=10)
+    assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=scaled(10))
     assert not list(Path("/sys/fs/cgroup").glob(f"**/corral/{cgroup_group(state_root)}/*"))
     if backend == "docker":
         assert _containers(state_root) == []
@@ -198,7 +199,7 @@ def test_gc_that_cannot_stop_one_child_leaves_no_mount_and_cleans_the_others(
         assert b"+work of child 0" in patch and b"+running" in patch
         assert not overlay_mounts(state_root)
         assert not list((state_root / "sandboxes").iterdir())
-        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=10)
+        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=scaled(10))
         if backend == "docker":
             assert _containers(state_root) == []
     finally:  # a failure here leaves no container or mount (gc raised, or kept one)

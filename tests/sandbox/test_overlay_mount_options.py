@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from sbx_support import OpenSandbox, overlay_backends, sh
 
+from tests.timescale import scaled
+
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="overlay workspaces need root")
 _PARAMETERS = Path("/sys/module/overlay/parameters")
 
@@ -81,7 +83,7 @@ def test_a_setuid_file_the_child_plants_never_runs_setuid_on_the_host(
     info = planted.stat()
     assert info.st_uid == 65534 and info.st_mode & stat.S_ISUID  # in the upper layer, armed
     ran = subprocess.run([str(planted), "-u"], capture_output=True, text=True, check=True,
-                         timeout=30)
+                         timeout=scaled(30))
     assert ran.stdout.strip() == str(os.geteuid())
     assert "suid-id" in sb.collect_diff().setid_cleared
 

@@ -23,6 +23,7 @@ from sandbox.errors import SandboxError
 from sandbox.gc import gc
 from sandbox.replay import open_replay
 from sandbox.workspaces.snapshot import acquire_snapshot, release_snapshot
+from tests.timescale import scaled
 
 CHANGES = """
 printf 'changed\\n' >> README.md
@@ -114,7 +115,7 @@ def test_an_abandoned_replay_is_removed_by_gc_without_a_diff(repo: Path, state_r
         replay.exec(["sh", "-c", "echo check output > written-by-the-check.txt"])
         os._exit(0)
     """)
-    subprocess.run([sys.executable, "-c", program], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", program], check=True, timeout=scaled(120))
     report = gc(state_root)
     cleaned = [e for e in report.entries if e.action == "cleaned" and e.sandbox_id]
     assert cleaned and all(e.patch_path is None for e in cleaned), report

@@ -35,6 +35,7 @@ from sandbox.results import ExecResult
 from sandbox.workspaces.overlay import is_mountpoint
 from sandbox.workspaces.snapshot import SNAPSHOTS, acquire_snapshot, release_snapshot
 from tests.procs import wait_for
+from tests.timescale import scaled
 
 #: Prints ``<sha256> <path>`` of every file of the workspace, sorted (not ``.git``, not the
 #: waiter's flags).
@@ -98,9 +99,9 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
         waiter = (f"touch .waiting && until [ -e .go ]; do sleep 0.01; done && "
                   f"rm .waiting .go && python3 -c \"{_SUMS}\"")
         thread = threading.Thread(target=lambda: results.append(
-            first.exec(["sh", "-c", waiter], timeout=60)))
+            first.exec(["sh", "-c", waiter], timeout=scaled(60))))
         thread.start()
-        assert wait_for(lambda: first.files.exists(".waiting"), timeout=30)
+        assert wait_for(lambda: first.files.exists(".waiting"), timeout=scaled(30))
 
         report = gc(state_root)
 
@@ -108,7 +109,7 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
         assert (state_root / SNAPSHOTS / ref.id / "snapshot.json").is_file()
         assert _tree_digest(layers.lower) == lower_before  # the shared checkout is intact
         first.files.write_text(".go", "")
-        thread.join(60)
+        thread.join(scaled(60))
         assert results and results[0].exit_code == 0, results
         assert results[0].stdout.decode() == expected  # the child reads every file, unchanged
         assert _sums(first.root) == expected  # and so does the host, through the mount
@@ -125,7 +126,7 @@ def test_gc_leaves_the_snapshot_and_mounts_of_running_overlay_children_whole(
         for child in children:
             child.stop_processes()
         if thread is not None:
-            thread.join(60)
+            thread.join(scaled(60))
         for child in children:
             child.teardown(discard=True)
         release_snapshot(ref)

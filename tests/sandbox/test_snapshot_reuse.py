@@ -37,6 +37,7 @@ from sandbox.workspaces.snapshot import (
 from sandbox.workspaces.snapstore import collect_snapshots
 from sandbox.workspaces.staging import stage_snapshot
 from sandbox.workspaces.statekey import listing_key
+from tests.timescale import scaled
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -326,6 +327,6 @@ def test_gc_racing_acquisitions_never_removes_a_leased_snapshot(tmp_path: Path) 
                 release_snapshot(ref)
     finally:
         stop.set()
-        sweeper.join(60)
+        sweeper.join(scaled(60))
     assert not errors, errors
     assert reused + fresh == 12

@@ -29,6 +29,7 @@ from sbx_support import OpenSandbox, backends
 
 from sandbox.backends import warm
 from tests.backends import host_tasks_named, kill_tasks_named
+from tests.timescale import scaled
 
 WARM = ("bubblewrap", "docker")
 
@@ -132,7 +133,7 @@ def survivor_name() -> Iterator[str]:
 def _start(sb: object, trick: str, name: str) -> tuple[bytes, tuple[str, ...]]:
     script = (_PROLOGUE.format(survivor=_SURVIVOR, name=name)
               + TRICKS[trick] + "\nwait_ready\ncat /tmp/survivor-ready\n")
-    result = sb.exec(["sh", "-c", script], timeout=60)  # type: ignore[attr-defined]
+    result = sb.exec(["sh", "-c", script], timeout=scaled(60))  # type: ignore[attr-defined]
     assert result.exit_code == 0, result.stderr
     return result.stdout, result.killed
 
@@ -222,7 +223,7 @@ def test_an_oversized_frame_is_a_lost_supervisor(open_sb: OpenSandbox,
         b"        os.write(1, b'o' + (1 << 30).to_bytes(4, 'big'))\n"
         b"        time.sleep(3600)\n"))
     sb = open_sb()
-    result = sb.exec(["true"], timeout=30)
+    result = sb.exec(["true"], timeout=scaled(30))
     assert not result.timed_out and result.duration_seconds < 30
     assert not result.ok
 
@@ -329,7 +330,7 @@ def test_a_pause_that_lands_after_its_thaw_is_thawed_at_the_next_exec(
     assert said.startswith(b"ready") and killed and late
     # Killed unfrozen: it leaves the cgroup at once and /proc when the container's init
     # reaps it (a zombie until then).
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while host_tasks_named(survivor_name) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert host_tasks_named(survivor_name) == []

@@ -24,6 +24,7 @@ from sandbox.backends import warm
 from sandbox.base import BaseSandbox
 from sandbox.results import ExecResult
 from tests.procs import pids_matching, wait_for
+from tests.timescale import scaled
 
 WARM = ("bubblewrap", "docker")
 
@@ -85,10 +86,11 @@ def test_background_child_is_killed_at_the_command_end(open_sb: OpenSandbox, mar
     in the warm sandbox, next to the following commands. (host: its process group is killed
     once the command exits, asynchronously; a ``setsid`` process escapes it.)"""
     sb = open_sb()
-    result = sb.exec(["sh", "-c", LEAVERS[how].format(m=marker) + "\necho started"], timeout=30)
+    result = sb.exec(["sh", "-c", LEAVERS[how].format(m=marker) + "\necho started"],
+                     timeout=scaled(30))
     assert result.exit_code == 0 and result.stdout == b"started\n", result.stderr
     if sb.backend == "host":
-        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=5)
+        assert wait_for(lambda: not pids_matching(f"sleep {marker}"), timeout=scaled(5))
     else:
         assert not pids_matching(f"sleep {marker}")  # gone when exec returns, not later
         assert not [p for p in _live_processes(sb) if p.split()[1] == "sleep"]
@@ -180,7 +182,7 @@ def test_killing_the_supervisor_leaves_no_survivor(open_sb: OpenSandbox, marker:
     assert sb.exec(["true"]).ok
     before = _supervisor(sb)
     result = sb.exec(["sh", "-c", f"(setsid sleep {marker} >/dev/null 2>&1 &); "
-                                  "kill -9 $PPID; echo still-here"], timeout=30)
+                                  "kill -9 $PPID; echo still-here"], timeout=scaled(30))
     assert not result.timed_out
     assert not pids_matching(f"sleep {marker}")
     after = sb.exec(["sh", "-c", "echo next"])
@@ -253,19 +255,19 @@ def test_stop_processes_stops_a_running_command_at_once(
     other = markers()
     results: list[ExecResult] = []
     thread = threading.Thread(target=lambda: results.append(sb.exec(
-        ["sh", "-c", f"(setsid sleep {marker} &); sleep {other}"], timeout=60)))
+        ["sh", "-c", f"(setsid sleep {marker} &); sleep {other}"], timeout=scaled(60))))
     thread.start()
     try:
         assert wait_for(lambda: bool(pids_matching(f"sleep {marker}")
-                                     and pids_matching(f"sleep {other}")), timeout=30)
+                                     and pids_matching(f"sleep {other}")), timeout=scaled(30))
         sb.stop_processes()
-        thread.join(30)
+        thread.join(scaled(30))
         assert results and results[0].stopped and results[0].exit_code is None
         assert not pids_matching(f"sleep {marker}") and not pids_matching(f"sleep {other}")
         assert sb.exec(["true"]).ok
     finally:
         sb.stop_processes()
-        thread.join(30)
+        thread.join(scaled(30))
 
 
 @pytest.mark.parametrize("backend", backends(only=WARM, fake=False), indirect=True)
@@ -288,9 +290,9 @@ def test_a_silent_supervisor_is_stopped_from_outside(open_sb: OpenSandbox, marke
     thread.start()
     try:
         assert wait_for(lambda: bool(pids_matching(f"sleep {marker}")
-                                     and pids_matching(f"sleep {other}")), timeout=30)
+                                     and pids_matching(f"sleep {other}")), timeout=scaled(30))
         os.kill(supervisor, signal.SIGSTOP)
-        thread.join(60)
+        thread.join(scaled(60))
         assert results and results[0].timed_out
         assert not pids_matching(f"sleep {marker}") and not pids_matching(f"sleep {other}")
         assert sb.exec(["true"]).ok
@@ -298,7 +300,7 @@ def test_a_silent_supervisor_is_stopped_from_outside(open_sb: OpenSandbox, marke
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(supervisor, signal.SIGCONT)
-        thread.join(30)
+        thread.join(scaled(30))
 
 
 # -- the supervisor itself carries nothing of the host -----------------------------------------

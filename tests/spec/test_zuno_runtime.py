@@ -21,6 +21,7 @@ from executor.run.prepare import agent_model
 from executor.run.session import FINALIZE_PROMPT
 from policies.config import UserConfig
 from policies.contract import AgentFormat
+from tests.timescale import scaled
 
 READ = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}
 
@@ -317,12 +318,12 @@ def test_check_watch_sees_a_nested_zuno_layer(fs) -> None:
                               kwargs={"stop": stop, "personal": False}, daemon=True)
     thread.start()
     with ran:
-        assert ran.wait_for(lambda: len(runs) >= 1, timeout=10)
+        assert ran.wait_for(lambda: len(runs) >= 1, timeout=scaled(10))
     fs.md("packages/api/.zuno/agents/svc.md", "description: after")
     with ran:
-        assert ran.wait_for(lambda: len(runs) >= 2, timeout=10)
+        assert ran.wait_for(lambda: len(runs) >= 2, timeout=scaled(10))
     stop.set()
-    thread.join(timeout=10)
+    thread.join(timeout=scaled(10))
     assert not thread.is_alive()
 
 

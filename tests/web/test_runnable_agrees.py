@@ -21,6 +21,7 @@ from web_support import Served, make_project, serve
 from executor.api import Corral, runnable
 from executor.cli import cli
 from tests.executor.mcp_support import data, run, stdio_client
+from tests.timescale import scaled
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def _cli(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def _web(served: Served) -> dict[str, dict[str, Any]]:
-    html = httpx.get(served.url + "/agents", timeout=60).text
+    html = httpx.get(served.url + "/agents", timeout=scaled(60)).text
     found: dict[str, dict[str, Any]] = {}
     for row in html.split('<tr class="agent">')[1:]:
         name = re.search(r'<td class="name">([^<]*)<', row)

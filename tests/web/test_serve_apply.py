@@ -12,6 +12,7 @@ from web_support import Served, call, make_project, replay, serve
 
 from executor.api import Corral
 from tests.backends import git
+from tests.timescale import scaled
 
 WORKFLOW = ".github/workflows/ci.yml"
 
@@ -31,7 +32,7 @@ def served(tmp_path: Path) -> Iterator[tuple[Served, str]]:
 
 def _post(app: Served, path: str, **data: str) -> httpx.Response:
     return httpx.post(app.url + path, data={"token": app.token, **data},
-                      headers={"Origin": app.origin}, timeout=60)
+                      headers={"Origin": app.origin}, timeout=scaled(60))
 
 
 def _review(html: str) -> list[str]:
@@ -84,7 +85,7 @@ def test_apply_as_branch_leaves_the_checkout_alone(served: tuple[Served, str]) -
 def test_discard_marks_the_run(served: tuple[Served, str]) -> None:
     app, run_id = served
     response = httpx.post(app.url + f"/runs/{run_id}/discard", data={"token": app.token},
-                          headers={"Origin": app.origin}, timeout=60)
+                          headers={"Origin": app.origin}, timeout=scaled(60))
     assert response.status_code == 303
     assert app.corral.show(run_id).state == "discarded"
     page = httpx.get(app.url + f"/runs/{run_id}").text

@@ -20,6 +20,7 @@ from web_support import Served, call, make_project, replay, serve
 
 from executor.api import Corral
 from executor.web.guard import CSP
+from tests.timescale import scaled
 
 
 def _digest(root: Path) -> str:
@@ -49,7 +50,7 @@ def _state(served: Served, run_id: str) -> tuple[str, dict[str, Any]]:
 
 def _post(served: Served, path: str, data: dict[str, str], **headers: str) -> httpx.Response:
     own = {"Origin": served.origin} | headers
-    return httpx.post(served.url + path, data=data, headers=own, timeout=60)
+    return httpx.post(served.url + path, data=data, headers=own, timeout=scaled(60))
 
 
 def test_a_request_without_the_token_is_refused(served: tuple[Served, str]) -> None:

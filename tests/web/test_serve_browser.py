@@ -26,10 +26,11 @@ from payloads import PAYLOADS, make_hostile
 from web_support import Served, call, make_project, replay, screenshot, serve
 
 from executor.api import Corral
+from tests.timescale import scaled
 
 pytestmark = pytest.mark.requires("chromium")
 
-WAIT = 60  # seconds: a bound, not an expectation (CI runs the whole suite beside)
+WAIT = scaled(60)  # seconds: a bound, not an expectation (CI runs the whole suite beside)
 
 
 def _wait(driver: Any, condition: Any, timeout: float = WAIT) -> Any:
@@ -256,7 +257,7 @@ def test_a_page_of_another_origin_cannot_apply_even_with_the_token(
         _wait(browser, lambda d: "another origin" in _by_css(d, "body").text)
     finally:
         evil.shutdown()
-        thread.join(30)
+        thread.join(scaled(30))
         evil.server_close()
     assert not (served.corral.root / "out.txt").exists()
     assert served.corral.show(run_id).state == "pending"

@@ -14,6 +14,7 @@ import httpx
 from web_support import call, make_project, replay
 
 from executor.api import Corral
+from tests.timescale import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,11 +36,11 @@ def _check(process: subprocess.Popen[str]) -> None:
         found = re.search(r"http://127\.0\.0\.1:(\d+)/([A-Za-z0-9_-]{40,})/", line)
         assert found, line
         url = found.group(0)
-        page = httpx.get(url + "agents", timeout=60)
+        page = httpx.get(url + "agents", timeout=scaled(60))
         assert page.status_code == 200 and "patcher" in page.text
         assert httpx.get(f"http://127.0.0.1:{found.group(1)}/agents").status_code == 403
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
+        assert process.wait(timeout=scaled(60)) == 0
         assert "stopped" in process.stderr.read()
     finally:
         if process.poll() is None:
@@ -53,7 +54,7 @@ def test_serve_help_does_not_load_the_web_stack() -> None:
              "print(sorted(m for m in ('starlette', 'jinja2', 'uvicorn', 'pygments', "
              "'executor.web.app') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=scaled(60), check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
     assert "serve" in done.stdout
 
@@ -77,17 +78,17 @@ def test_ctrl_c_cancels_the_runs_it_started_and_records_them(tmp_path: Path) -> 
         assert found, line
         url, token = found.group(0), found.group(1)
         origin = url.split("/" + token)[0]
-        started = httpx.post(url + "start", headers={"Origin": origin}, timeout=120, data={
+        started = httpx.post(url + "start", headers={"Origin": origin}, timeout=scaled(120), data={
             "token": token, "agent": "patcher", "prompt": "wait", "scripts": script})
         assert started.status_code == 303, started.text
         run_id = started.headers["location"].rsplit("/", 1)[1]
         corral = Corral(project, state_dir=tmp_path / "state")
-        for _ in range(1200):  # bounded: until the command's output is journaled
+        for _ in range(int(scaled(1200))):  # bounded: until the command's output is journaled
             if any(e.kind == "output" for e in corral.journal(run_id)):
                 break
             threading.Event().wait(0.05)
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=120) == 0
+        assert process.wait(timeout=scaled(120)) == 0
         assert "stopped" in process.stderr.read()
     shown = corral.show(run_id)
     assert shown.status.value == "cancelled"

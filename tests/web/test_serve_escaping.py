@@ -21,6 +21,7 @@ from web_support import Served, make_project, serve
 
 from executor.api import Corral
 from executor.text import printable
+from tests.timescale import scaled
 
 #: Which page shows each field: agents, the run, the fanout, the live journal.
 PAGES = {"description": "agents", "definition": "agents", "prompt": "run",
@@ -47,7 +48,7 @@ def _page(served: Served, carried: Carried, page: str) -> str:
     path = {"agents": "/agents", "run": f"/runs/{carried.run_id}",
             "journal": f"/runs/{carried.run_id}/journal?after=0",
             "fanout": f"/fanouts/{carried.fanout.fanout_id}"}[page]
-    response = httpx.get(served.url + path, timeout=60)
+    response = httpx.get(served.url + path, timeout=scaled(60))
     assert response.status_code == 200, response.text
     return response.text
 

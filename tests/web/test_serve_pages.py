@@ -14,6 +14,7 @@ from web_support import Served, make_project, serve
 
 from executor.api import Corral
 from executor.api.agents import show_all
+from tests.timescale import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +43,7 @@ def _cell(row: str, css: str) -> str:
 
 
 def test_the_agents_page_lists_each_agents_effective_tools(served: Served) -> None:
-    html = httpx.get(served.url + "/agents", timeout=60).text
+    html = httpx.get(served.url + "/agents", timeout=scaled(60)).text
     shown = {_cell(row, "name"): _cell(row, "tools")
              for row in html.split('<tr class="agent">')[1:]}
     expected = {name: ", ".join(served.corral.agent(name).to_json()["effective"]["tools"])

@@ -20,6 +20,7 @@ from executor.api import Corral
 from executor.api.serving import loopback_socket
 from executor.web.app import build_app
 from tests.backends import git, require
+from tests.timescale import scaled
 
 SCREENSHOTS = "CORRAL_SCREENSHOTS"
 
@@ -91,7 +92,7 @@ def serve(corral: Corral, token: str = "t0ken-" + "x" * 37) -> Iterator[Served]:
         yield Served(corral, token, port)
     finally:
         server.should_exit = True
-        thread.join(30)
+        thread.join(scaled(30))
         sock.close()
         assert web.starts.close() == []
 
