@@ -127,6 +127,12 @@ class ChildResult:
         OOM: ``check["oom_killed"]``, an ``error``)."""
         return self.run.oom_killed if self.run is not None else False
 
+    @property
+    def network(self) -> dict[str, Any] | None:
+        """Its commands' egress under ``--net allow`` (the grant, the denied requests;
+        :func:`~executor.api.results.network_view`); ``None`` when they had no network."""
+        return network_view(self.run.network) if self.run is not None else None
+
     def to_json(self) -> dict[str, Any]:
         """Its row of ``corral fanout --json``'s ``runs``."""
         base: dict[str, Any] = {"run_id": self.run_id, "index": self.index,
@@ -141,7 +147,7 @@ class ChildResult:
             "lines_removed": self.lines_removed, "check": run.check, "steps": run.steps,
             "usage": run.usage, "model": run.model, "error": run.error,
             "denied_calls": run.denied_calls, "base_commit": run.base_commit,
-            "oom_killed": run.oom_killed, "network": network_view(run.network)}
+            "oom_killed": run.oom_killed, "network": self.network}
 
 
 def fanout_exit_code(record: FanoutRecord, children: Sequence[ChildResult]) -> int:

@@ -69,7 +69,8 @@ def test_children_are_compared_row_by_row_with_their_checks_and_conflicts(
     assert [(r["lines_added"], r["lines_removed"]) for r in runs] == [(1, 0), (2, 1), (1, 0)]
     assert [r["check"]["exit_code"] for r in runs] == [0, 1, 0]
     assert runs[0]["check"]["output_tail"] == "ok\n" and runs[0]["check"]["timed_out"] is False
-    assert runs[0]["usage"] == {"input_tokens": 10, "output_tokens": 2, "requests": 2}
+    assert runs[0]["usage"] == {"input_tokens": 10, "output_tokens": 2, "cached_tokens": 0,
+                                "requests": 2}
     assert runs[0]["steps"] == 2 and "+a" in runs[0]["diff"]
     assert result["conflicts"] == [[runs[0]["run_id"], runs[2]["run_id"], ["notes.txt"]]]
     assert result["same_files"] == []
