@@ -53,7 +53,11 @@ def test_the_inspector_lists_the_tools_and_calls_list_agents(repo: Path) -> None
     called = inspector(repo, "--method", "tools/call", "--tool-name", "list_agents")
     assert called["isError"] is False
     agents = called["structuredContent"]["agents"]
-    assert agents == [{"name": "w", "description": "test agent w", "runnable": True}]
+    # The Inspector starts the server with its own small environment, as a user's client
+    # does: corral's bundled agents are listed beside the project's.
+    assert {"name": "w", "description": "test agent w", "runnable": True} in agents
+    assert {a["name"] for a in agents} == {"w", "reviewer", "scout", "worker", "fixer",
+                                           "researcher"}
     assert json.loads(called["content"][0]["text"]) == called["structuredContent"]
 
 
