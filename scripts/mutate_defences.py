@@ -2570,12 +2570,15 @@ def listed_in(test_id: str, case: JunitCase) -> bool:
     return case.name == name or ("[" not in name and case.name.startswith(f"{name}["))
 
 
-def run_pytest(python: str, copy: Path, tests: Sequence[str], timeout: float) -> PytestRun:
-    """``pytest -x`` on ``tests`` inside ``copy``, with a junit report."""
+def run_pytest(python: str, copy: Path, tests: Sequence[str], timeout: float, *,
+               first_failure: bool = True) -> PytestRun:
+    """``pytest -x`` on ``tests`` inside ``copy`` (every test with ``first_failure``
+    false), with a junit report."""
     basetemp = copy / ".mutant-tmp"
     report = copy / ".mutant-report.xml"
     report.unlink(missing_ok=True)
-    argv = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfEs",
+    stop = ["-x"] if first_failure else []
+    argv = [python, "-m", "pytest", *stop, "-q", "-p", "no:cacheprovider", "-rfEs",
             f"--basetemp={basetemp}", f"--junitxml={report}", "-o", "junit_family=xunit2",
             "-o", "junit_logging=no", *tests]
     proc = subprocess.Popen(argv, cwd=copy, env=copy_env(copy), stdout=subprocess.PIPE,
@@ -2696,6 +2699,56 @@ def confirm_on_clean(python: str, copy: Path, outcome: Outcome, timeout: float,
                            f"of {reruns}) too: {why}", output=outcome.output + run.output)
     return replace(outcome, seconds=outcome.seconds + time.monotonic() - started,
                    detail=f"{outcome.detail} (passed {reruns}x on the clean copy)")
+
+
+def confirm_all_on_clean(python: str, copies: list[Path], outcomes: list[Outcome],
+                         timeout: float, reruns: int) -> list[Outcome]:
+    """:func:`confirm_on_clean` for a whole audit at once: every test that caught a mutant
+    runs again on the clean copies, split across them, in one pytest run per copy and
+    round (328 one-test runs cost as much again as the audit itself, measured); a mutant
+    whose catching test fails there, in any round, is ``flaky``."""
+    ids = sorted({test for o in outcomes if o.status == "caught" for test in o.failed_ids})
+    if not ids or reruns < 1:
+        return outcomes
+    bad: dict[str, str] = {}  # test id -> why it is not a catch
+    lock = threading.Lock()
+
+    def one(copy: Path, chunk: list[str], attempt: int) -> None:
+        run = run_pytest(python, copy, chunk, timeout, first_failure=False)
+        try:
+            cases = read_junit(run.junit) if run.junit else []
+        except ValueError:
+            cases = []
+        failed = {node_id(case, copy) for case in cases if case.failed or case.errors}
+        why = "timed out" if run.code is None else _summary(run.output)
+        with lock:
+            for test in chunk:
+                if test in failed or run.code is None or (run.code != 0 and not cases):
+                    bad.setdefault(test, f"rerun {attempt} of {reruns}: {why}")
+
+    for attempt in range(1, reruns + 1):
+        chunks = [ids[i::len(copies)] for i in range(len(copies))]
+        threads = [threading.Thread(target=one, args=(copy, chunk, attempt))
+                   for copy, chunk in zip(copies, chunks, strict=True) if chunk]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    confirmed = []
+    for outcome in outcomes:
+        flaky = ([test for test in outcome.failed_ids if test in bad]
+                 if outcome.status == "caught" else [])
+        if flaky:
+            outcome = replace(outcome, status="flaky",  # noqa: PLW2901 - its confirmed form
+                              detail=f"{outcome.detail}; but on the clean copy too: "
+                              f"{flaky[0]} ({bad[flaky[0]]})")
+        elif outcome.status == "caught":
+            outcome = replace(outcome,  # noqa: PLW2901 - its confirmed form
+                              detail=f"{outcome.detail} (passed {reruns}x on the clean copy)")
+        confirmed.append(outcome)
+    print(f"clean reruns: {len(ids)} catching test id(s) x{reruns}, {len(bad)} failed there",
+          flush=True)
+    return confirmed
 
 
 def run_mutant(python: str, copy: Path, mut: Mutation, timeout: float,
@@ -2855,14 +2908,20 @@ def main(argv: list[str] | None = None) -> int:
         results: list[Outcome] = []
         lock = threading.Lock()
         print("mutants:", flush=True)
+        # Each mutant's catch is confirmed on the clean copies at the end, all at once
+        # (:func:`confirm_all_on_clean`); --every-test confirms each mutant as it goes.
+        per_mutant = args.clean_reruns if args.every_test else 0
         threads = [threading.Thread(target=worker, args=(args.python, copy, queue_, results,
                                                          args.timeout, lock, args.every_test,
-                                                         args.clean_reruns))
+                                                         per_mutant))
                    for copy in copies]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        if not args.every_test:
+            results = confirm_all_on_clean(args.python, copies, results, args.timeout,
+                                           args.clean_reruns)
         order = {mut.name: index for index, mut in enumerate(chosen)}
         results.sort(key=lambda o: order[o.name])
         print_table(results, {mut.name: mut for mut in chosen})

@@ -204,6 +204,20 @@ def test_every_test_mode_confirms_on_the_clean_copy_too(audit: ModuleType,
     assert outcome.status == "flaky", outcome.detail
 
 
+def test_the_whole_audits_clean_reruns_run_at_once_and_find_the_flaky_catch(
+        audit: ModuleType, copy: Path) -> None:
+    """What the audit does by default: each mutant runs without its own rerun, then every
+    catching test runs again on the clean copy in one pytest run."""
+    outcomes = [audit.run_mutant(sys.executable, copy, _mutant(audit, test), scaled(120),
+                                 False, 0)
+                for test in ("test_absolute_is_refused", "test_always_fails")]
+    assert [o.status for o in outcomes] == ["caught", "caught"]  # before the reruns
+    confirmed = audit.confirm_all_on_clean(sys.executable, [copy], outcomes, scaled(120), 1)
+    assert [o.status for o in confirmed] == ["caught", "flaky"]
+    assert "passed 1x on the clean copy" in confirmed[0].detail
+    assert "test_always_fails" in confirmed[1].detail
+
+
 def test_a_junit_case_maps_back_to_its_pytest_id(audit: ModuleType, copy: Path) -> None:
     case = audit.JunitCase("tests.test_defence.TestX", "test_y[a.b]")
     assert audit.node_id(case, copy) == "tests/test_defence.py::TestX::test_y[a.b]"
